@@ -1,0 +1,47 @@
+# make demo / make test: each creates .venv at the repo root when missing, installs, and runs.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test lint typecheck unit bench bench-quick ui clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first: the CPU wheel on this machine; anything else pulls CUDA builds (STACK.md)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[pipeline,dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/memorypack demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check pipeline assets jobs tests bench
+	$(VENV)/bin/ruff format --check pipeline assets jobs tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(PY) -m bench.run
+
+bench-quick: $(STAMP)
+	$(PY) -m bench.run --quick
+
+ui: $(STAMP)
+	DAGSTER_HOME=$${DAGSTER_HOME:-$(CURDIR)/data/dagster} ; mkdir -p $$DAGSTER_HOME ; \
+	DAGSTER_HOME=$$DAGSTER_HOME $(VENV)/bin/dagster dev -w workspace.yaml
+
+clean:
+	rm -rf $(VENV) data/landing data/lake data/packs data/models data/*.duckdb data/dagster

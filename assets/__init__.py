@@ -1,0 +1,1 @@
+"""Dagster assets and checks: thin wrappers over `pipeline/` that attach metadata."""

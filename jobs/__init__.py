@@ -1,0 +1,1 @@
+"""Jobs, schedules, sensors and the Definitions object that wires the assets together."""

@@ -1,0 +1,18 @@
+"""The Definitions object: every asset, check, job, schedule and sensor, loaded by `dagster dev`."""
+
+import dagster as dg
+
+from assets import ingest
+from assets.resources import home_resource
+from jobs.nightly import landing_sensor, nightly, nightly_schedule
+
+STAGES = [ingest]
+
+defs = dg.Definitions(
+    assets=[a for stage in STAGES for a in stage.ASSETS],
+    asset_checks=[c for stage in STAGES for c in stage.CHECKS],
+    jobs=[nightly],
+    schedules=[nightly_schedule],
+    sensors=[landing_sensor],
+    resources={"home": home_resource()},
+)

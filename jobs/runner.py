@@ -1,0 +1,62 @@
+"""Run the nightly job in this process (no daemon): what `memorypack run` and `memorypack demo` call."""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from assets.resources import MemorypackHome
+from pipeline.config import Paths
+
+
+@dataclass
+class RunOutcome:
+    success: bool
+    run_id: str
+    failed_step: str | None = None
+    error: str | None = None
+
+
+def _instance(paths: Paths) -> dg.DagsterInstance:
+    """The instance under DAGSTER_HOME, else `<home>/dagster`, so `dagster dev` shows CLI runs too."""
+    if not os.environ.get("DAGSTER_HOME"):
+        dagster_home = paths.home / "dagster"
+        dagster_home.mkdir(parents=True, exist_ok=True)
+        config = dagster_home / "dagster.yaml"
+        if not config.exists():
+            config.write_text("telemetry:\n  enabled: false\n")
+        os.environ["DAGSTER_HOME"] = str(dagster_home)
+    return dg.DagsterInstance.get()
+
+
+def run_nightly(
+    home: Path, landing: Path, start: str, end: str, log_level: str = "INFO"
+) -> RunOutcome:
+    """One run of `nightly` over the load dates start..end (a single-run backfill when they differ)."""
+    from jobs.definitions import defs
+
+    paths = Paths.from_env(home)
+    job = defs.resolve_job_def("nightly")
+    tags = (
+        {"dagster/partition": start}
+        if start == end
+        else {"dagster/asset_partition_range_start": start, "dagster/asset_partition_range_end": end}
+    )
+    with _instance(paths) as instance:
+        result = job.execute_in_process(
+            instance=instance,
+            tags=tags,
+            resources={"home": MemorypackHome(home=str(paths.home), landing=str(landing))},
+            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+            raise_on_error=False,
+        )
+    if result.success:
+        return RunOutcome(True, result.run_id)
+    failure = next(
+        (e for e in result.all_events if e.event_type_value == "STEP_FAILURE"), None
+    )
+    message = None
+    if failure is not None and failure.step_failure_data and failure.step_failure_data.error:
+        message = failure.step_failure_data.error.message.strip().splitlines()[-1]
+    return RunOutcome(False, result.run_id, failure.step_key if failure else None, message)

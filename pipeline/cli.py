@@ -1,0 +1,228 @@
+"""`memorypack` command line: demo, run, generate, import, pack (SPEC §8)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from datetime import date, timedelta
+from pathlib import Path
+
+from pipeline import __version__
+from pipeline.config import Paths, offline_environment
+from pipeline.errors import UserError
+
+log = logging.getLogger("memorypack")
+
+DEMO_START = date(2026, 11, 1)
+DEMO_DAYS = 7
+
+
+def _date(text: str) -> str:
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text} is not a date (expected YYYY-MM-DD)") from None
+
+
+def _progress(message: str) -> None:
+    print(f"  {message}", flush=True)
+
+
+def _landing_dates(landing: Path) -> list[str]:
+    dates = []
+    for child in landing.iterdir() if landing.is_dir() else []:
+        try:
+            dates.append(date.fromisoformat(child.name).isoformat())
+        except ValueError:
+            continue
+    return sorted(dates)
+
+
+def _run(home: Path, landing: Path, start: str, end: str) -> str:
+    """One in-process Dagster run of `nightly`; returns the run id or raises a one-line error."""
+    offline_environment()
+    runner = importlib.import_module("jobs.runner")  # Dagster is only loaded when a run is asked for
+    began = time.perf_counter()
+    outcome = runner.run_nightly(home, landing, start, end)
+    if not outcome.success:
+        raise UserError(
+            f"run {outcome.run_id} failed at {outcome.failed_step or 'an unknown step'}: {outcome.error}"
+        )
+    print(f"memorypack: run {outcome.run_id} succeeded in {time.perf_counter() - began:.1f}s")
+    return str(outcome.run_id)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    paths = Paths.from_env(args.home)
+    landing = Path(args.landing).resolve() if args.landing else paths.landing
+    if not landing.is_dir():
+        raise UserError(f"landing folder {landing} does not exist")
+    if args.date and (args.start or args.end):
+        raise UserError("give either --date or --start/--end, not both")
+    if args.date:
+        start = end = args.date
+    elif args.start or args.end:
+        start, end = args.start or args.end, args.end or args.start
+    else:
+        dates = _landing_dates(landing)
+        if not dates:
+            raise UserError(f"landing folder {landing} has no YYYY-MM-DD folders")
+        start, end = dates[0], dates[-1]
+    if start > end:
+        raise UserError(f"--start {start} is after --end {end}")
+    print(f"memorypack: nightly for load dates {start}..{end} (home {paths.home}, landing {landing})")
+    _run(paths.home, landing, start, end)
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from pipeline.generate import generate
+
+    out = Path(args.out)
+    print(f"memorypack: generating {args.interactions} interactions over {args.days} days into {out}")
+    truth = generate(
+        out,
+        days=args.days,
+        interactions=args.interactions,
+        tenants=args.tenants,
+        seed=args.seed,
+        start=date.fromisoformat(args.start),
+        progress=_progress,
+    )
+    ingest = truth.get("ingest", {})
+    print(
+        f"memorypack: wrote {ingest.get('lines_read', '?')} lines "
+        f"({ingest.get('quarantined', '?')} planted bad lines); answers in {out / 'truth.json'}"
+    )
+    return 0
+
+
+def cmd_import_oasst(args: argparse.Namespace) -> int:
+    from pipeline.importers.oasst import import_oasst
+
+    source = Path(args.file)
+    if not source.is_file():
+        raise UserError(f"{source} is not a file")
+    counts = import_oasst(source, Path(args.out))
+    print(f"memorypack: imported {source.name}: {counts}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    paths = Paths.from_env(args.home)
+    landing = paths.landing
+    end = DEMO_START + timedelta(days=args.days - 1)
+    if not _landing_dates(landing):
+        from pipeline.generate import generate
+
+        print(f"memorypack demo: 1/3 generating sample logs into {landing}")
+        generate(
+            landing,
+            days=args.days,
+            interactions=args.interactions,
+            tenants=3,
+            seed=args.seed,
+            start=DEMO_START,
+            progress=_progress,
+        )
+    else:
+        print(f"memorypack demo: 1/3 using the sample logs already in {landing}")
+    print("memorypack demo: 2/3 running the nightly job over every load date (one Dagster run)")
+    _run(paths.home, landing, DEMO_START.isoformat(), end.isoformat())
+    print("memorypack demo: 3/3 done. Where to look:")
+    for label, location in [
+        ("landing logs", landing),
+        ("lake (Parquet)", paths.lake),
+        ("warehouse", paths.warehouse),
+        ("analyst snapshot", paths.analytics),
+        ("packs", paths.packs),
+        ("models", paths.models),
+    ]:
+        print(f"  {label:<17} {location}")
+    print("  Dagster UI        make ui   (then open http://localhost:3000)")
+    print(f"  DuckDB            duckdb -readonly {paths.analytics}")
+    _show_packs(paths)
+    return 0
+
+
+def _show_packs(paths: Paths) -> None:
+    try:
+        showcase = importlib.import_module("pipeline.pack.showcase")
+    except ImportError:
+        return
+    for tenant_dir in sorted(p for p in paths.packs.glob("*") if (p / "LATEST").exists()):
+        print()
+        print(showcase.describe_pack(tenant_dir))
+        break  # one tenant is enough for a first look
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memorypack", description="Turn AI interaction logs into a verified memory pack."
+    )
+    parser.add_argument("--version", action="version", version=f"memorypack {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show details and tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="generate sample logs, run the nightly job, publish packs")
+    demo.add_argument("--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)")
+    demo.add_argument("--days", type=int, default=DEMO_DAYS)
+    demo.add_argument("--interactions", type=int, default=1500)
+    demo.add_argument("--seed", type=int, default=7)
+    demo.set_defaults(func=cmd_demo)
+
+    run = sub.add_parser("run", help="one Dagster run of the nightly job (no daemon needed)")
+    run.add_argument("--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)")
+    run.add_argument("--landing", default=None, help="landing folder (default <home>/landing)")
+    run.add_argument("--date", type=_date, help="one load date")
+    run.add_argument("--start", type=_date, help="first load date of a range (single-run backfill)")
+    run.add_argument("--end", type=_date, help="last load date of a range")
+    run.set_defaults(func=cmd_run)
+
+    gen = sub.add_parser("generate", help="write realistic sample logs with planted answers")
+    gen.add_argument("--out", required=True, help="landing folder to write")
+    gen.add_argument("--days", type=int, default=DEMO_DAYS)
+    gen.add_argument("--interactions", type=int, default=2000)
+    gen.add_argument("--tenants", type=int, default=3)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--start", type=_date, default=DEMO_START.isoformat())
+    gen.set_defaults(func=cmd_generate)
+
+    imp = sub.add_parser("import", help="turn another log format into contract events")
+    imp_sub = imp.add_subparsers(dest="format", required=True)
+    oasst = imp_sub.add_parser("oasst", help="OpenAssistant message-tree export (.jsonl)")
+    oasst.add_argument("file")
+    oasst.add_argument("--out", required=True, help="landing folder to write")
+    oasst.set_defaults(func=cmd_import_oasst)
+
+    try:
+        pack_commands = importlib.import_module("pipeline.pack.commands")
+    except ImportError:
+        pack_commands = None
+    if pack_commands is not None:
+        pack_commands.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
+    try:
+        return int(args.func(args))
+    except UserError as error:
+        if args.verbose:
+            log.exception("details")
+        print(f"memorypack: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("memorypack: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

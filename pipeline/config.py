@@ -1,0 +1,64 @@
+"""Where things live: the home folder (MEMORYPACK_HOME) and every path under it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_HOME = "./data"
+
+
+def offline_environment() -> None:
+    """Models load from installed packages only; nothing is fetched at run time (STACK.md)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Every location under one home folder (SPEC §1)."""
+
+    home: Path
+
+    @classmethod
+    def from_env(cls, home: str | os.PathLike[str] | None = None) -> Paths:
+        return cls(Path(home or os.environ.get("MEMORYPACK_HOME", DEFAULT_HOME)).resolve())
+
+    @property
+    def landing(self) -> Path:
+        env = os.environ.get("MEMORYPACK_LANDING")
+        return Path(env).resolve() if env else self.home / "landing"
+
+    @property
+    def lake(self) -> Path:
+        return self.home / "lake"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.home / "warehouse.duckdb"
+
+    @property
+    def analytics(self) -> Path:
+        return self.home / "analytics.duckdb"
+
+    @property
+    def models(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def packs(self) -> Path:
+        return self.home / "packs"
+
+    def table(self, name: str) -> Path:
+        """A whole (non-partitioned) lake table: one Parquet file."""
+        return self.lake / name / "data.parquet"
+
+    def partition(self, name: str, key: str, column: str = "load_date") -> Path:
+        """One partition of a partitioned lake table (hive layout, one file per partition)."""
+        return self.lake / name / f"{column}={key}" / "data.parquet"
+
+    def partitions_glob(self, name: str) -> str:
+        return str(self.lake / name / "*" / "data.parquet")

@@ -1,0 +1,326 @@
+"""The raw-log contract (SPEC §2, version 1) and the typed tables it becomes: one place for every rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import pandera.polars as pa
+import polars as pl
+
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+EVENT_ID_MAX_CHARS = 128
+COMMENT_MAX_CHARS = 300
+TENANT_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+# An event may be stamped up to one day after its load date (clock skew, time zones); more is an error.
+FUTURE_TOLERANCE_DAYS = 1
+
+
+class EventType(StrEnum):
+    INTERACTION = "interaction"
+    FEEDBACK = "feedback"
+    MEMORY = "memory"
+
+
+class Signal(StrEnum):
+    THUMBS_UP = "thumbs_up"
+    THUMBS_DOWN = "thumbs_down"
+    CORRECTION = "correction"
+    FOLLOW_UP = "follow_up"
+    USER_OVERRIDE = "user_override"
+    USER_EDIT = "user_edit"
+    ACTION_TAKEN = "action_taken"
+    ACTION_IGNORED = "action_ignored"
+    REGENERATE = "regenerate"
+    COPY = "copy"
+    VALIDATE = "validate"
+
+
+class FeedbackReason(StrEnum):
+    TOO_VERBOSE = "too_verbose"
+    TOO_BRIEF = "too_brief"
+    WRONG_TONE = "wrong_tone"
+    NOT_HELPFUL = "not_helpful"
+    INCORRECT_INFO = "incorrect_info"
+    OTHER = "other"
+
+
+class MemoryType(StrEnum):
+    EXPLICIT_INSTRUCTION = "explicit_instruction"
+    CORRECTION = "correction"
+    CONFIRMED_PATTERN = "confirmed_pattern"
+    INFERRED_PATTERN = "inferred_pattern"
+    SINGLE_INFERENCE = "single_inference"
+    TEMPORARY = "temporary"
+
+
+class MemoryCategory(StrEnum):
+    COMMUNICATION = "communication"
+    SCHEDULING = "scheduling"
+    MONEY = "money"
+    RELATIONSHIPS = "relationships"
+    PREFERENCES = "preferences"
+    OTHER = "other"
+
+
+class ImpactLevel(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class Stage(StrEnum):
+    CLASSIFY = "classify"
+    ROUTE = "route"
+    GATHER = "gather"
+    DRAFT = "draft"
+    VALIDATE = "validate"
+
+
+class Reason(StrEnum):
+    """Machine-readable quarantine reasons. Field-specific ones are `<reason>:<field>`."""
+
+    INVALID_UTF8 = "invalid_utf8"
+    EMPTY_LINE = "empty_line"
+    INVALID_JSON = "invalid_json"
+    NOT_AN_OBJECT = "not_an_object"
+    UNSUPPORTED_SCHEMA_VERSION = "unsupported_schema_version"
+    MISSING_FIELD = "missing_field"  # missing_field:<field>
+    WRONG_TYPE = "wrong_type"  # wrong_type:<field>
+    BAD_EVENT_ID = "bad_event_id"
+    BAD_TENANT_ID = "bad_tenant_id"
+    UNKNOWN_EVENT_TYPE = "unknown_event_type"
+    BAD_TIMESTAMP = "bad_timestamp"
+    FUTURE_TIMESTAMP = "future_timestamp"
+    UNKNOWN_SIGNAL = "unknown_signal"
+    UNKNOWN_VALUE = "unknown_value"  # unknown_value:<field> for the other enumerations
+    OUT_OF_RANGE = "out_of_range"  # out_of_range:<field>
+    CONFLICTING_DUPLICATE = "conflicting_duplicate"  # same (tenant, event_id), different content
+
+
+class JsonKind(StrEnum):
+    """What a field must hold in the JSON line."""
+
+    STRING = "string"
+    INTEGER = "integer"
+    NUMBER = "number"
+    STRING_LIST = "string_list"
+    ANY = "any"  # any JSON value; non-strings are stored as canonical JSON text
+    OBJECT = "object"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: JsonKind
+    event_types: tuple[EventType, ...]  # empty = every event type
+    required: bool = False
+    allowed: tuple[str, ...] | None = None  # enumeration, when the field has one
+    low: float | None = None
+    high: float | None = None
+
+
+_I, _F, _M = EventType.INTERACTION, EventType.FEEDBACK, EventType.MEMORY
+
+# Every field of the contract, in the order the rules check them (the first failure is the reason).
+FIELDS: tuple[Field, ...] = (
+    Field("schema_version", JsonKind.INTEGER, ()),
+    Field("event_id", JsonKind.STRING, (), required=True),
+    Field("tenant_id", JsonKind.STRING, (), required=True),
+    Field("event_type", JsonKind.STRING, (), required=True, allowed=tuple(EventType)),
+    Field("ts", JsonKind.STRING, (), required=True),
+    Field("contact_id", JsonKind.STRING, ()),
+    Field("metadata", JsonKind.OBJECT, ()),
+    # interaction
+    Field("system", JsonKind.STRING, (_I,), required=True),
+    Field("kind", JsonKind.STRING, (_I,), required=True),
+    Field("session_id", JsonKind.STRING, (_I,)),
+    Field("skill_id", JsonKind.STRING, (_I,)),
+    Field("input", JsonKind.STRING, (_I,), required=True),
+    Field("output", JsonKind.ANY, (_I,), required=True),
+    Field("summary", JsonKind.STRING, (_I,)),
+    Field("tags", JsonKind.STRING_LIST, (_I, _M)),
+    Field("importance", JsonKind.NUMBER, (_I,), low=0.0, high=1.0),
+    Field("model", JsonKind.STRING, (_I,)),
+    Field("stage", JsonKind.STRING, (_I,), allowed=tuple(Stage)),
+    Field("parent_event_id", JsonKind.STRING, (_I,)),
+    # feedback
+    Field("target_id", JsonKind.STRING, (_F,), required=True),
+    Field("signal", JsonKind.STRING, (_F,), required=True, allowed=tuple(Signal)),
+    Field("rating", JsonKind.INTEGER, (_F,), low=1, high=5),
+    Field("reason", JsonKind.STRING, (_F,), allowed=tuple(FeedbackReason)),
+    Field("comment", JsonKind.STRING, (_F,)),
+    Field("corrected_output", JsonKind.ANY, (_F,)),
+    Field("user_id", JsonKind.STRING, (_I, _F)),
+    # memory
+    Field("memory_type", JsonKind.STRING, (_M,), required=True, allowed=tuple(MemoryType)),
+    Field("content", JsonKind.STRING, (_M,), required=True),
+    Field("impact_level", JsonKind.STRING, (_M,), allowed=tuple(ImpactLevel)),
+    Field("confidence", JsonKind.NUMBER, (_M,), low=0.0, high=1.0),
+    Field("supersedes", JsonKind.STRING_LIST, (_M,)),
+    # `category` is free text on interactions and an enumeration on memories.
+    Field("category", JsonKind.STRING, (_I, _M)),
+)
+FIELDS_BY_NAME = {f.name: f for f in FIELDS}
+MEMORY_CATEGORIES = tuple(MemoryCategory)
+
+_TS = pl.Datetime("us", "UTC")
+
+# The `events` table: every accepted event, all contract fields as typed columns.
+EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "event_id": pl.String(),
+    "event_type": pl.String(),
+    "ts": _TS,
+    "load_date": pl.Date(),
+    "contact_id": pl.String(),
+    "schema_version": pl.Int32(),
+    "system": pl.String(),
+    "kind": pl.String(),
+    "session_id": pl.String(),
+    "skill_id": pl.String(),
+    "input": pl.String(),
+    "output": pl.String(),
+    "summary": pl.String(),
+    "tags": pl.List(pl.String()),
+    "importance": pl.Float64(),
+    "model": pl.String(),
+    "stage": pl.String(),
+    "category": pl.String(),
+    "parent_event_id": pl.String(),
+    "target_id": pl.String(),
+    "signal": pl.String(),
+    "rating": pl.Int8(),
+    "reason": pl.String(),
+    "comment": pl.String(),
+    "comment_truncated": pl.Boolean(),
+    "corrected_output": pl.String(),
+    "user_id": pl.String(),
+    "memory_type": pl.String(),
+    "content": pl.String(),
+    "impact_level": pl.String(),
+    "confidence": pl.Float64(),
+    "supersedes": pl.List(pl.String()),
+    "metadata": pl.String(),
+    "content_hash": pl.String(),
+    "source_file": pl.String(),
+    "line_no": pl.Int64(),
+}
+
+QUARANTINE_SCHEMA: dict[str, pl.DataType] = {
+    "load_date": pl.Date(),
+    "file": pl.String(),
+    "line_no": pl.Int64(),
+    "reason": pl.String(),
+    "raw": pl.String(),
+    "raw_bytes": pl.Binary(),
+    "tenant_id": pl.String(),
+    "event_id": pl.String(),
+}
+
+_COMMON = ["tenant_id", "event_id", "ts", "load_date", "contact_id"]
+# Typed tables (SPEC §3): the columns each keeps from `events`.
+INTERACTION_COLUMNS = [
+    *_COMMON,
+    "system",
+    "kind",
+    "session_id",
+    "skill_id",
+    "input",
+    "output",
+    "summary",
+    "tags",
+    "importance",
+    "model",
+    "stage",
+    "category",
+    "parent_event_id",
+    "user_id",
+    "metadata",
+]
+FEEDBACK_COLUMNS = [
+    *_COMMON,
+    "target_id",
+    "signal",
+    "rating",
+    "reason",
+    "comment",
+    "comment_truncated",
+    "corrected_output",
+    "user_id",
+    "metadata",
+]
+MEMORY_COLUMNS = [
+    *_COMMON,
+    "memory_type",
+    "content",
+    "category",
+    "impact_level",
+    "confidence",
+    "supersedes",
+    "tags",
+    "metadata",
+]
+INTERACTION_SCHEMA = {c: EVENT_SCHEMA[c] for c in INTERACTION_COLUMNS}
+FEEDBACK_SCHEMA = {c: EVENT_SCHEMA[c] for c in FEEDBACK_COLUMNS}
+MEMORY_SCHEMA = {c: EVENT_SCHEMA[c] for c in MEMORY_COLUMNS}
+
+
+# Pandera models: the typed tables as the rest of the pipeline may rely on them.
+class Events(pa.DataFrameModel):
+    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
+    event_id: str = pa.Field(str_length={"min_value": 1, "max_value": EVENT_ID_MAX_CHARS})
+    event_type: str = pa.Field(isin=list(EventType))
+    ts: pl.Datetime = pa.Field(dtype_kwargs={"time_unit": "us", "time_zone": "UTC"})
+    load_date: pl.Date
+    contact_id: str = pa.Field(nullable=True)
+
+    class Config:
+        unique = ["tenant_id", "event_id"]
+
+
+class Interactions(pa.DataFrameModel):
+    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
+    event_id: str = pa.Field(str_length={"min_value": 1, "max_value": EVENT_ID_MAX_CHARS})
+    system: str
+    kind: str
+    input: str
+    output: str
+    importance: float = pa.Field(nullable=True, in_range={"min_value": 0.0, "max_value": 1.0})
+    stage: str = pa.Field(nullable=True, isin=list(Stage))
+
+    class Config:
+        unique = ["tenant_id", "event_id"]
+
+
+class Feedback(pa.DataFrameModel):
+    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
+    event_id: str
+    target_id: str
+    signal: str = pa.Field(isin=list(Signal))
+    rating: pl.Int8 = pa.Field(nullable=True, in_range={"min_value": 1, "max_value": 5})
+    reason: str = pa.Field(nullable=True, isin=list(FeedbackReason))
+    comment: str = pa.Field(nullable=True, str_length={"max_value": COMMENT_MAX_CHARS})
+
+    class Config:
+        unique = ["tenant_id", "event_id"]
+
+
+class MemoryStatements(pa.DataFrameModel):
+    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
+    event_id: str
+    memory_type: str = pa.Field(isin=list(MemoryType))
+    content: str
+    category: str = pa.Field(nullable=True, isin=list(MemoryCategory))
+    impact_level: str = pa.Field(nullable=True, isin=list(ImpactLevel))
+    confidence: float = pa.Field(nullable=True, in_range={"min_value": 0.0, "max_value": 1.0})
+
+    class Config:
+        unique = ["tenant_id", "event_id"]
+
+
+class Quarantine(pa.DataFrameModel):
+    load_date: pl.Date
+    file: str
+    line_no: pl.Int64 = pa.Field(ge=1)
+    reason: str

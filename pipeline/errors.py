@@ -1,0 +1,5 @@
+"""Errors a person should see as one clear line (the CLI prints them without a traceback)."""
+
+
+class UserError(Exception):
+    """An expected failure: bad input, a missing folder, a refused pack. The message is the line."""

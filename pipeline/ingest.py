@@ -1,0 +1,411 @@
+"""Raw landing folder → validated events and quarantined lines, with counts that always add up."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from pipeline.contracts import (
+    COMMENT_MAX_CHARS,
+    EVENT_ID_MAX_CHARS,
+    EVENT_SCHEMA,
+    FEEDBACK_COLUMNS,
+    FIELDS,
+    FUTURE_TOLERANCE_DAYS,
+    INTERACTION_COLUMNS,
+    MEMORY_CATEGORIES,
+    MEMORY_COLUMNS,
+    QUARANTINE_SCHEMA,
+    SUPPORTED_SCHEMA_VERSIONS,
+    TENANT_ID_PATTERN,
+    EventType,
+    Field,
+    JsonKind,
+    Reason,
+    Signal,
+)
+from pipeline.errors import UserError
+
+BOM = "\ufeff"
+LANDING_PATTERNS = ("*.jsonl", "*.jsonl.gz")
+
+_LINES_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String(),
+    "line_no": pl.Int64(),
+    "raw": pl.String(),
+    "raw_bytes": pl.Binary(),
+}
+
+
+@dataclass
+class IngestResult:
+    """One landing folder, split: every line read is in exactly one of the three outcomes."""
+
+    load_date: date
+    events: pl.DataFrame
+    quarantine: pl.DataFrame
+    files: list[str] = field(default_factory=list)
+    lines_read: int = 0
+    duplicates: int = 0
+
+    @property
+    def stats(self) -> dict[str, int | str]:
+        return {
+            "load_date": self.load_date.isoformat(),
+            "files": len(self.files),
+            "lines_read": self.lines_read,
+            "accepted": self.events.height,
+            "duplicates": self.duplicates,
+            "quarantined": self.quarantine.height,
+        }
+
+    @property
+    def conserved(self) -> bool:
+        return self.lines_read == self.events.height + self.duplicates + self.quarantine.height
+
+
+def parse_load_date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"landing folder {text} is not a date (expected YYYY-MM-DD)") from None
+
+
+def landing_files(folder: Path) -> list[Path]:
+    return sorted({p for pattern in LANDING_PATTERNS for p in folder.glob(pattern)})
+
+
+def read_lines(path: Path, name: str | None = None) -> pl.DataFrame:
+    """One row per line: text when it is valid UTF-8, otherwise the bytes (quarantined later).
+
+    The whole file is decoded at once (the happy path); only a file holding invalid UTF-8 is
+    decoded line by line, so one bad line costs that line alone.
+    """
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        data = gzip.decompress(data)
+    data = data.replace(b"\r\n", b"\n")
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    label = name or path.name
+    if not data:
+        return pl.DataFrame(schema=_LINES_SCHEMA)
+    try:
+        text = data.decode("utf-8")
+        raw = pl.Series("raw", [text.removeprefix(BOM)]).str.split("\n").explode()
+        raw_bytes = pl.Series("raw_bytes", [None] * raw.len(), dtype=pl.Binary)
+    except UnicodeDecodeError:
+        lines = data.split(b"\n")
+        decoded = [_decode_or_none(line) for line in lines]
+        if decoded and decoded[0] is not None:
+            decoded[0] = decoded[0].removeprefix(BOM)
+        raw = pl.Series("raw", decoded, dtype=pl.String)
+        raw_bytes = pl.Series(
+            "raw_bytes", [b if d is None else None for b, d in zip(lines, decoded, strict=True)]
+        )
+    return pl.DataFrame(
+        {
+            "file": pl.Series([label] * raw.len(), dtype=pl.String),
+            "line_no": pl.int_range(1, raw.len() + 1, eager=True, dtype=pl.Int64),
+            "raw": raw,
+            "raw_bytes": raw_bytes.cast(pl.Binary),
+        }
+    )
+
+
+def _decode_or_none(line: bytes) -> str | None:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _extract(lines: pl.DataFrame) -> pl.DataFrame:
+    """Parse each line's JSON once in DuckDB: root type, every field's JSON type and text value."""
+    paths = ", ".join(f"'$.{f.name}'" for f in FIELDS)
+    list_fields = [f for f in FIELDS if f.kind is JsonKind.STRING_LIST]
+    list_checks = ", ".join(
+        f"list_bool_and(list_transform(json_type(raw, '$.{f.name}[*]'), lambda t: t = 'VARCHAR')) "
+        f"AS {f.name}__all_str"
+        for f in list_fields
+    )
+    con = duckdb.connect()
+    try:
+        con.register("lines", lines.filter(pl.col("raw").is_not_null()).select("row", "raw").to_arrow())
+        checked = con.sql("SELECT row, json_valid(raw) AS json_ok FROM lines").pl()
+        ok_rows = checked.filter("json_ok").select("row").to_arrow()
+        con.register("ok_rows", ok_rows)
+        parsed = con.sql(
+            f"""
+            SELECT row, json_type(raw) AS root_type,
+                   json_type(raw, [{paths}]) AS types,
+                   json_extract_string(raw, [{paths}]) AS vals,
+                   {list_checks},
+                   sha256(raw) AS content_hash
+            FROM lines SEMI JOIN ok_rows USING (row)
+            """
+        ).pl()
+    finally:
+        con.close()
+    parsed = checked.join(parsed, on="row", how="left")
+    columns = [pl.col("types").list.get(i).alias(f"{f.name}__t") for i, f in enumerate(FIELDS)]
+    columns += [pl.col("vals").list.get(i).alias(f.name) for i, f in enumerate(FIELDS)]
+    return lines.join(parsed.with_columns(columns).drop("types", "vals"), on="row", how="left")
+
+
+_INTEGER_TYPES = ("BIGINT", "UBIGINT")
+_KIND_TYPES: dict[JsonKind, tuple[str, ...]] = {
+    JsonKind.STRING: ("VARCHAR",),
+    JsonKind.INTEGER: _INTEGER_TYPES,
+    JsonKind.NUMBER: (*_INTEGER_TYPES, "DOUBLE"),
+    JsonKind.STRING_LIST: ("ARRAY",),
+    JsonKind.OBJECT: ("OBJECT",),
+}
+
+
+def _present(f: Field) -> pl.Expr:
+    """The field is there and not JSON null (an explicit null counts as absent)."""
+    t = pl.col(f"{f.name}__t")
+    return t.is_not_null() & (t != "NULL")
+
+
+def _wrong_type(f: Field) -> pl.Expr:
+    if f.kind is JsonKind.ANY:
+        return pl.lit(False)
+    bad = ~pl.col(f"{f.name}__t").is_in(_KIND_TYPES[f.kind])
+    if f.kind is JsonKind.STRING_LIST:
+        bad = bad | ~pl.col(f"{f.name}__all_str").fill_null(True)
+    return _present(f) & bad
+
+
+def _applies(f: Field) -> pl.Expr:
+    if not f.event_types:
+        return pl.lit(True)
+    return pl.col("event_type").is_in([str(t) for t in f.event_types])
+
+
+def _rules(load_date: date) -> list[tuple[pl.Expr, pl.Expr]]:
+    """Every contract rule as (condition, reason), in order: the first that holds is the reason."""
+    lit = pl.lit
+    by_name = {f.name: f for f in FIELDS}
+    ts_floor_of_future = datetime(load_date.year, load_date.month, load_date.day) + timedelta(
+        days=1 + FUTURE_TOLERANCE_DAYS
+    )
+    rules: list[tuple[pl.Expr, pl.Expr]] = [
+        (pl.col("raw").is_null(), lit(Reason.INVALID_UTF8.value)),
+        (pl.col("raw").str.strip_chars() == "", lit(Reason.EMPTY_LINE.value)),
+        (~pl.col("json_ok").fill_null(False), lit(Reason.INVALID_JSON.value)),
+        (pl.col("root_type") != "OBJECT", lit(Reason.NOT_AN_OBJECT.value)),
+        (_wrong_type(by_name["schema_version"]), lit(f"{Reason.WRONG_TYPE}:schema_version")),
+        (
+            _present(by_name["schema_version"])
+            & ~pl.col("schema_version").cast(pl.Int64, strict=False).is_in(SUPPORTED_SCHEMA_VERSIONS),
+            lit(Reason.UNSUPPORTED_SCHEMA_VERSION.value),
+        ),
+    ]
+    for name in ("event_id", "tenant_id", "event_type", "ts"):
+        f = by_name[name]
+        rules.append((~_present(f), lit(f"{Reason.MISSING_FIELD}:{name}")))
+        rules.append((_wrong_type(f), lit(f"{Reason.WRONG_TYPE}:{name}")))
+    rules += [
+        (
+            ~pl.col("event_id").str.len_chars().is_between(1, EVENT_ID_MAX_CHARS),
+            lit(Reason.BAD_EVENT_ID.value),
+        ),
+        (~pl.col("tenant_id").str.contains(TENANT_ID_PATTERN), lit(Reason.BAD_TENANT_ID.value)),
+        (~pl.col("event_type").is_in(list(EventType)), lit(Reason.UNKNOWN_EVENT_TYPE.value)),
+        (pl.col("ts_parsed").is_null(), lit(Reason.BAD_TIMESTAMP.value)),
+        (
+            pl.col("ts_parsed") >= lit(ts_floor_of_future).dt.replace_time_zone("UTC"),
+            lit(Reason.FUTURE_TIMESTAMP.value),
+        ),
+    ]
+    for f in FIELDS:
+        if f.name in ("schema_version", "event_id", "tenant_id", "event_type", "ts"):
+            continue
+        applies = _applies(f)
+        if f.required:
+            rules.append((applies & ~_present(f), lit(f"{Reason.MISSING_FIELD}:{f.name}")))
+        rules.append((applies & _wrong_type(f), lit(f"{Reason.WRONG_TYPE}:{f.name}")))
+        allowed = f.allowed
+        if f.name == "category":  # free text on interactions, an enumeration on memories
+            applies = applies & (pl.col("event_type") == EventType.MEMORY.value)
+            allowed = tuple(MEMORY_CATEGORIES)
+        if allowed is not None:
+            reason = (
+                Reason.UNKNOWN_SIGNAL.value
+                if f.name == "signal"
+                else f"{Reason.UNKNOWN_VALUE}:{f.name}"
+            )
+            rules.append((applies & _present(f) & ~pl.col(f.name).is_in(allowed), lit(reason)))
+        if f.low is not None and f.high is not None:
+            value = pl.col(f.name).cast(pl.Float64, strict=False)
+            rules.append(
+                (
+                    applies & _present(f) & ~value.is_between(f.low, f.high),
+                    lit(f"{Reason.OUT_OF_RANGE}:{f.name}"),
+                )
+            )
+    rules.append(
+        (
+            (pl.col("event_type") == EventType.FEEDBACK.value)
+            & (pl.col("signal") == Signal.CORRECTION.value)
+            & ~_present(by_name["corrected_output"]),
+            lit(f"{Reason.MISSING_FIELD}:corrected_output"),
+        )
+    )
+    return rules
+
+
+def _first_reason(rules: Iterable[tuple[pl.Expr, pl.Expr]]) -> pl.Expr:
+    return pl.coalesce(
+        [pl.when(cond.fill_null(False)).then(reason) for cond, reason in rules]
+    ).alias("reason")
+
+
+def _parse_ts(col: str) -> pl.Expr:
+    """RFC 3339 with an offset (`Z` allowed), stored as UTC; anything else is null."""
+    return (
+        pl.col(col)
+        .str.replace(r"[zZ]$", "+00:00")
+        .str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_unit="us", time_zone="UTC")
+    )
+
+
+def _typed(f: Field) -> pl.Expr:
+    """A field's text value in its table type; a field that does not apply to the type is null."""
+    value = pl.when(_applies(f) & _present(f)).then(pl.col(f.name))
+    dtype = EVENT_SCHEMA[f.name]
+    if f.kind is JsonKind.STRING_LIST:
+        return value.str.json_decode(pl.List(pl.String)).alias(f.name)
+    return value.cast(dtype, strict=False).alias(f.name)
+
+
+def validate_lines(lines: pl.DataFrame, load_date: date) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split read lines into candidate events (typed) and quarantined lines (with reasons)."""
+    lines = lines.with_row_index("row")
+    wide = _extract(lines).with_columns(_parse_ts("ts").alias("ts_parsed"))
+    wide = wide.with_columns(_first_reason(_rules(load_date)))
+    bad = wide.filter(pl.col("reason").is_not_null())
+    good = wide.filter(pl.col("reason").is_null())
+    load = pl.lit(load_date, dtype=pl.Date)
+    quarantine = bad.select(
+        load.alias("load_date"),
+        "file",
+        "line_no",
+        "reason",
+        "raw",
+        "raw_bytes",
+        pl.col("tenant_id").cast(pl.String),
+        pl.col("event_id").cast(pl.String),
+    )
+    typed = [_typed(f) for f in FIELDS if f.name not in ("ts", "schema_version")]
+    comment = pl.col("comment")
+    events = good.with_columns(typed).with_columns(
+        pl.col("ts_parsed").alias("ts"),
+        load.alias("load_date"),
+        pl.col("schema_version").cast(pl.Int32, strict=False).fill_null(1),
+        comment.str.slice(0, COMMENT_MAX_CHARS),
+        (comment.str.len_chars() > COMMENT_MAX_CHARS).fill_null(False).alias("comment_truncated"),
+        pl.col("file").alias("source_file"),
+    )
+    return events.select([pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()]), quarantine
+
+
+def deduplicate(
+    events: pl.DataFrame, existing: pl.LazyFrame | None
+) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """Keep one copy of each (tenant_id, event_id), here and across other partitions.
+
+    A re-sent identical event is a duplicate (counted, not stored twice); the same id with
+    different content is quarantined as `conflicting_duplicate`: the first accepted copy stays.
+    Returns (kept events, conflicting rows as events, number of identical duplicates).
+    """
+    key = ["tenant_id", "event_id"]
+    ordered = events.sort("source_file", "line_no")
+    first = ordered.unique(subset=key, keep="first", maintain_order=True)
+    rest = ordered.join(first.select(*key, "source_file", "line_no"), on=[*key, "source_file", "line_no"], how="anti")
+    rest = rest.join(
+        first.select(*key, pl.col("content_hash").alias("kept_hash")), on=key, how="left"
+    )
+    duplicates = rest.filter(pl.col("content_hash") == pl.col("kept_hash")).height
+    conflicts = rest.filter(pl.col("content_hash") != pl.col("kept_hash")).drop("kept_hash")
+    if existing is not None:
+        seen = (
+            existing.select(*key, pl.col("content_hash").alias("seen_hash"))
+            .join(first.lazy().select(key), on=key, how="semi")
+            .collect()
+        )
+        first = first.join(seen, on=key, how="left")
+        duplicates += first.filter(pl.col("seen_hash") == pl.col("content_hash")).height
+        conflicts = pl.concat(
+            [conflicts, first.filter(pl.col("seen_hash") != pl.col("content_hash")).drop("seen_hash")]
+        )
+        first = first.filter(pl.col("seen_hash").is_null()).drop("seen_hash")
+    return first, conflicts, duplicates
+
+
+def _conflicts_to_quarantine(conflicts: pl.DataFrame, lines: pl.DataFrame, load_date: date) -> pl.DataFrame:
+    return conflicts.select("source_file", "line_no", "tenant_id", "event_id").join(
+        lines.select(pl.col("file").alias("source_file"), "line_no", "raw"),
+        on=["source_file", "line_no"],
+        how="left",
+    ).select(
+        pl.lit(load_date, dtype=pl.Date).alias("load_date"),
+        pl.col("source_file").alias("file"),
+        "line_no",
+        pl.lit(Reason.CONFLICTING_DUPLICATE.value).alias("reason"),
+        "raw",
+        pl.lit(None, dtype=pl.Binary).alias("raw_bytes"),
+        "tenant_id",
+        "event_id",
+    )
+
+
+def ingest_folder(
+    folder: Path, load_date: date, existing: pl.LazyFrame | None = None
+) -> IngestResult:
+    """Read every `*.jsonl`/`*.jsonl.gz` of one landing folder and split it three ways.
+
+    `existing` holds (tenant_id, event_id, content_hash) of the events of every *other* partition,
+    so a re-sent event is stored once however many days it arrives on.
+    """
+    files = landing_files(folder)
+    frames = [read_lines(path) for path in files]
+    lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINES_SCHEMA)
+    events, quarantine = validate_lines(lines, load_date)
+    kept, conflicts, duplicates = deduplicate(events, existing)
+    quarantine = pl.concat([quarantine, _conflicts_to_quarantine(conflicts, lines, load_date)])
+    return IngestResult(
+        load_date=load_date,
+        events=kept.sort("tenant_id", "event_id"),
+        quarantine=quarantine.select([pl.col(c).cast(t) for c, t in QUARANTINE_SCHEMA.items()]).sort(
+            "file", "line_no"
+        ),
+        files=[p.name for p in files],
+        lines_read=lines.height,
+        duplicates=duplicates,
+    )
+
+
+def typed_tables(events: pl.LazyFrame) -> dict[str, pl.DataFrame]:
+    """The typed, deduplicated tables over all events (SPEC §3)."""
+    by_type = {
+        "interactions": (EventType.INTERACTION, INTERACTION_COLUMNS),
+        "feedback": (EventType.FEEDBACK, FEEDBACK_COLUMNS),
+        "memory_statements": (EventType.MEMORY, MEMORY_COLUMNS),
+    }
+    return {
+        name: events.filter(pl.col("event_type") == kind.value)
+        .select(columns)
+        .unique(subset=["tenant_id", "event_id"], keep="first")
+        .sort("tenant_id", "ts", "event_id")
+        .collect()
+        for name, (kind, columns) in by_type.items()
+    }

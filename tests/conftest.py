@@ -1,0 +1,74 @@
+"""Shared test helpers: contract-valid events and landing folders written from Python objects."""
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+LOAD_DATE = "2026-11-02"
+
+
+def interaction(event_id: str = "i1", **fields: Any) -> dict[str, Any]:
+    return {
+        "event_id": event_id,
+        "event_type": "interaction",
+        "ts": "2026-11-02T10:00:00Z",
+        "tenant_id": "acme",
+        "contact_id": "c1",
+        "system": "support",
+        "kind": "support_reply",
+        "skill_id": "concise_response",
+        "input": "Where is my order?",
+        "output": "It ships tomorrow.",
+        **fields,
+    }
+
+
+def feedback(event_id: str = "f1", target_id: str = "i1", **fields: Any) -> dict[str, Any]:
+    return {
+        "event_id": event_id,
+        "event_type": "feedback",
+        "ts": "2026-11-02T11:00:00+01:00",
+        "tenant_id": "acme",
+        "target_id": target_id,
+        "signal": "thumbs_up",
+        "user_id": "u1",
+        **fields,
+    }
+
+
+def memory(event_id: str = "m1", **fields: Any) -> dict[str, Any]:
+    return {
+        "event_id": event_id,
+        "event_type": "memory",
+        "ts": "2026-10-02T09:00:00Z",
+        "tenant_id": "acme",
+        "contact_id": "c1",
+        "memory_type": "inferred_pattern",
+        "content": "Prefers email over phone calls",
+        "category": "communication",
+        **fields,
+    }
+
+
+def write_landing(folder: Path, lines: Iterable[str | bytes | dict[str, Any]], name: str = "events.jsonl") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    chunks = []
+    for line in lines:
+        if isinstance(line, dict):
+            line = json.dumps(line)
+        chunks.append(line if isinstance(line, bytes) else line.encode())
+    path = folder / name
+    path.write_bytes(b"\n".join(chunks) + b"\n")
+    return path
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    return tmp_path / "landing"

@@ -1,0 +1,185 @@
+"""Ingest: one reason per rejected line, conservation, dedupe, idempotent partitions."""
+
+import gzip
+import json
+from datetime import date
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.contracts import Reason
+from pipeline.ingest import ingest_folder, parse_load_date, typed_tables
+from pipeline.errors import UserError
+from tests.conftest import LOAD_DATE, feedback, interaction, memory, write_landing
+
+DAY = date.fromisoformat(LOAD_DATE)
+
+
+def _one(folder: Path, line: str | bytes | dict) -> tuple[str | None, pl.DataFrame]:
+    write_landing(folder, [line])
+    result = ingest_folder(folder, DAY)
+    assert result.conserved
+    reason = result.quarantine["reason"][0] if result.quarantine.height else None
+    return reason, result.events
+
+
+CASES = [
+    (b'{"event_id": "i1", \xff\xfe}', "invalid_utf8"),
+    ("   ", "empty_line"),
+    ('{"event_id": "i1", ', "invalid_json"),
+    ("[1, 2]", "not_an_object"),
+    (interaction(schema_version=2), "unsupported_schema_version"),
+    (interaction(schema_version="1"), "wrong_type:schema_version"),
+    ({k: v for k, v in interaction().items() if k != "event_id"}, "missing_field:event_id"),
+    ({k: v for k, v in interaction().items() if k != "tenant_id"}, "missing_field:tenant_id"),
+    ({k: v for k, v in interaction().items() if k != "ts"}, "missing_field:ts"),
+    (interaction(event_id=None), "missing_field:event_id"),
+    (interaction(event_id=42), "wrong_type:event_id"),
+    (interaction(event_id="x" * 129), "bad_event_id"),
+    (interaction(event_id=""), "bad_event_id"),
+    (interaction(tenant_id="../etc"), "bad_tenant_id"),
+    (interaction(tenant_id="a b"), "bad_tenant_id"),
+    (interaction(event_type="click"), "unknown_event_type"),
+    (interaction(ts="2026-11-02 10:00:00"), "bad_timestamp"),
+    (interaction(ts="2026-11-02T10:00:00"), "bad_timestamp"),
+    (interaction(ts="yesterday"), "bad_timestamp"),
+    (interaction(ts="2026-11-04T00:00:00Z"), "future_timestamp"),
+    ({k: v for k, v in interaction().items() if k != "input"}, "missing_field:input"),
+    (interaction(tags="urgent"), "wrong_type:tags"),
+    (interaction(tags=["ok", 3]), "wrong_type:tags"),
+    (interaction(importance=1.5), "out_of_range:importance"),
+    (interaction(stage="dream"), "unknown_value:stage"),
+    (feedback(signal="meh"), "unknown_signal"),
+    ({k: v for k, v in feedback().items() if k != "target_id"}, "missing_field:target_id"),
+    (feedback(rating=7), "out_of_range:rating"),
+    (feedback(rating="five"), "wrong_type:rating"),
+    (feedback(rating=4.5), "wrong_type:rating"),
+    (feedback(reason="bored"), "unknown_value:reason"),
+    (feedback(signal="correction"), "missing_field:corrected_output"),
+    (memory(memory_type="rumour"), "unknown_value:memory_type"),
+    (memory(category="gossip"), "unknown_value:category"),
+    (memory(impact_level="huge"), "unknown_value:impact_level"),
+    (memory(confidence=-0.2), "out_of_range:confidence"),
+    ({k: v for k, v in memory().items() if k != "content"}, "missing_field:content"),
+    (memory(supersedes="m0"), "wrong_type:supersedes"),
+]
+
+
+@pytest.mark.parametrize(("line", "reason"), CASES, ids=[r for _, r in CASES])
+def test_each_bad_line_gets_one_reason(landing: Path, line, reason: str) -> None:
+    got, events = _one(landing / LOAD_DATE, line)
+    assert got == reason
+    assert events.is_empty()
+
+
+def test_every_reason_is_covered() -> None:
+    covered = {r.split(":")[0] for _, r in CASES} | {Reason.CONFLICTING_DUPLICATE.value}
+    assert covered == {r.value for r in Reason}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        interaction(),
+        interaction(ts="2026-11-03T23:59:59Z"),  # within one day after the load date
+        interaction(ts="2025-01-01T00:00:00-05:00"),  # late arrival is normal
+        interaction(output={"score": 3, "labels": ["a"]}, category="anything goes here"),
+        interaction(contact_id=None, tags=[], importance=1),
+        feedback(signal="correction", corrected_output="Better answer", rating=5, reason="too_verbose"),
+        memory(supersedes=["m0"], impact_level="high", confidence=0.9, tags=["x"]),
+    ],
+)
+def test_good_lines_are_accepted(landing: Path, line: dict) -> None:
+    reason, events = _one(landing / LOAD_DATE, line)
+    assert reason is None
+    assert events.height == 1
+
+
+def test_values_are_typed_and_normalised(landing: Path) -> None:
+    folder = landing / LOAD_DATE
+    write_landing(
+        folder,
+        [
+            interaction(output={"b": 1, "a": [1, 2]}, ts="2026-11-02T12:00:00+02:00", tags=["x"]),
+            feedback(comment="y" * 400, rating=2),
+        ],
+    )
+    events = ingest_folder(folder, DAY).events.sort("event_type")
+    fb, it = events.row(0, named=True), events.row(1, named=True)
+    assert it["output"] == '{"b":1,"a":[1,2]}'
+    assert it["ts"].isoformat() == "2026-11-02T10:00:00+00:00"
+    assert it["tags"] == ["x"]
+    assert it["load_date"] == DAY
+    assert fb["comment_truncated"] is True and len(fb["comment"]) == 300
+    assert fb["rating"] == 2 and fb["input"] is None
+
+
+def test_bom_crlf_and_gzip_are_fine(landing: Path) -> None:
+    folder = landing / LOAD_DATE
+    folder.mkdir(parents=True)
+    body = "\r\n".join(json.dumps(interaction(f"i{n}")) for n in range(3)) + "\r\n"
+    (folder / "a.jsonl").write_bytes(("\ufeff" + body).encode())
+    (folder / "b.jsonl.gz").write_bytes(gzip.compress(json.dumps(interaction("i9")).encode()))
+    (folder / "notes.txt").write_text("not a log")
+    result = ingest_folder(folder, DAY)
+    assert result.stats["lines_read"] == 4 and result.events.height == 4
+    assert result.quarantine.is_empty()
+
+
+def test_invalid_utf8_quarantines_only_that_line(landing: Path) -> None:
+    folder = landing / LOAD_DATE
+    write_landing(folder, [interaction("i1"), b"\xc3\x28 broken", interaction("i2")])
+    result = ingest_folder(folder, DAY)
+    assert result.events["event_id"].to_list() == ["i1", "i2"]
+    bad = result.quarantine.row(0, named=True)
+    assert (bad["reason"], bad["line_no"], bad["raw_bytes"]) == ("invalid_utf8", 2, b"\xc3\x28 broken")
+
+
+def test_duplicates_counted_once_and_conflicts_quarantined(landing: Path) -> None:
+    folder = landing / LOAD_DATE
+    write_landing(folder, [interaction("i1"), interaction("i1"), interaction("i1", input="changed")])
+    result = ingest_folder(folder, DAY)
+    assert (result.events.height, result.duplicates, result.quarantine.height) == (1, 1, 1)
+    assert result.quarantine["reason"][0] == "conflicting_duplicate"
+    assert result.events["input"][0] == "Where is my order?"
+
+
+def test_dedupe_across_partitions(landing: Path) -> None:
+    first = landing / "2026-11-01"
+    write_landing(first, [interaction("i1", ts="2026-11-01T10:00:00Z")])
+    earlier = ingest_folder(first, date(2026, 11, 1)).events
+    second = landing / LOAD_DATE
+    write_landing(second, [interaction("i1", ts="2026-11-01T10:00:00Z"), interaction("i2")])
+    existing = earlier.lazy().select("tenant_id", "event_id", "content_hash")
+    result = ingest_folder(second, DAY, existing)
+    assert result.events["event_id"].to_list() == ["i2"]
+    assert result.duplicates == 1 and result.conserved
+
+
+def test_same_event_id_in_two_tenants_is_two_events(landing: Path) -> None:
+    folder = landing / LOAD_DATE
+    write_landing(folder, [interaction("i1"), interaction("i1", tenant_id="globex")])
+    assert ingest_folder(folder, DAY).events.height == 2
+
+
+def test_missing_folder_is_an_empty_partition(tmp_path: Path) -> None:
+    result = ingest_folder(tmp_path / "nothing", DAY)
+    assert result.stats["lines_read"] == 0 and result.conserved
+
+
+def test_typed_tables_split_by_event_type(landing: Path) -> None:
+    folder = landing / LOAD_DATE
+    write_landing(folder, [interaction(), feedback(), memory(), memory("m2")])
+    tables = typed_tables(ingest_folder(folder, DAY).events.lazy())
+    assert {k: v.height for k, v in tables.items()} == {
+        "interactions": 1,
+        "feedback": 1,
+        "memory_statements": 2,
+    }
+    assert "signal" in tables["feedback"].columns and "signal" not in tables["interactions"].columns
+
+
+def test_bad_load_date_is_one_clear_line() -> None:
+    with pytest.raises(UserError, match="2026-11-31 is not a date"):
+        parse_load_date("2026-11-31")
