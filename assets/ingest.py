@@ -1,6 +1,5 @@
 """Ingest assets: one landing folder per daily partition → events + quarantine, then typed tables."""
 
-
 from collections.abc import Iterator
 from datetime import date
 
@@ -19,7 +18,8 @@ TYPED_TABLES = {
     "feedback": "Signals about interactions and memories (votes, corrections, validations).",
     "memory_statements": "Statements learned about a person: instructions, patterns, inferences.",
 }
-TYPED_MODELS = {
+CONTRACT_MODELS = {
+    "raw_events": contracts.Events,
     "interactions": contracts.Interactions,
     "feedback": contracts.Feedback,
     "memory_statements": contracts.MemoryStatements,
@@ -42,9 +42,11 @@ def _ingest_partition(home: MemorypackHome, key: str, log: dg.DagsterLogManager)
     result = ingest_folder(folder, date.fromisoformat(key), existing)
     lake.write_partition("events", key, result.events)
     lake.write_partition("quarantine", key, result.quarantine)
-    lake.write_partition("ingest_stats", key, pl.DataFrame([result.stats]).with_columns(
-        pl.col("load_date").str.to_date()
-    ))
+    lake.write_partition(
+        "ingest_stats",
+        key,
+        pl.DataFrame([result.stats]).with_columns(pl.col("load_date").str.to_date()),
+    )
     log.info(f"ingested {key}: {result.stats}")
     return result
 
@@ -53,7 +55,10 @@ def _ingest_partition(home: MemorypackHome, key: str, log: dg.DagsterLogManager)
     partitions_def=DAILY,
     backfill_policy=dg.BackfillPolicy.single_run(),
     group_name="ingest",
-    check_specs=[dg.AssetCheckSpec(CONSERVATION, asset="raw_events", blocking=True)],
+    check_specs=[
+        dg.AssetCheckSpec(CONSERVATION, asset="raw_events", blocking=True),
+        dg.AssetCheckSpec("matches_contract", asset="raw_events", blocking=True),
+    ],
     description="Parse and validate one landing folder (load date) into events; bad lines to quarantine.",
 )
 def raw_events(
@@ -62,14 +67,27 @@ def raw_events(
     keys = sorted(context.partition_keys)
     results = [_ingest_partition(home, key, context.log) for key in keys]
     warehouse = home.warehouse
-    warehouse.refresh("events", home.lake, comment="Every accepted event, one row per (tenant_id, event_id).")
-    warehouse.refresh("quarantine", home.lake, comment="Rejected lines with file, line number and reason.")
-    warehouse.refresh("ingest_stats", home.lake, comment="Per load date: lines read, accepted, duplicates, quarantined.")
+    warehouse.refresh(
+        "events", home.lake, comment="Every accepted event, one row per (tenant_id, event_id)."
+    )
+    warehouse.refresh(
+        "quarantine", home.lake, comment="Rejected lines with file, line number and reason."
+    )
+    warehouse.refresh(
+        "ingest_stats",
+        home.lake,
+        comment="Per load date: lines read, accepted, duplicates, quarantined.",
+    )
     events = pl.concat([r.events for r in results])
     quarantine = pl.concat([r.quarantine for r in results])
-    totals = {k: sum(int(r.stats[k]) for r in results) for k in ("files", "lines_read", "accepted", "duplicates", "quarantined")}
+    totals = {
+        k: sum(int(r.stats[k]) for r in results)
+        for k in ("files", "lines_read", "accepted", "duplicates", "quarantined")
+    }
     by_reason = (
-        dict(quarantine.group_by("reason").len().sort("reason").iter_rows()) if quarantine.height else {}
+        dict(quarantine.group_by("reason").len().sort("reason").iter_rows())
+        if quarantine.height
+        else {}
     )
     yield dg.MaterializeResult(
         metadata=frame_metadata(
@@ -83,6 +101,7 @@ def raw_events(
         passed=all(r.conserved for r in results),
         metadata={"per_load_date": dg.MetadataValue.json([r.stats for r in results])},
     )
+    yield _contract_check("raw_events", events)
 
 
 @dg.multi_asset(
@@ -106,14 +125,16 @@ def typed_event_tables(
         if name == "feedback":
             figures["by_signal"] = dict(frame.group_by("signal").len().sort("signal").iter_rows())
         if name == "memory_statements":
-            figures["by_type"] = dict(frame.group_by("memory_type").len().sort("memory_type").iter_rows())
+            figures["by_type"] = dict(
+                frame.group_by("memory_type").len().sort("memory_type").iter_rows()
+            )
         yield dg.MaterializeResult(asset_key=name, metadata=frame_metadata(frame, figures))
         yield _contract_check(name, frame)
 
 
 def _contract_check(name: str, frame: pl.DataFrame) -> dg.AssetCheckResult:
     try:
-        TYPED_MODELS[name].validate(frame, lazy=True)
+        CONTRACT_MODELS[name].validate(frame, lazy=True)
     except Exception as error:  # pandera's SchemaErrors: report, don't crash the step
         return dg.AssetCheckResult(
             check_name="matches_contract",

@@ -30,7 +30,9 @@ def preview_markdown(frame: pl.DataFrame, rows: int = PREVIEW_ROWS) -> str:
 
 
 def frame_metadata(
-    frame: pl.DataFrame, figures: dict[str, Any] | None = None, preview_columns: list[str] | None = None
+    frame: pl.DataFrame,
+    figures: dict[str, Any] | None = None,
+    preview_columns: list[str] | None = None,
 ) -> dict[str, Any]:
     """Row count, a small Markdown preview and the key figures of one asset."""
     shown = frame.select(preview_columns) if preview_columns else frame

@@ -41,7 +41,10 @@ def run_nightly(
     tags = (
         {"dagster/partition": start}
         if start == end
-        else {"dagster/asset_partition_range_start": start, "dagster/asset_partition_range_end": end}
+        else {
+            "dagster/asset_partition_range_start": start,
+            "dagster/asset_partition_range_end": end,
+        }
     )
     with _instance(paths) as instance:
         result = job.execute_in_process(
@@ -53,9 +56,7 @@ def run_nightly(
         )
     if result.success:
         return RunOutcome(True, result.run_id)
-    failure = next(
-        (e for e in result.all_events if e.event_type_value == "STEP_FAILURE"), None
-    )
+    failure = next((e for e in result.all_events if e.event_type_value == "STEP_FAILURE"), None)
     message = None
     if failure is not None and failure.step_failure_data and failure.step_failure_data.error:
         message = failure.step_failure_data.error.message.strip().splitlines()[-1]

@@ -45,7 +45,9 @@ def _landing_dates(landing: Path) -> list[str]:
 def _run(home: Path, landing: Path, start: str, end: str) -> str:
     """One in-process Dagster run of `nightly`; returns the run id or raises a one-line error."""
     offline_environment()
-    runner = importlib.import_module("jobs.runner")  # Dagster is only loaded when a run is asked for
+    runner = importlib.import_module(
+        "jobs.runner"
+    )  # Dagster is only loaded when a run is asked for
     began = time.perf_counter()
     outcome = runner.run_nightly(home, landing, start, end)
     if not outcome.success:
@@ -74,7 +76,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         start, end = dates[0], dates[-1]
     if start > end:
         raise UserError(f"--start {start} is after --end {end}")
-    print(f"memorypack: nightly for load dates {start}..{end} (home {paths.home}, landing {landing})")
+    print(
+        f"memorypack: nightly for load dates {start}..{end} (home {paths.home}, landing {landing})"
+    )
     _run(paths.home, landing, start, end)
     return 0
 
@@ -83,7 +87,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from pipeline.generate import generate
 
     out = Path(args.out)
-    print(f"memorypack: generating {args.interactions} interactions over {args.days} days into {out}")
+    print(
+        f"memorypack: generating {args.interactions} interactions over {args.days} days into {out}"
+    )
     truth = generate(
         out,
         days=args.days,
@@ -169,14 +175,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="generate sample logs, run the nightly job, publish packs")
-    demo.add_argument("--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)")
+    demo.add_argument(
+        "--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)"
+    )
     demo.add_argument("--days", type=int, default=DEMO_DAYS)
     demo.add_argument("--interactions", type=int, default=1500)
     demo.add_argument("--seed", type=int, default=7)
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser("run", help="one Dagster run of the nightly job (no daemon needed)")
-    run.add_argument("--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)")
+    run.add_argument(
+        "--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)"
+    )
     run.add_argument("--landing", default=None, help="landing folder (default <home>/landing)")
     run.add_argument("--date", type=_date, help="one load date")
     run.add_argument("--start", type=_date, help="first load date of a range (single-run backfill)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated
 
 import pandera.polars as pa
 import polars as pl
@@ -271,12 +272,12 @@ class Events(pa.DataFrameModel):
     tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
     event_id: str = pa.Field(str_length={"min_value": 1, "max_value": EVENT_ID_MAX_CHARS})
     event_type: str = pa.Field(isin=list(EventType))
-    ts: pl.Datetime = pa.Field(dtype_kwargs={"time_unit": "us", "time_zone": "UTC"})
+    ts: Annotated[pl.Datetime, "us", "UTC"]
     load_date: pl.Date
     contact_id: str = pa.Field(nullable=True)
 
     class Config:
-        unique = ["tenant_id", "event_id"]
+        unique = ("tenant_id", "event_id")
 
 
 class Interactions(pa.DataFrameModel):
@@ -290,7 +291,7 @@ class Interactions(pa.DataFrameModel):
     stage: str = pa.Field(nullable=True, isin=list(Stage))
 
     class Config:
-        unique = ["tenant_id", "event_id"]
+        unique = ("tenant_id", "event_id")
 
 
 class Feedback(pa.DataFrameModel):
@@ -303,7 +304,7 @@ class Feedback(pa.DataFrameModel):
     comment: str = pa.Field(nullable=True, str_length={"max_value": COMMENT_MAX_CHARS})
 
     class Config:
-        unique = ["tenant_id", "event_id"]
+        unique = ("tenant_id", "event_id")
 
 
 class MemoryStatements(pa.DataFrameModel):
@@ -316,7 +317,7 @@ class MemoryStatements(pa.DataFrameModel):
     confidence: float = pa.Field(nullable=True, in_range={"min_value": 0.0, "max_value": 1.0})
 
     class Config:
-        unique = ["tenant_id", "event_id"]
+        unique = ("tenant_id", "event_id")
 
 
 class Quarantine(pa.DataFrameModel):

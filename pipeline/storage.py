@@ -91,6 +91,8 @@ class Warehouse:
         with self.connect() as con:
             con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
             if comment:
-                con.execute(f"COMMENT ON TABLE \"{name}\" IS '{comment.replace(chr(39), chr(39) * 2)}'")
+                con.execute(
+                    f"COMMENT ON TABLE \"{name}\" IS '{comment.replace(chr(39), chr(39) * 2)}'"
+                )
             row = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()
         return int(row[0]) if row else 0

@@ -57,7 +57,9 @@ def memory(event_id: str = "m1", **fields: Any) -> dict[str, Any]:
     }
 
 
-def write_landing(folder: Path, lines: Iterable[str | bytes | dict[str, Any]], name: str = "events.jsonl") -> Path:
+def write_landing(
+    folder: Path, lines: Iterable[str | bytes | dict[str, Any]], name: str = "events.jsonl"
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     chunks = []
     for line in lines:

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from pipeline.contracts import Reason
-from pipeline.ingest import ingest_folder, parse_load_date, typed_tables
 from pipeline.errors import UserError
+from pipeline.ingest import ingest_folder, parse_load_date, typed_tables
 from tests.conftest import LOAD_DATE, feedback, interaction, memory, write_landing
 
 DAY = date.fromisoformat(LOAD_DATE)
@@ -86,7 +86,9 @@ def test_every_reason_is_covered() -> None:
         interaction(ts="2025-01-01T00:00:00-05:00"),  # late arrival is normal
         interaction(output={"score": 3, "labels": ["a"]}, category="anything goes here"),
         interaction(contact_id=None, tags=[], importance=1),
-        feedback(signal="correction", corrected_output="Better answer", rating=5, reason="too_verbose"),
+        feedback(
+            signal="correction", corrected_output="Better answer", rating=5, reason="too_verbose"
+        ),
         memory(supersedes=["m0"], impact_level="high", confidence=0.9, tags=["x"]),
     ],
 )
@@ -133,12 +135,18 @@ def test_invalid_utf8_quarantines_only_that_line(landing: Path) -> None:
     result = ingest_folder(folder, DAY)
     assert result.events["event_id"].to_list() == ["i1", "i2"]
     bad = result.quarantine.row(0, named=True)
-    assert (bad["reason"], bad["line_no"], bad["raw_bytes"]) == ("invalid_utf8", 2, b"\xc3\x28 broken")
+    assert (bad["reason"], bad["line_no"], bad["raw_bytes"]) == (
+        "invalid_utf8",
+        2,
+        b"\xc3\x28 broken",
+    )
 
 
 def test_duplicates_counted_once_and_conflicts_quarantined(landing: Path) -> None:
     folder = landing / LOAD_DATE
-    write_landing(folder, [interaction("i1"), interaction("i1"), interaction("i1", input="changed")])
+    write_landing(
+        folder, [interaction("i1"), interaction("i1"), interaction("i1", input="changed")]
+    )
     result = ingest_folder(folder, DAY)
     assert (result.events.height, result.duplicates, result.quarantine.height) == (1, 1, 1)
     assert result.quarantine["reason"][0] == "conflicting_duplicate"

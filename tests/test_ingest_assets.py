@@ -26,7 +26,9 @@ def _materialize(home: Path, **kwargs) -> dg.ExecuteInProcessResult:
 
 
 def _landing(home: Path) -> None:
-    write_landing(home / "landing" / "2026-11-01", [interaction("i1", ts="2026-11-01T09:00:00Z"), "{oops"])
+    write_landing(
+        home / "landing" / "2026-11-01", [interaction("i1", ts="2026-11-01T09:00:00Z"), "{oops"]
+    )
     write_landing(
         home / "landing" / "2026-11-02",
         [interaction("i1", ts="2026-11-01T09:00:00Z"), feedback("f1"), memory("m1"), memory("m1")],
@@ -48,12 +50,23 @@ def test_partition_rerun_is_idempotent(tmp_path: Path) -> None:
     second = _materialize(tmp_path, partition_key="2026-11-02")
     assert second.success
     counts = _counts(tmp_path)
-    assert counts == {"events": 3, "quarantine": 1, "interactions": 1, "feedback": 1, "memory_statements": 1}
+    assert counts == {
+        "events": 3,
+        "quarantine": 1,
+        "interactions": 1,
+        "feedback": 1,
+        "memory_statements": 1,
+    }
     again = _materialize(tmp_path, partition_key="2026-11-02")
     assert again.success
     assert _counts(tmp_path) == counts
     stats = pl.read_parquet(Paths(tmp_path).partition("ingest_stats", "2026-11-02"))
-    assert stats.select("lines_read", "accepted", "duplicates", "quarantined").row(0) == (4, 2, 2, 0)
+    assert stats.select("lines_read", "accepted", "duplicates", "quarantined").row(0) == (
+        4,
+        2,
+        2,
+        0,
+    )
 
 
 def test_range_runs_as_one_run_with_checks(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def test_conservation_and_no_false_quarantine(mix, resend) -> None:
             encoded.append(CORRUPTIONS[corruption](event))
             bad += 1
     if resend and good_ids:
-        encoded.append(encoded[[i for i, (_, c) in enumerate(mix) if c is None][0]])
+        encoded.append(encoded[next(i for i, (_, c) in enumerate(mix) if c is None)])
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / LOAD_DATE
         write_landing(folder, encoded)
