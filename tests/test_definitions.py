@@ -1,0 +1,75 @@
+"""The Definitions load, and carry the asset names, job, schedule and sensor the contract names."""
+
+import json
+import warnings
+from datetime import UTC
+from pathlib import Path
+
+import dagster as dg
+
+from jobs.definitions import defs
+from jobs.nightly import landing_fingerprints, landing_sensor, nightly_schedule
+
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+SPEC_ASSETS = {
+    "raw_events",
+    "interactions",
+    "feedback",
+    "memory_statements",
+    "feedback_scores",
+    "decay_snapshots",
+    "memory_embeddings",
+    "consolidated_summaries",
+    "memory_conflicts",
+    "few_shot_sets",
+    "preference_pairs",
+    "dpo_policy",
+    "refined_templates",
+    "skill_stats",
+    "memory_pack",
+    "analytics_snapshot",
+}
+
+
+def test_every_spec_asset_is_defined() -> None:
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert keys >= SPEC_ASSETS
+
+
+def test_nightly_job_schedule_and_sensor() -> None:
+    job = defs.resolve_job_def("nightly")
+    assert job.name == "nightly"
+    schedule = defs.resolve_schedule_def("nightly_schedule")
+    assert schedule.cron_schedule == "0 2 * * *"
+    assert schedule.execution_timezone == "UTC"
+    assert defs.resolve_sensor_def("landing_sensor").job_name == "nightly"
+
+
+def test_schedule_targets_the_day_that_ended() -> None:
+    from datetime import datetime
+
+    context = dg.build_schedule_context(
+        scheduled_execution_time=datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+    )
+    request = nightly_schedule(context)
+    assert request.partition_key == "2026-11-20"
+
+
+def test_sensor_requests_new_and_changed_folders(tmp_path: Path, monkeypatch) -> None:
+    landing = tmp_path / "landing"
+    (landing / "2026-11-01").mkdir(parents=True)
+    (landing / "2026-11-01" / "a.jsonl").write_text("{}\n")
+    (landing / "not-a-date").mkdir()
+    monkeypatch.setenv("MEMORYPACK_LANDING", str(landing))
+    first = landing_sensor(dg.build_sensor_context())
+    assert [r.partition_key for r in first.run_requests] == ["2026-11-01"]
+    cursor = first.cursor
+    unchanged = landing_sensor(dg.build_sensor_context(cursor=cursor))
+    assert unchanged.run_requests == []
+    (landing / "2026-11-01" / "b.jsonl").write_text("{}\n")
+    (landing / "2026-11-02").mkdir()
+    (landing / "2026-11-02" / "a.jsonl.gz").write_bytes(b"")
+    changed = landing_sensor(dg.build_sensor_context(cursor=cursor))
+    assert sorted(r.partition_key for r in changed.run_requests) == ["2026-11-01", "2026-11-02"]
+    assert set(json.loads(changed.cursor)) == set(landing_fingerprints(landing))
