@@ -1,0 +1,5 @@
+"""Importers: other log formats → the raw-log contract (SPEC §2.1)."""
+
+from pipeline.importers.oasst import import_oasst
+
+__all__ = ["import_oasst"]
