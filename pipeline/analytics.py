@@ -1,0 +1,207 @@
+"""The analyst snapshot (SPEC §6): `<home>/analytics.duckdb`, rebuilt from the lake and swapped atomically."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from pipeline.config import Paths
+from pipeline.pack.format import fsync_path
+from pipeline.pack.store import list_versions
+
+# Lake tables published to analysts, with the comment each carries in DuckDB.
+TABLES: dict[str, str] = {
+    "events": "Every accepted event, one row per (tenant_id, event_id), partitioned by load_date.",
+    "quarantine": "Rejected raw lines with file, line number, load date and machine-readable reason.",
+    "ingest_stats": "Per load date: files, lines read, accepted, duplicates, quarantined.",
+    "interactions": "AI calls: what was asked (input), what it answered (output); one memory each.",
+    "feedback": "Signals about interactions and memories (votes, corrections, validations).",
+    "memory_statements": "Statements learned about a person: instructions, patterns, inferences.",
+    "feedback_scores": "Per memory: signal counts, smoothed quality_score, quality_lower bound, reputation.",
+    "decay_snapshots": "Point-in-time confidence, status and flags of every memory at each as_of.",
+    "consolidated_summaries": "Clusters of near-duplicate memories with one representative summary.",
+    "memory_conflicts": "Pairs of memories that cannot both be true, and the side the hierarchy prefers.",
+    "few_shot_sets": "Top few-shot examples per tenant x system x kind (x skill) with their rank and why.",
+    "preference_pairs": "(prompt, chosen, rejected) pairs for DPO with source, margin and split.",
+    "dpo_runs": "DPO training runs per tenant: status, eval accuracy, reward margin, loss, steps.",
+    "template_history": "Every version of every skill template with its score and evidence; is_current marks the live one.",
+    "skill_stats": "Per tenant x user x skill: usage, positive/negative counts, EMA confidence.",
+    "promotion_candidates": "Inferred patterns that qualify for promotion to confirmed (listed, never applied).",
+    "pack_versions": "Every kept memory pack version per tenant; is_latest marks the live one.",
+}
+# Views: name -> (tables it needs, comment, SQL).
+VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "latest_decay": (
+        ("decay_snapshots",),
+        "The most recent decay snapshot of each tenant: current confidence of every memory.",
+        "SELECT * FROM decay_snapshots QUALIFY as_of = max(as_of) OVER (PARTITION BY tenant_id)",
+    ),
+    "decay_by_type": (
+        ("decay_snapshots",),
+        "Mean confidence and active share per snapshot date and memory type (decay curves).",
+        "SELECT as_of, tenant_id, memory_type, count(*) AS memories, avg(confidence) AS mean_confidence,"
+        " avg(CASE WHEN status = 'active' THEN 1 ELSE 0 END) AS active_share"
+        " FROM decay_snapshots GROUP BY ALL ORDER BY ALL",
+    ),
+    "feedback_daily": (
+        ("feedback",),
+        "Feedback signals per tenant, day and signal.",
+        "SELECT tenant_id, CAST(ts AS DATE) AS day, signal, count(*) AS signals"
+        " FROM feedback GROUP BY ALL ORDER BY ALL",
+    ),
+    "few_shot_coverage": (
+        ("interactions", "few_shot_sets"),
+        "Per tenant x system x kind: interactions seen, few-shot examples available, mean quality.",
+        "WITH seen AS (SELECT tenant_id, system, kind, count(*) AS interactions FROM interactions GROUP BY ALL),"
+        " shots AS (SELECT tenant_id, system, kind, count(DISTINCT memory_id) AS examples,"
+        " avg(quality_lower) AS mean_quality_lower FROM few_shot_sets GROUP BY ALL)"
+        " SELECT seen.*, coalesce(shots.examples, 0) AS examples, shots.mean_quality_lower,"
+        " coalesce(shots.examples, 0) > 0 AS covered FROM seen LEFT JOIN shots USING (tenant_id, system, kind)"
+        " ORDER BY tenant_id, system, kind",
+    ),
+    "live_packs": (
+        ("pack_versions",),
+        "The pack each tenant's apps load right now.",
+        "SELECT * FROM pack_versions WHERE is_latest",
+    ),
+}
+CONTENTS_TABLE = "snapshot_contents"
+
+
+@dataclass
+class SnapshotReport:
+    path: Path
+    tables: dict[str, int] = field(default_factory=dict)  # name -> rows
+    views: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _sql(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[object, ...]]:
+    """Run and drain (DuckDB 2 refuses new work while a result is still open)."""
+    return con.execute(sql).fetchall()
+
+
+def _source(paths: Paths, name: str) -> str | None:
+    single = paths.table(name)
+    if single.exists():
+        return f"read_parquet({_quote(str(single))})"
+    if any((paths.lake / name).glob("*=*/data.parquet")):
+        return (
+            f"read_parquet({_quote(paths.partitions_glob(name))}, hive_partitioning = true,"
+            " union_by_name = true)"
+        )
+    return None
+
+
+def pack_versions_frame(paths: Paths) -> pl.DataFrame:
+    """One row per kept pack version of every tenant (read from the packs folder itself)."""
+    rows = []
+    for tenant_dir in sorted(p for p in paths.packs.glob("*") if p.is_dir()):
+        for info in list_versions(tenant_dir):
+            rows.append(
+                {
+                    "tenant_id": tenant_dir.name,
+                    "version": info.version,
+                    "as_of": info.as_of,
+                    "created_at": info.created_at,
+                    "n_memories": info.n_memories,
+                    "bytes": info.bytes,
+                    "is_latest": info.is_latest,
+                    "redacted": info.manifest.get("redactions", {}).get("total"),
+                    "dagster_run_id": info.manifest.get("producer", {}).get("dagster_run_id"),
+                }
+            )
+    schema = {
+        "tenant_id": pl.String,
+        "version": pl.String,
+        "as_of": pl.String,
+        "created_at": pl.String,
+        "n_memories": pl.Int64,
+        "bytes": pl.Int64,
+        "is_latest": pl.Boolean,
+        "redacted": pl.Int64,
+        "dagster_run_id": pl.String,
+    }
+    frame = pl.DataFrame(rows, schema=schema)
+    return frame.with_columns(
+        pl.col("as_of").str.to_datetime(time_zone="UTC", strict=False),
+        pl.col("created_at").str.to_datetime(time_zone="UTC", strict=False),
+    )
+
+
+def build_snapshot(paths: Paths) -> SnapshotReport:
+    """Build a complete snapshot next to the live one, then replace it in one rename.
+
+    An analyst holding `analytics.duckdb` open keeps reading the old file (its inode lives on);
+    the pipeline never opens the live file for writing, so it can never be blocked by one.
+    """
+    began = datetime.now(UTC)
+    paths.home.mkdir(parents=True, exist_ok=True)
+    target = paths.analytics
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    report = SnapshotReport(target)
+    try:
+        con = duckdb.connect(str(temp))
+        try:
+            notes: list[tuple[str, str, int | None, str]] = []
+            for name, comment in TABLES.items():
+                if name == "pack_versions":
+                    con.register("pack_versions_frame", pack_versions_frame(paths).to_arrow())
+                    source: str | None = "pack_versions_frame"
+                else:
+                    source = _source(paths, name)
+                if source is None:
+                    report.missing.append(name)
+                    notes.append(
+                        (name, "missing", None, "not in the lake yet (stage not materialized)")
+                    )
+                    continue
+                _sql(con, f'CREATE TABLE "{name}" AS SELECT * FROM {source}')
+                _sql(con, f'COMMENT ON TABLE "{name}" IS {_quote(comment)}')
+                report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
+                notes.append((name, "table", report.tables[name], comment))
+            con.unregister("pack_versions_frame")
+            for view, (needs, comment, sql) in VIEWS.items():
+                absent = [t for t in needs if t not in report.tables]
+                if absent:
+                    notes.append((view, "skipped view", None, f"needs {', '.join(absent)}"))
+                    continue
+                _sql(con, f'CREATE VIEW "{view}" AS {sql}')
+                _sql(con, f'COMMENT ON VIEW "{view}" IS {_quote(comment)}')
+                report.views.append(view)
+                notes.append((view, "view", None, comment))
+            _sql(
+                con,
+                f'CREATE TABLE "{CONTENTS_TABLE}" (name VARCHAR, kind VARCHAR, "rows" BIGINT, note VARCHAR,'
+                " built_at TIMESTAMPTZ)",
+            )
+            con.executemany(
+                f'INSERT INTO "{CONTENTS_TABLE}" VALUES (?, ?, ?, ?, ?)',
+                [(*note, began) for note in notes],
+            ).fetchall()
+            _sql(
+                con,
+                f"COMMENT ON TABLE \"{CONTENTS_TABLE}\" IS 'What this snapshot holds, what was missing, and when it was built.'",
+            )
+            _sql(con, "CHECKPOINT")
+        finally:
+            con.close()
+        fsync_path(temp)
+        os.replace(temp, target)
+        fsync_path(target.parent)
+    finally:
+        for leftover in (temp, temp.with_name(temp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    report.seconds = (datetime.now(UTC) - began).total_seconds()
+    return report

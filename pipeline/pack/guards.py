@@ -1,0 +1,164 @@
+"""The checks that gate a publish (blocking): a pack failing any of them is never made live."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from pipeline.pack.build import IDENTIFIER_COLUMNS, PackContent, PackInputs
+from pipeline.pii import find_pii
+
+NORM_TOLERANCE = 1e-3
+MAX_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    name: str
+    passed: bool
+    detail: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _confidences_in_range(content: PackContent, inputs: PackInputs) -> GuardResult:
+    memories = content.frames["memories.parquet"]
+    bad = memories.filter(
+        ~pl.col("confidence").is_between(0.0, 1.0)
+        | pl.col("confidence").is_nan()
+        | ~pl.col("quality_lower").is_between(-1.0, 1.0)
+    )
+    ids = bad["memory_id"].head(MAX_EXAMPLES).to_list()
+    return GuardResult(
+        "pack_confidence_in_range",
+        bad.is_empty(),
+        "every confidence in [0, 1] and quality_lower in [-1, 1]"
+        if bad.is_empty()
+        else f"{bad.height} memories out of range, e.g. {ids}",
+        {"out_of_range": bad.height},
+    )
+
+
+def _few_shot_not_negative(content: PackContent, inputs: PackInputs) -> GuardResult:
+    """No example whose own feedback is net-negative (a corrected output is the positive side)."""
+    examples = content.frames["few_shot.parquet"]
+    scores = inputs.tables.get("feedback_scores")
+    negative = examples.clear()
+    if scores is not None and examples.height:
+        sides = (
+            ["n_positive", "n_negative"]
+            if {"n_positive", "n_negative"} <= set(scores.columns)
+            else []
+        )
+        net = (
+            (pl.col("n_negative") > pl.col("n_positive"))
+            if sides
+            else (pl.col("quality_score") < 0)
+        )
+        mine = scores.filter(pl.col("tenant_id") == content.tenant_id).select(
+            "memory_id", net.alias("net_negative")
+        )
+        negative = examples.join(mine, on="memory_id", how="left").filter(
+            pl.col("net_negative").fill_null(False) & ~pl.col("is_corrected").fill_null(False)
+        )
+    ids = negative["memory_id"].head(MAX_EXAMPLES).to_list()
+    return GuardResult(
+        "pack_few_shot_not_negative",
+        negative.is_empty(),
+        "no few-shot example has net-negative feedback"
+        if negative.is_empty()
+        else f"{negative.height} few-shot examples have net-negative feedback, e.g. {ids}",
+        {"negative_examples": negative.height},
+    )
+
+
+def _embeddings_match(content: PackContent, inputs: PackInputs) -> GuardResult:
+    matrix = content.embeddings
+    rows = content.frames["memories.parquet"].height
+    problems = list(content.problems)
+    if matrix.shape[0] != rows:
+        problems.append(f"{matrix.shape[0]} embedding rows for {rows} memories")
+    if matrix.dtype != np.float32:
+        problems.append(f"embeddings are {matrix.dtype}, not float32")
+    if matrix.size:
+        if not np.isfinite(matrix).all():
+            problems.append("embeddings contain NaN or infinity")
+        norms = np.linalg.norm(matrix, axis=1)
+        off = int(((np.abs(norms - 1) > NORM_TOLERANCE) & (norms > 0)).sum())
+        if off:
+            problems.append(f"{off} embeddings are not unit length")
+    return GuardResult(
+        "pack_embeddings_match_memories",
+        not problems,
+        "; ".join(problems) or f"{rows} unit-length float32 rows, dim {matrix.shape[1]}",
+        {"rows": rows, "dim": int(matrix.shape[1])},
+    )
+
+
+def _single_tenant(content: PackContent, inputs: PackInputs) -> GuardResult:
+    foreign = {
+        name: int((frame["tenant_id"] != content.tenant_id).fill_null(True).sum())
+        for name, frame in content.frames.items()
+        if "tenant_id" in frame.columns
+    }
+    foreign = {name: n for name, n in foreign.items() if n}
+    missing = [name for name, frame in content.frames.items() if "tenant_id" not in frame.columns]
+    passed = not foreign and not missing
+    detail = (
+        f"every row belongs to {content.tenant_id}"
+        if passed
+        else f"rows of other tenants: {foreign}; files without tenant_id: {missing}"
+    )
+    return GuardResult("pack_single_tenant", passed, detail, {"foreign_rows": foreign})
+
+
+def _pii_redacted(content: PackContent, inputs: PackInputs) -> GuardResult:
+    leaks: dict[str, int] = {}
+    for name, frame in content.frames.items():
+        for column in frame.columns:
+            series = frame[column]
+            if column in IDENTIFIER_COLUMNS or series.dtype not in (pl.String, pl.List(pl.String)):
+                continue
+            if series.dtype == pl.List(pl.String):
+                series = series.explode()
+            candidates = series.drop_nulls().filter(
+                series.drop_nulls().str.contains(r"@|\d{3}|[A-Z]{2}\d{2}")
+            )
+            found = sum(1 for text in candidates.to_list() if find_pii(text))
+            if found:
+                leaks[f"{name}:{column}"] = found
+    return GuardResult(
+        "pack_pii_redacted",
+        not leaks,
+        "no PII left in any text field" if not leaks else f"PII left in {leaks}",
+        {"redacted": content.redactions.get("total", 0), "leaks": leaks},
+    )
+
+
+GUARDS = (
+    _confidences_in_range,
+    _few_shot_not_negative,
+    _embeddings_match,
+    _single_tenant,
+    _pii_redacted,
+)
+GUARD_NAMES = (
+    "pack_confidence_in_range",
+    "pack_few_shot_not_negative",
+    "pack_embeddings_match_memories",
+    "pack_single_tenant",
+    "pack_pii_redacted",
+)
+GUARD_DESCRIPTIONS = {
+    "pack_confidence_in_range": "Every memory confidence in [0, 1] and quality_lower in [-1, 1].",
+    "pack_few_shot_not_negative": "No few-shot example with net-negative feedback (corrected ones allowed).",
+    "pack_embeddings_match_memories": "embeddings.npy has one finite unit-length float32 row per memory.",
+    "pack_single_tenant": "Every row of a tenant's pack belongs to that tenant.",
+    "pack_pii_redacted": "No email, phone, card, IBAN, SSN or IP address left in any text field.",
+}
+
+
+def run_guards(content: PackContent, inputs: PackInputs) -> list[GuardResult]:
+    return [guard(content, inputs) for guard in GUARDS]

@@ -1,0 +1,582 @@
+"""Load a verified memory pack and answer an app's questions fast (numpy + pyarrow only, SPEC §7)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.pack.format import EMBEDDINGS, PackError, read_latest, resolve, verify_pack
+from pipeline.pack.results import (
+    Conflict,
+    FewShotExample,
+    ScoredMemory,
+    Selection,
+    SkillChoice,
+    Template,
+)
+from pipeline.pack.selector import Selector, SelectorFailed, call_with_timeout, parse_choices
+
+log = logging.getLogger(__name__)
+
+# Relevance boosts from the seed design (000): same contact, same kind, tags, recency, feedback.
+SAME_CONTACT_BOOST = 0.3
+SAME_KIND_BOOST = 0.2
+TAG_BOOST = 0.1
+RECENCY_BOOST = 0.2
+RECENCY_DECAY_PER_DAY = 0.02
+POSITIVE_FEEDBACK_WEIGHT = 0.2
+NEGATIVE_FEEDBACK_WEIGHT = 0.1
+# Skill selection (SPEC §4.8).
+CONFIDENCE_WEIGHT = 0.7
+ALIGNMENT_WEIGHT = 0.3
+UNKNOWN_SKILL_CONFIDENCE = 0.5
+DEFAULT_SELECTOR_TIMEOUT_MS = 800.0
+_EMPTY = np.zeros(0, dtype=np.int64)
+_SECONDS_PER_DAY = 86400.0
+
+
+def _read(folder: Path, name: str, files: dict[str, Any]) -> pa.Table:
+    return pq.read_table(folder / name).combine_chunks() if name in files else pa.table({})
+
+
+def _column(table: pa.Table, name: str, default: Any = None) -> list[Any]:
+    if name in table.column_names:
+        return list(table.column(name).to_pylist())
+    return [default] * table.num_rows
+
+
+def _group_rows(codes: np.ndarray) -> dict[int, np.ndarray]:
+    """Code → the row indices holding it (one argsort, no Python loop over rows)."""
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = (
+        np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]]) if codes.size else _EMPTY
+    )
+    ends = np.r_[starts[1:], codes.size]
+    return {int(sorted_codes[s]): order[s:e] for s, e in zip(starts, ends, strict=True)}
+
+
+def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, dict[str, int]]:
+    encoded = pc.dictionary_encode(_array(values))
+    codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return codes, {value: i for i, value in enumerate(encoded.dictionary.to_pylist())}
+
+
+def _unit(vector: Any, dim: int) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float32).ravel()
+    if array.shape[0] != dim:
+        raise ValueError(f"query vector has {array.shape[0]} dimensions, the pack has {dim}")
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm > 0 else array
+
+
+class MemoryPack:
+    """One tenant's published pack, verified at load; every query runs on precomputed arrays."""
+
+    def __init__(self, folder: Path, manifest: dict[str, Any]) -> None:
+        files = manifest["files"]
+        self.path = folder
+        self.manifest = manifest
+        self.version: str = manifest["version"]
+        self.tenant_id: str = manifest["tenant_id"]
+        self.as_of = datetime.fromisoformat(manifest["as_of"].replace("Z", "+00:00"))
+        self.memories = _read(folder, "memories.parquet", files)
+        self.embeddings: np.ndarray = np.load(
+            folder / EMBEDDINGS, mmap_mode="r", allow_pickle=False
+        )
+        if self.embeddings.shape[0] != self.memories.num_rows:
+            raise PackError(
+                f"pack {folder}: {self.embeddings.shape[0]} embedding rows for {self.memories.num_rows} memories"
+            )
+        self.dim = int(self.embeddings.shape[1]) if self.embeddings.ndim == 2 else 0
+        self._index_memories()
+        self._index_few_shot(_read(folder, "few_shot.parquet", files))
+        self._index_skills(
+            _read(folder, "skills.parquet", files),
+            _read(folder, "vectors.parquet", files),
+            _read(folder, "templates.parquet", files),
+        )
+        self._conflicts = _read(folder, "conflicts.parquet", files).to_pylist()
+        self.summaries = _read(folder, "summaries.parquet", files)
+
+    # ---- loading ---------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str], version: str | None = None, verify: bool = True
+    ) -> MemoryPack:
+        """Resolve LATEST (or `version`), verify every sha256 and the format, then index."""
+        folder = resolve(path, version)
+        if not folder.is_dir():
+            raise PackError(f"no pack version at {folder}")
+        return cls(folder, verify_pack(folder, check_hashes=verify))
+
+    def refreshed(self) -> MemoryPack:
+        """The newer live pack if LATEST moved and it verifies; otherwise keep this one."""
+        tenant_dir = self.path.parent
+        try:
+            latest = read_latest(tenant_dir)
+            if latest is None or latest == self.version:
+                return self
+            return MemoryPack.load(tenant_dir)
+        except PackError as error:
+            log.warning("keeping pack %s: %s", self.version, error)
+            return self
+
+    def __repr__(self) -> str:
+        return (
+            f"MemoryPack(tenant={self.tenant_id!r}, version={self.version!r}, memories={len(self)})"
+        )
+
+    def __len__(self) -> int:
+        return self.memories.num_rows
+
+    # ---- indexes ---------------------------------------------------------------------------
+    def _index_memories(self) -> None:
+        table = self.memories
+        n = table.num_rows
+        ids = _column(table, "memory_id")
+        self._row_of = {memory_id: i for i, memory_id in enumerate(ids)}
+        contact_codes, self._contact_code = _encode(table.column("contact_id"))
+        self._contact_rows = _group_rows(contact_codes)
+        self._general_rows = self._contact_rows.pop(-1, _EMPTY)
+        self._contact_codes = contact_codes
+        kinds = pc.coalesce(table.column("kind"), table.column("memory_type"))
+        self._kind_codes, self._kind_code = _encode(kinds)
+        self._confidence = (
+            table.column("confidence").to_numpy(zero_copy_only=False).astype(np.float64)
+        )
+        self._quality = (
+            pc.fill_null(table.column("quality_score"), 0.0).to_numpy().astype(np.float64)
+        )
+        self._active = pc.equal(table.column("status"), "active").to_numpy(zero_copy_only=False)
+        confirmed = pc.coalesce(table.column("last_confirmed"), table.column("ts"))
+        confirmed_us = pc.fill_null(
+            pc.cast(confirmed, pa.int64()), int(self.as_of.timestamp() * 1e6)
+        )
+        as_of_us = self.as_of.timestamp() * 1e6
+        self._age_days = (as_of_us - confirmed_us.to_numpy()) / (1e6 * _SECONDS_PER_DAY)
+        tags = _array(table.column("tags"))
+        flat = pc.list_flatten(tags)
+        parents = pc.list_parent_indices(tags).to_numpy()
+        tag_codes, tag_of = _encode(flat) if len(flat) else (_EMPTY, {})
+        groups = _group_rows(tag_codes)
+        self._tag_rows = {
+            tag: parents[groups[code]] for tag, code in tag_of.items() if code in groups
+        }
+        self._skill_tags: dict[str, set[str]] | None = None
+        self._n = n
+
+    def _index_few_shot(self, table: pa.Table) -> None:
+        self._examples = [
+            FewShotExample(
+                memory_id=row.get("memory_id"),
+                system=row.get("system"),
+                kind=row.get("kind"),
+                skill_id=row.get("skill_id"),
+                input=row.get("input") or "",
+                output=row.get("output") or "",
+                rank=row.get("rank"),
+                quality_lower=row.get("quality_lower"),
+                is_corrected=bool(row.get("is_corrected")),
+            )
+            for row in table.to_pylist()
+        ]
+        self._example_rows = np.array(
+            [self._row_of.get(e.memory_id, -1) for e in self._examples], dtype=np.int64
+        )
+        groups: dict[tuple[str | None, str | None, str | None], list[int]] = {}
+        for i, e in enumerate(self._examples):
+            for key in {
+                (e.system, None, None),
+                (e.system, e.kind, None),
+                (e.system, None, e.skill_id),
+                (e.system, e.kind, e.skill_id),
+                (None, None, None),
+            }:
+                groups.setdefault(key, []).append(i)
+
+        def order(i: int) -> tuple[int, float]:
+            e = self._examples[i]
+            return (e.rank if e.rank is not None else 1 << 30, -(e.quality_lower or 0.0))
+
+        self._example_groups: dict[tuple[str | None, str | None, str | None], np.ndarray] = {}
+        for key, members in groups.items():
+            seen: set[str] = set()
+            unique = []
+            for i in sorted(members, key=order):
+                if self._examples[i].memory_id not in seen:
+                    seen.add(self._examples[i].memory_id)
+                    unique.append(i)
+            self._example_groups[key] = np.array(unique, dtype=np.int64)
+
+    def _index_skills(self, skills: pa.Table, vectors: pa.Table, templates: pa.Table) -> None:
+        self._user_skills: dict[str, dict[str, float]] = {}
+        for user, skill, confidence in zip(
+            _column(skills, "user_id"),
+            _column(skills, "skill_id"),
+            _column(skills, "ema_confidence"),
+            strict=True,
+        ):
+            if user is not None and skill is not None:
+                value = UNKNOWN_SKILL_CONFIDENCE if confidence is None else float(confidence)
+                self._user_skills.setdefault(user, {})[skill] = value
+        self._user_vectors: dict[str, np.ndarray] = {}
+        self._skill_vectors: dict[str, np.ndarray] = {}
+        for owner, owner_id, vector in zip(
+            _column(vectors, "owner"),
+            _column(vectors, "owner_id"),
+            _column(vectors, "vector"),
+            strict=True,
+        ):
+            if owner_id is None or not vector:
+                continue
+            array = np.asarray(vector, dtype=np.float32)
+            norm = float(np.linalg.norm(array))
+            target = self._user_vectors if owner == "user" else self._skill_vectors
+            target[owner_id] = array / norm if norm > 0 else array
+        self._templates: dict[str, list[Template]] = {}
+        for row in templates.to_pylist():
+            if row.get("skill_id") is None:
+                continue
+            self._templates.setdefault(row["skill_id"], []).append(
+                Template(
+                    skill_id=row["skill_id"],
+                    version=row.get("version"),
+                    template=row.get("template") or "",
+                    is_current=bool(row.get("is_current")),
+                    eval_accuracy=row.get("eval_accuracy"),
+                    eval_margin=row.get("eval_margin"),
+                    policy_id=row.get("policy_id"),
+                    created_at=row.get("created_at"),
+                    evidence=row.get("evidence"),
+                )
+            )
+        self._all_skills = sorted(
+            {s for per_user in self._user_skills.values() for s in per_user}
+            | set(self._skill_vectors)
+            | set(self._templates)
+        )
+
+    # ---- few-shot ---------------------------------------------------------------------------
+    def few_shot(
+        self,
+        system: str | None,
+        kind: str | None = None,
+        skill_id: str | None = None,
+        k: int = 3,
+        query_vector: Sequence[float] | np.ndarray | None = None,
+    ) -> list[FewShotExample]:
+        """The best examples of a system (× kind × skill); with a query vector, the most similar first."""
+        rows = self._example_groups.get((system, kind, skill_id), _EMPTY)
+        if query_vector is None or rows.size == 0 or self.dim == 0:
+            return [self._examples[i] for i in rows[:k]]
+        q = _unit(query_vector, self.dim)
+        memory_rows = self._example_rows[rows]
+        known = memory_rows >= 0
+        similarity = np.full(rows.size, -1.0)
+        if known.any():
+            similarity[known] = self.embeddings[memory_rows[known]] @ q
+        # Stable sort: among equally similar examples the precomputed quality order stands.
+        top = np.argsort(-similarity, kind="stable")[:k]
+        return [
+            replace(self._examples[rows[i]], similarity=float(similarity[i]) if known[i] else None)
+            for i in top
+        ]
+
+    def few_shot_systems(self) -> list[str]:
+        """Systems that have few-shot examples, the best covered first."""
+        counts: dict[str, int] = {}
+        for example in self._examples:
+            if example.system:
+                counts[example.system] = counts.get(example.system, 0) + 1
+        return sorted(counts, key=lambda s: (-counts[s], s))
+
+    # ---- memories ---------------------------------------------------------------------------
+    def _similarities(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+        # Gathering a few rows is cheaper than a full scan; past a quarter of the pack it is not.
+        if rows.size * 4 > self._n:
+            return np.asarray(self.embeddings @ q)[rows]
+        return np.asarray(self.embeddings[rows] @ q)
+
+    def _rank(
+        self,
+        rows: np.ndarray,
+        k: int,
+        contact_id: str | None,
+        kind: str | None,
+        tags: Sequence[str] | None,
+        query_vector: Sequence[float] | np.ndarray | None,
+        now: datetime | None,
+    ) -> list[ScoredMemory]:
+        if rows.size == 0 or k <= 0:
+            return []
+        confidence = self._confidence[rows]
+        parts: dict[str, np.ndarray] = {"confidence": confidence}
+        if query_vector is not None and self.dim:
+            similarity = self._similarities(rows, _unit(query_vector, self.dim))
+            parts["similarity"] = similarity
+            parts["semantic"] = similarity * confidence
+        else:
+            parts["semantic"] = confidence
+        code = self._contact_code.get(contact_id, -2) if contact_id is not None else -2
+        parts["same_contact"] = SAME_CONTACT_BOOST * (self._contact_codes[rows] == code)
+        kind_code = self._kind_code.get(kind, -2) if kind is not None else -2
+        parts["same_kind"] = SAME_KIND_BOOST * (self._kind_codes[rows] == kind_code)
+        overlap = np.zeros(rows.size)
+        if tags:
+            counts = np.zeros(self._n, dtype=np.int32)
+            for tag in set(tags):
+                counts[self._tag_rows.get(tag, _EMPTY)] += 1
+            overlap = counts[rows].astype(np.float64)
+        parts["tags"] = TAG_BOOST * overlap
+        shift = (now - self.as_of).total_seconds() / _SECONDS_PER_DAY if now is not None else 0.0
+        parts["recency"] = np.maximum(
+            0.0, RECENCY_BOOST - RECENCY_DECAY_PER_DAY * (self._age_days[rows] + shift)
+        )
+        quality = self._quality[rows]
+        parts["feedback"] = np.where(
+            quality >= 0, POSITIVE_FEEDBACK_WEIGHT * quality, NEGATIVE_FEEDBACK_WEIGHT * quality
+        )
+        total = (
+            parts["semantic"]
+            + parts["same_contact"]
+            + parts["same_kind"]
+            + parts["tags"]
+            + parts["recency"]
+            + parts["feedback"]
+        )
+        best = np.argpartition(-total, k - 1)[:k] if rows.size > k else np.arange(rows.size)
+        best = best[np.lexsort((rows[best], -total[best]))]
+        picked = self.memories.take(pa.array(rows[best])).to_pylist()
+        return [
+            ScoredMemory(
+                memory_id=row["memory_id"],
+                text=row["text"] or "",
+                contact_id=row["contact_id"],
+                memory_type=row["memory_type"],
+                kind=row.get("kind"),
+                confidence=float(row["confidence"]),
+                status=row["status"],
+                stale=bool(row.get("stale")),
+                needs_reconfirmation=bool(row.get("needs_reconfirmation")),
+                has_conflict=bool(row.get("has_conflict")),
+                last_confirmed=row.get("last_confirmed"),
+                tags=list(row.get("tags") or []),
+                score=float(total[i]),
+                parts={name: float(values[i]) for name, values in parts.items()},
+            )
+            for row, i in zip(picked, best, strict=True)
+        ]
+
+    def _rows_for(self, contact_id: str | None, include_inactive: bool) -> np.ndarray:
+        if contact_id is None:
+            rows = np.arange(self._n)
+        else:
+            code = self._contact_code.get(contact_id)
+            own = self._contact_rows.get(code, _EMPTY) if code is not None else _EMPTY
+            # A contact's memories plus the general ones; never another person's.
+            rows = np.concatenate([own, self._general_rows])
+        return rows if include_inactive else rows[self._active[rows]]
+
+    def memories_for(
+        self,
+        contact_id: str | None,
+        k: int = 10,
+        tags: Sequence[str] | None = None,
+        query_vector: Sequence[float] | np.ndarray | None = None,
+        kind: str | None = None,
+        include_inactive: bool = False,
+        now: datetime | None = None,
+    ) -> list[ScoredMemory]:
+        """The k most relevant active memories about a contact (plus general ones), with score parts."""
+        rows = self._rows_for(contact_id, include_inactive)
+        return self._rank(rows, k, contact_id, kind, tags, query_vector, now)
+
+    def candidates(
+        self,
+        query_vector: Sequence[float] | np.ndarray,
+        k: int = 50,
+        contact_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str | None = None,
+    ) -> list[ScoredMemory]:
+        """The broad candidate pool a custom selector chooses from (vector search + boosts)."""
+        return self.memories_for(contact_id, k=k, tags=tags, query_vector=query_vector, kind=kind)
+
+    def select(
+        self,
+        query_vector: Sequence[float] | np.ndarray,
+        k: int = 10,
+        selector: Selector | None = None,
+        timeout_ms: float = DEFAULT_SELECTOR_TIMEOUT_MS,
+        contact_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str | None = None,
+        pool: int = 50,
+    ) -> Selection:
+        """Let `selector` pick among the candidates; on error, timeout or malformed output use the ranking."""
+        began = time.perf_counter()
+        pooled = self.candidates(
+            query_vector, k=max(pool, k), contact_id=contact_id, tags=tags, kind=kind
+        )
+        if selector is None:
+            return Selection(pooled[:k], "algorithmic", None, (time.perf_counter() - began) * 1000)
+        try:
+            raw = call_with_timeout(selector, pooled, timeout_ms)
+            choices = parse_choices(raw, {m.memory_id for m in pooled})
+        except SelectorFailed as failure:
+            log.warning("memory selector fell back to the algorithmic ranking: %s", failure)
+            return Selection(
+                pooled[:k], "algorithmic", str(failure), (time.perf_counter() - began) * 1000
+            )
+        by_id = {m.memory_id: m for m in pooled}
+        chosen = []
+        for choice in choices[:k]:
+            memory = by_id[choice.memory_id]
+            parts = dict(memory.parts)
+            if choice.relevance is not None:
+                parts["selector_relevance"] = choice.relevance
+            chosen.append(replace(memory, parts=parts, selector_reason=choice.reason))
+        return Selection(chosen, "selector", None, (time.perf_counter() - began) * 1000)
+
+    # ---- templates, skills, conflicts, explanations ----------------------------------------
+    def template(self, skill_id: str, version: Any = None) -> Template | None:
+        """The current template of a skill (or a given version); None when the pack has none."""
+        history = self._templates.get(skill_id, [])
+        if version is not None:
+            return next((t for t in history if str(t.version) == str(version)), None)
+        current = [t for t in history if t.is_current]
+        candidates = current or history
+        return candidates[-1] if candidates else None
+
+    def template_history(self, skill_id: str) -> list[Template]:
+        return list(self._templates.get(skill_id, []))
+
+    def skills(self) -> list[str]:
+        return list(self._all_skills)
+
+    def _tags_by_skill(self) -> dict[str, set[str]]:
+        if self._skill_tags is None:
+            found: dict[str, set[str]] = {}
+            for skill, tags in zip(
+                _column(self.memories, "skill_id"), _column(self.memories, "tags"), strict=True
+            ):
+                if skill is not None and tags:
+                    found.setdefault(skill, set()).update(tags)
+            self._skill_tags = found
+        return self._skill_tags
+
+    def select_skill(
+        self,
+        user_id: str | None,
+        context_tags: Sequence[str] | None = None,
+        epsilon: float = 0.0,
+        rng: np.random.Generator | int | None = None,
+    ) -> SkillChoice | None:
+        """0.7·confidence + 0.3·alignment(user preference, skill vector); ε-greedy when asked."""
+        known = self._user_skills.get(user_id or "", {})
+        candidates = sorted(known) or list(self._all_skills)
+        if context_tags:
+            wanted = set(context_tags)
+            tagged = self._tags_by_skill()
+            matching = [s for s in candidates if tagged.get(s, set()) & wanted]
+            candidates = matching or candidates
+        if not candidates:
+            return None
+        preference = self._user_vectors.get(user_id or "")
+        ranking: list[tuple[str, float, float, float]] = []
+        for skill in candidates:
+            confidence = known.get(skill, UNKNOWN_SKILL_CONFIDENCE)
+            vector = self._skill_vectors.get(skill)
+            alignment = (
+                float(np.dot(preference, vector))
+                if preference is not None
+                and vector is not None
+                and preference.shape == vector.shape
+                else 0.0
+            )
+            ranking.append(
+                (
+                    skill,
+                    CONFIDENCE_WEIGHT * confidence + ALIGNMENT_WEIGHT * alignment,
+                    confidence,
+                    alignment,
+                )
+            )
+        ranking.sort(key=lambda r: (-r[1], r[0]))
+        generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        explored = epsilon > 0 and len(ranking) > 1 and generator.random() < epsilon
+        pick = ranking[int(generator.integers(len(ranking)))] if explored else ranking[0]
+        return SkillChoice(
+            pick[0], pick[1], pick[2], pick[3], explored, [(r[0], r[1]) for r in ranking]
+        )
+
+    def conflicts(self, contact_id: str | None = None) -> list[Conflict]:
+        return [
+            Conflict(
+                contact_id=row.get("contact_id"),
+                memory_id_a=row.get("memory_id_a"),
+                memory_id_b=row.get("memory_id_b"),
+                preferred_id=row.get("preferred_id"),
+                reason=row.get("reason"),
+                subject=row.get("subject"),
+                text_a=row.get("text_a"),
+                text_b=row.get("text_b"),
+            )
+            for row in self._conflicts
+            if contact_id is None or row.get("contact_id") == contact_id
+        ]
+
+    def memory(self, memory_id: str) -> dict[str, Any]:
+        row = self._row_of.get(memory_id)
+        if row is None:
+            raise KeyError(
+                f"memory {memory_id!r} is not in pack {self.version} of {self.tenant_id}"
+            )
+        return dict(self.memories.slice(row, 1).to_pylist()[0])
+
+    def explain(self, memory_id: str) -> str:
+        """Why an app acted: "because of this memory …, last confirmed <date>, confidence <x>"."""
+        m = self.memory(memory_id)
+        confirmed = m.get("last_confirmed")
+        when = (
+            confirmed.astimezone(UTC).date().isoformat()
+            if isinstance(confirmed, datetime)
+            else "never"
+        )
+        about = f", about {m['contact_id']}" if m.get("contact_id") else ""
+        text = f'because of this memory: "{m.get("text") or ""}" ({m["memory_type"]}{about}), '
+        text += f"last confirmed {when}, confidence {float(m['confidence']):.2f}"
+        notes = []
+        if m.get("n_feedback"):
+            notes.append(
+                f"{m['n_feedback']} feedback signals, quality {float(m['quality_score']):+.2f}"
+            )
+        if m.get("stale"):
+            notes.append("stale: older than 180 days, mention its age before acting on it")
+        if m.get("needs_reconfirmation"):
+            notes.append("needs reconfirmation")
+        for c in self._conflicts:
+            if memory_id in (c.get("memory_id_a"), c.get("memory_id_b")):
+                other = c["memory_id_b"] if c.get("memory_id_a") == memory_id else c["memory_id_a"]
+                notes.append(
+                    f"conflicts with {other} (preferred: {c.get('preferred_id')}); ask the person"
+                )
+        if m.get("status") != "active":
+            notes.append(f"status {m.get('status')}")
+        return text + "".join(f"; {note}" for note in notes)

@@ -1,0 +1,138 @@
+"""The versions of one tenant's packs: list, LATEST swap, rollback, retention. Standard library only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.pack.format import (
+    LATEST,
+    TEMP_PREFIX,
+    TRASH_PREFIX,
+    PackError,
+    crash_point,
+    fsync_path,
+    is_version,
+    read_latest,
+    read_manifest,
+    verify_pack,
+)
+
+DEFAULT_KEEP = 7
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: str
+    path: Path
+    as_of: str
+    created_at: str
+    n_memories: int | None
+    bytes: int
+    is_latest: bool
+    manifest: dict[str, Any]
+
+
+def list_versions(tenant_dir: Path) -> list[VersionInfo]:
+    """Every published version, oldest first (by as_of, then creation time)."""
+    if not tenant_dir.is_dir():
+        return []
+    latest = read_latest(tenant_dir)
+    infos = []
+    for child in tenant_dir.iterdir():
+        if not (child.is_dir() and is_version(child.name)):
+            continue
+        try:
+            manifest = read_manifest(child)
+        except PackError:
+            manifest = {}
+        files = manifest.get("files", {})
+        infos.append(
+            VersionInfo(
+                version=child.name,
+                path=child,
+                as_of=str(manifest.get("as_of", "")),
+                created_at=str(manifest.get("created_at", "")),
+                n_memories=files.get("memories.parquet", {}).get("rows"),
+                bytes=sum(int(f.get("bytes", 0)) for f in files.values()),
+                is_latest=child.name == latest,
+                manifest=manifest,
+            )
+        )
+    return sorted(infos, key=lambda i: (i.as_of, i.created_at, i.version))
+
+
+def tenants(packs_root: Path) -> list[str]:
+    if not packs_root.is_dir():
+        return []
+    return sorted(p.name for p in packs_root.iterdir() if p.is_dir() and (p / LATEST).is_file())
+
+
+def write_latest(tenant_dir: Path, version: str) -> None:
+    """Point LATEST at `version`: temp file, fsync, rename over, fsync the folder."""
+    tmp = tenant_dir / f".{LATEST}.{uuid.uuid4().hex}.tmp"
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(version + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    crash_point("latest_tmp_written")
+    os.replace(tmp, tenant_dir / LATEST)
+    fsync_path(tenant_dir)
+    crash_point("latest_swapped")
+
+
+def rollback(tenant_dir: Path, to: str | None = None) -> str:
+    """Point LATEST back at `to` (default: the version before the current one) after verifying it."""
+    versions = list_versions(tenant_dir)
+    if not versions:
+        raise PackError(f"no packs in {tenant_dir}")
+    latest = read_latest(tenant_dir)
+    if to is None:
+        names = [v.version for v in versions]
+        position = names.index(latest) if latest in names else len(names)
+        if position == 0:
+            raise PackError(
+                f"{latest} is the oldest kept version of {tenant_dir.name}; nothing to roll back to"
+            )
+        to = names[position - 1]
+    if not is_version(to) or not (tenant_dir / to).is_dir():
+        known = ", ".join(v.version for v in versions)
+        raise PackError(f"no version {to!r} for tenant {tenant_dir.name} (kept: {known})")
+    verify_pack(tenant_dir / to)
+    write_latest(tenant_dir, to)
+    return to
+
+
+def remove_dir(path: Path) -> None:
+    """Rename out of sight first, so a crash mid-delete never leaves a half version visible."""
+    trash = path.with_name(f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
+    os.rename(path, trash)
+    crash_point("pruning")
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def prune(tenant_dir: Path, keep: int = DEFAULT_KEEP) -> list[str]:
+    """Keep the newest `keep` versions and always the one LATEST points at; returns removed ones."""
+    versions = list_versions(tenant_dir)
+    latest = read_latest(tenant_dir)
+    doomed = [v.version for v in versions[: max(len(versions) - keep, 0)] if v.version != latest]
+    for version in doomed:
+        remove_dir(tenant_dir / version)
+    return doomed
+
+
+def clean_leftovers(tenant_dir: Path) -> list[str]:
+    """Remove temp folders and files left by a publisher that died (call under the publish lock)."""
+    removed = []
+    for child in tenant_dir.iterdir() if tenant_dir.is_dir() else []:
+        if child.name.startswith((TEMP_PREFIX, TRASH_PREFIX)):
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(child.name)
+        elif child.name.startswith(f".{LATEST}.") and child.name.endswith(".tmp"):
+            child.unlink(missing_ok=True)
+            removed.append(child.name)
+    return removed

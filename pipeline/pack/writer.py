@@ -1,0 +1,193 @@
+"""Publish a pack atomically: temp folder, fsync, verify, rename, then swap LATEST; then retention."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline import __version__
+from pipeline.pack.build import PackContent
+from pipeline.pack.format import (
+    EMBEDDINGS,
+    MANIFEST,
+    PACK_FORMAT,
+    TEMP_PREFIX,
+    VERSION_TIME_FORMAT,
+    crash_point,
+    fsync_path,
+    read_latest,
+    read_manifest,
+    sha256_file,
+    verify_pack,
+)
+from pipeline.pack.store import DEFAULT_KEEP, clean_leftovers, prune, write_latest
+
+LOCK_FILE = ".publish.lock"
+
+
+@dataclass
+class PublishResult:
+    tenant_id: str
+    version: str
+    published: bool  # False: identical content was already live
+    reason: str
+    path: Path
+    removed: list[str] = field(default_factory=list)
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def publish_lock(tenant_dir: Path) -> Iterator[None]:
+    """One publisher per tenant at a time (a sensor run and a scheduled run may overlap)."""
+    tenant_dir.mkdir(parents=True, exist_ok=True)
+    with (tenant_dir / LOCK_FILE).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fsynced(path: Path) -> Path:
+    fsync_path(path)
+    return path
+
+
+def _write_files(folder: Path, content: PackContent) -> dict[str, dict[str, Any]]:
+    files: dict[str, dict[str, Any]] = {}
+    for name in sorted(content.frames):
+        frame = content.frames[name]
+        path = folder / name
+        frame.write_parquet(path, compression="zstd", statistics=True)
+        _fsynced(path)
+        files[name] = {"rows": frame.height}
+        crash_point("first_file_written")
+    path = folder / EMBEDDINGS
+    with path.open("wb") as handle:
+        np.save(
+            handle, np.ascontiguousarray(content.embeddings, dtype=np.float32), allow_pickle=False
+        )
+        handle.flush()
+        os.fsync(handle.fileno())
+    files[EMBEDDINGS] = {"rows": int(content.embeddings.shape[0])}
+    for name, entry in files.items():
+        entry["sha256"] = sha256_file(folder / name)
+        entry["bytes"] = (folder / name).stat().st_size
+    return {name: files[name] for name in sorted(files)}
+
+
+def content_hash(files: dict[str, dict[str, Any]], content: PackContent) -> str:
+    """What makes two packs the same: the data files, models and metrics (not run ids or times)."""
+    identity = {
+        "pack_format": PACK_FORMAT,
+        "tenant_id": content.tenant_id,
+        "files": {name: entry["sha256"] for name, entry in files.items()},
+        "models": content.models,
+        "metrics": content.metrics,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def make_version(as_of: datetime, digest: str) -> str:
+    return f"{as_of.astimezone(UTC).strftime(VERSION_TIME_FORMAT)}-{digest[:8]}"
+
+
+def _manifest(
+    content: PackContent, version: str, digest: str, files: dict[str, Any], run_id: str | None
+) -> dict[str, Any]:
+    memories = content.frames["memories.parquet"]
+    statuses = memories["status"].value_counts().sort("status").iter_rows()
+    return {
+        "pack_format": PACK_FORMAT,
+        "tenant_id": content.tenant_id,
+        "version": version,
+        "content_hash": digest,
+        "as_of": content.as_of.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "producer": {"package": "memorypack", "version": __version__, "dagster_run_id": run_id},
+        "inputs": content.inputs,
+        "models": content.models,
+        "metrics": content.metrics,
+        "counts": {
+            "memories": memories.height,
+            "by_status": {status: int(n) for status, n in statuses},
+            "few_shot_examples": content.frames["few_shot.parquet"].height,
+            "conflicts": content.frames["conflicts.parquet"].height,
+            "templates": content.frames["templates.parquet"].height,
+        },
+        "redactions": content.redactions,
+        "files": files,
+    }
+
+
+def publish(
+    packs_root: Path, content: PackContent, run_id: str | None = None, keep: int = DEFAULT_KEEP
+) -> PublishResult:
+    """Make `content` the live pack of its tenant, or do nothing if identical content is live.
+
+    Every step before the LATEST swap happens out of sight (a dot-folder, then a complete version
+    folder nobody points at), so a crash anywhere leaves the previous pack live and loadable.
+    """
+    tenant_dir = packs_root / content.tenant_id
+    with publish_lock(tenant_dir):
+        clean_leftovers(tenant_dir)
+        temp = tenant_dir / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+        temp.mkdir()
+        try:
+            files = _write_files(temp, content)
+            crash_point("files_written")
+            digest = content_hash(files, content)
+            version = make_version(content.as_of, digest)
+            latest = read_latest(tenant_dir)
+            live = tenant_dir / latest if latest is not None else None
+            if (
+                live is not None
+                and (live / MANIFEST).is_file()
+                and read_manifest(live).get("content_hash") == digest
+            ):
+                shutil.rmtree(temp)
+                removed = prune(tenant_dir, keep)
+                return PublishResult(
+                    content.tenant_id, live.name, False, "identical to the live pack", live, removed
+                )
+            manifest = _manifest(content, version, digest, files, run_id)
+            with (temp / MANIFEST).open("w", encoding="utf-8") as handle:
+                json.dump(manifest, handle, indent=2, sort_keys=False, default=str)
+                handle.write("\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            crash_point("manifest_written")
+            verify_pack(temp)
+            fsync_path(temp)
+            crash_point("verified")
+            final = tenant_dir / version
+            reason = "published"
+            if final.is_dir():
+                # Same as_of and content as a kept older version (e.g. after a rollback): reuse it.
+                verify_pack(final)
+                shutil.rmtree(temp)
+                manifest = read_manifest(final)
+                reason = "re-activated an identical kept version"
+            else:
+                os.rename(temp, final)
+                fsync_path(tenant_dir)
+            crash_point("renamed")
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        write_latest(tenant_dir, version)
+        removed = prune(tenant_dir, keep)
+        crash_point("pruned")
+    return PublishResult(content.tenant_id, version, True, reason, final, removed, manifest)

@@ -1,0 +1,95 @@
+"""The analyst snapshot: documented tables and views, atomic swap under an open analyst connection."""
+
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from pipeline.analytics import TABLES, VIEWS, build_snapshot
+from pipeline.config import Paths
+from pipeline.pack.build import build_pack, load_inputs
+from pipeline.pack.writer import publish
+from pipeline.storage import Lake
+from tests.test_pack_support import AS_OF, make_lake
+
+
+def _home(tmp_path: Path) -> Paths:
+    paths = make_lake(tmp_path)
+    lake = Lake(paths)
+    lake.write(
+        "feedback",
+        pl.DataFrame(
+            {
+                "tenant_id": ["acme"] * 3,
+                "event_id": ["f1", "f2", "f3"],
+                "ts": ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z", "2026-11-03T09:00:00Z"],
+                "signal": ["thumbs_up", "thumbs_up", "thumbs_down"],
+                "target_id": ["a-i0"] * 3,
+            }
+        ).with_columns(pl.col("ts").str.to_datetime(time_zone="UTC")),
+    )
+    inputs = load_inputs(lake, AS_OF)
+    for tenant in inputs.tenants():
+        publish(paths.packs, build_pack(inputs, tenant))
+    return paths
+
+
+def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
+    paths = _home(tmp_path)
+    report = build_snapshot(paths)
+    assert report.tables["interactions"] == 8 and report.tables["pack_versions"] == 2
+    assert set(report.missing) == {"quarantine", "preference_pairs", "promotion_candidates"}
+    assert set(report.views) == set(VIEWS)
+    with duckdb.connect(str(paths.analytics), read_only=True) as con:
+        comments = dict(con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall())
+        for name in report.tables:
+            assert comments[name] == TABLES[name]
+        view_comments = dict(
+            con.execute(
+                "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal"
+            ).fetchall()
+        )
+        assert view_comments == {name: VIEWS[name][1] for name in VIEWS}
+        notes = dict(con.execute("SELECT name, kind FROM snapshot_contents").fetchall())
+        assert notes["preference_pairs"] == "missing" and notes["events"] == "table"
+        daily = con.execute(
+            "SELECT day, signal, signals FROM feedback_daily ORDER BY ALL"
+        ).fetchall()
+        assert daily == [
+            (date(2026, 11, 2), "thumbs_up", 2),
+            (date(2026, 11, 3), "thumbs_down", 1),
+        ]
+        coverage = con.execute(
+            "SELECT system, interactions, examples, covered FROM few_shot_coverage WHERE tenant_id = 'acme' ORDER BY 1"
+        ).fetchall()
+        assert coverage == [("framescan", 1, 1, True), ("support", 3, 2, True)]
+        latest = con.execute(
+            "SELECT count(*), max(as_of) FROM latest_decay WHERE tenant_id = 'acme'"
+        ).fetchall()
+        assert latest[0][0] == 7
+
+
+def test_rebuild_with_an_analyst_connection_open(tmp_path: Path) -> None:
+    paths = _home(tmp_path)
+    build_snapshot(paths)
+    analyst = duckdb.connect(str(paths.analytics), read_only=True)
+    try:
+        assert analyst.execute("SELECT count(*) FROM interactions").fetchall() == [(8,)]
+        lake = Lake(paths)
+        more = (
+            lake.read("interactions")
+            .collect()
+            .head(1)
+            .with_columns(pl.lit("a-new").alias("event_id"))
+        )
+        lake.write("interactions", pl.concat([lake.read("interactions").collect(), more]))
+        report = build_snapshot(paths)  # must not fail while the analyst holds the old file
+        assert report.tables["interactions"] == 9
+        # The analyst keeps a consistent view of the snapshot they opened.
+        assert analyst.execute("SELECT count(*) FROM interactions").fetchall() == [(8,)]
+    finally:
+        analyst.close()
+    with duckdb.connect(str(paths.analytics), read_only=True) as fresh:
+        assert fresh.execute("SELECT count(*) FROM interactions").fetchall() == [(9,)]
+    assert sorted(p.name for p in paths.home.iterdir() if p.name.startswith(".")) == []

@@ -1,0 +1,77 @@
+"""The analyst notebook runs end to end on a small snapshot (nbclient, kernel python3 of this venv)."""
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import nbformat
+import polars as pl
+import pytest
+from nbclient import NotebookClient
+
+from pipeline.analytics import build_snapshot
+from pipeline.pack.build import build_pack, load_inputs
+from pipeline.pack.writer import publish
+from pipeline.storage import Lake
+from tests.test_pack_support import AS_OF, RUN_DATE, make_lake
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "memorypack_overview.ipynb"
+
+
+def _small_home(tmp_path: Path) -> Path:
+    paths = make_lake(tmp_path / "home")
+    lake = Lake(paths)
+    # A second, older decay snapshot so the decay plot has a curve.
+    latest = pl.read_parquet(paths.partition("decay_snapshots", RUN_DATE))
+    earlier = latest.with_columns(
+        (pl.col("as_of") - timedelta(days=3)).alias("as_of"),
+        (pl.col("confidence") * 1.1).clip(0, 1),
+    )
+    lake.write_partition("decay_snapshots", "2026-11-04", earlier)
+    lake.write(
+        "feedback",
+        pl.DataFrame(
+            {
+                "tenant_id": ["acme"] * 4,
+                "event_id": [f"f{i}" for i in range(4)],
+                "ts": [
+                    "2026-11-02T10:00:00Z",
+                    "2026-11-03T10:00:00Z",
+                    "2026-11-03T12:00:00Z",
+                    "2026-11-04T08:00:00Z",
+                ],
+                "signal": ["thumbs_up", "thumbs_down", "copy", "regenerate"],
+            }
+        ).with_columns(pl.col("ts").str.to_datetime(time_zone="UTC")),
+    )
+    inputs = load_inputs(lake, AS_OF)
+    for tenant in inputs.tenants():
+        publish(paths.packs, build_pack(inputs, tenant))
+    build_snapshot(paths)
+    return paths.home
+
+
+def test_notebook_runs_and_plots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = _small_home(tmp_path)
+    monkeypatch.setenv("MEMORYPACK_HOME", str(home))
+    # The kernel must be this interpreter (jupyter_client maps argv "python" to sys.executable).
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}")
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    client = NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=120,
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    )
+    client.execute()
+    outputs = [
+        o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
+    ]
+    errors = [o for o in outputs if o.output_type == "error"]
+    assert not errors, errors
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 3
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert f"snapshot {home / 'analytics.duckdb'}" in text
+    assert "2 of 2 system/kind pairs have examples" in text
+    assert "acme" in text and "6 memories" in text

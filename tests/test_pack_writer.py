@@ -1,0 +1,242 @@
+"""Pack publishing: content, identical re-publish, tenant isolation, PII, retention, rollback, guards."""
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.config import Paths
+from pipeline.pack import MemoryPack, PackError
+from pipeline.pack.build import build_pack, load_inputs
+from pipeline.pack.format import DATA_FILES, MANIFEST, read_latest
+from pipeline.pack.guards import run_guards
+from pipeline.pack.store import list_versions, prune, rollback
+from pipeline.pack.writer import publish
+from pipeline.storage import Lake
+from tests.test_pack_support import AS_OF, DIM, PLANTED, make_lake
+
+
+def _publish(paths: Paths, tenant: str = "acme", as_of=AS_OF, keep: int = 7, run_id: str = "run-1"):
+    inputs = load_inputs(Lake(paths), as_of)
+    content = build_pack(inputs, tenant)
+    assert all(g.passed for g in run_guards(content, inputs))
+    return publish(paths.packs, content, run_id=run_id, keep=keep)
+
+
+def _change_lake(paths: Paths, confidence: float) -> None:
+    """A new nightly result: the explicit instruction's confidence changes."""
+    key = paths.partition("decay_snapshots", "2026-11-07")
+    frame = pl.read_parquet(key).with_columns(
+        pl.when(pl.col("memory_id") == "a-m0")
+        .then(confidence)
+        .otherwise(pl.col("confidence"))
+        .alias("confidence")
+    )
+    frame.write_parquet(key)
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> Paths:
+    return make_lake(tmp_path / "home")
+
+
+def test_publish_writes_a_complete_manifest(paths: Paths) -> None:
+    result = _publish(paths)
+    assert result.published
+    assert result.version.startswith("20261108T000000Z-")
+    manifest = json.loads((paths.packs / "acme" / result.version / MANIFEST).read_text())
+    assert manifest["pack_format"] == 1
+    assert manifest["tenant_id"] == "acme"
+    assert manifest["as_of"] == "2026-11-08T00:00:00Z"
+    assert manifest["version"].endswith(manifest["content_hash"][:8])
+    assert manifest["producer"]["dagster_run_id"] == "run-1"
+    assert manifest["producer"]["version"]
+    assert manifest["inputs"]["load_dates"][0] == "2026-11-01"
+    assert manifest["inputs"]["events"] == {"feedback": 1, "interaction": 1, "memory": 1}
+    assert manifest["inputs"]["decay_snapshot"] == "2026-11-07"
+    assert manifest["models"] == {
+        "embedding": {"model": "all-MiniLM-L6-v2", "dim": DIM},
+        "policy_id": "acme-policy-1",
+    }
+    assert manifest["metrics"]["dpo"]["eval_accuracy"] == 0.75
+    assert set(manifest["files"]) == set(DATA_FILES)
+    # The archived single inference stays in the lake but not in the pack.
+    assert manifest["files"]["memories.parquet"]["rows"] == 6
+    assert manifest["redactions"]["by_kind"] == {"card": 2, "email": 3, "iban": 2, "phone": 2}
+    assert read_latest(paths.packs / "acme") == result.version
+
+
+def test_memories_and_embeddings_line_up(paths: Paths) -> None:
+    result = _publish(paths)
+    memories = pq.read_table(result.path / "memories.parquet").to_pylist()
+    matrix = np.load(result.path / "embeddings.npy")
+    assert matrix.dtype == np.float32 and matrix.shape == (6, DIM)
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, rtol=1e-5)
+    lake_vectors = {
+        row["memory_id"]: np.asarray(row["embedding"], dtype=np.float32)
+        for row in pl.read_parquet(paths.table("memory_embeddings")).to_dicts()
+    }
+    for i, memory in enumerate(memories):
+        expected = lake_vectors[memory["memory_id"]]
+        np.testing.assert_allclose(matrix[i], expected / np.linalg.norm(expected), rtol=1e-5)
+    by_id = {m["memory_id"]: m for m in memories}
+    assert by_id["a-m0"]["confidence"] == 1.0 and by_id["a-m0"]["has_conflict"]
+    assert by_id["a-m1"]["needs_reconfirmation"]
+    assert by_id["a-i0"]["quality_lower"] == 0.3 and by_id["a-i0"]["n_feedback"] == 3
+    assert by_id["a-i0"]["output"] == "It ships tomorrow."
+    assert by_id["a-i0"]["text"] == "Where is my order? mail me at [EMAIL]"
+
+
+def test_identical_content_publishes_nothing_new(paths: Paths) -> None:
+    first = _publish(paths, run_id="run-1")
+    again = _publish(paths, run_id="run-2")
+    assert not again.published and again.version == first.version
+    assert [v.version for v in list_versions(paths.packs / "acme")] == [first.version]
+    assert not [p for p in (paths.packs / "acme").iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_tenant_isolation(paths: Paths) -> None:
+    acme = _publish(paths, "acme")
+    globex = _publish(paths, "globex")
+    assert acme.version != globex.version
+    for folder, own, other in ((acme.path, "a-", "g-"), (globex.path, "g-", "a-")):
+        for name in DATA_FILES:
+            if name.endswith(".parquet"):
+                table = pq.read_table(folder / name)
+                assert set(table.column("tenant_id").to_pylist()) <= {folder.parent.name}
+                ids = [
+                    str(v)
+                    for c in ("memory_id", "memory_id_a", "cluster_id")
+                    if c in table.column_names
+                    for v in table.column(c).to_pylist()
+                ]
+                assert all(i.startswith(own) for i in ids), (name, ids)
+        assert other.encode() not in b"".join(
+            p.read_bytes() for p in folder.iterdir() if p.suffix == ".json"
+        )
+    assert MemoryPack.load(paths.packs / "globex").tenant_id == "globex"
+
+
+def test_planted_pii_is_absent_from_every_file(paths: Paths) -> None:
+    result = _publish(paths)
+    for path in sorted(result.path.iterdir()):
+        raw = path.read_bytes()
+        decoded = ""
+        if path.suffix == ".parquet":
+            decoded = json.dumps(pq.read_table(path).to_pylist(), default=str)
+        for value in PLANTED.values():
+            compact = value.replace(" ", "")
+            for needle in (value, compact):
+                assert needle.encode() not in raw, (path.name, needle)
+                assert needle not in decoded, (path.name, needle)
+    memories = pq.read_table(result.path / "memories.parquet").column("text").to_pylist()
+    assert "Pays from IBAN [IBAN]" in memories
+
+
+def test_missing_upstream_tables_publish_empty_files_and_say_so(tmp_path: Path) -> None:
+    skipped = (
+        "few_shot_sets",
+        "template_history",
+        "memory_embeddings",
+        "decay_snapshots",
+        "dpo_runs",
+    )
+    paths = make_lake(tmp_path, skip=skipped)
+    result = _publish(paths)
+    manifest = result.manifest
+    assert set(manifest["inputs"]["missing_tables"]) == set(skipped)
+    assert manifest["files"]["few_shot.parquet"]["rows"] == 0
+    assert manifest["models"]["embedding"]["dim"] == 0
+    assert "skill_id" in pq.read_table(result.path / "few_shot.parquet").column_names
+    # Without a decay snapshot, stated confidence (or importance) stands and nothing is archived.
+    assert manifest["files"]["memories.parquet"]["rows"] == 7
+    pack = MemoryPack.load(paths.packs / "acme")
+    assert pack.few_shot("support") == []
+    assert pack.template("concise_response") is None
+    # Base confidence by type (SPEC §4.2) until decay has run: the explicit instruction leads.
+    assert pack.memory("a-m0")["confidence"] == 1.0
+    assert pack.memory("a-m2")["confidence"] == 0.4
+    assert pack.memories_for("c1", k=1)[0].memory_id == "a-m0"
+
+
+def test_retention_keeps_the_newest_and_the_live_one(paths: Paths) -> None:
+    versions = []
+    for day in range(5):
+        _change_lake(paths, 0.5 + day / 10)
+        versions.append(_publish(paths, as_of=AS_OF + timedelta(days=day), keep=3).version)
+    kept = [v.version for v in list_versions(paths.packs / "acme")]
+    assert kept == versions[-3:]
+    assert read_latest(paths.packs / "acme") == versions[-1]
+    # A rolled-back live version survives retention even when it is the oldest.
+    rollback(paths.packs / "acme", versions[-3])
+    assert prune(paths.packs / "acme", keep=1) == [versions[-2]]
+    assert [v.version for v in list_versions(paths.packs / "acme")] == [versions[-3], versions[-1]]
+
+
+def test_rollback_points_latest_back_and_refuses_unknown(paths: Paths) -> None:
+    first = _publish(paths).version
+    _change_lake(paths, 0.9)
+    second = _publish(paths, as_of=AS_OF + timedelta(days=1)).version
+    assert read_latest(paths.packs / "acme") == second
+    assert rollback(paths.packs / "acme") == first
+    assert MemoryPack.load(paths.packs / "acme").version == first
+    assert rollback(paths.packs / "acme", second) == second
+    with pytest.raises(PackError, match="no version"):
+        rollback(paths.packs / "acme", "20990101T000000Z-deadbeef")
+    rollback(paths.packs / "acme", first)
+    with pytest.raises(PackError, match="oldest"):
+        rollback(paths.packs / "acme")
+
+
+def test_republishing_a_kept_version_after_rollback_reactivates_it(paths: Paths) -> None:
+    first = _publish(paths).version
+    _change_lake(paths, 0.9)
+    second = _publish(paths).version
+    rollback(paths.packs / "acme", first)
+    again = _publish(paths)
+    assert again.published and again.version == second
+    assert read_latest(paths.packs / "acme") == second
+
+
+def test_guards_catch_bad_inputs(paths: Paths) -> None:
+    inputs = load_inputs(Lake(paths), AS_OF)
+    content = build_pack(inputs, "acme")
+    memories = content.frames["memories.parquet"]
+    content.frames["memories.parquet"] = memories.with_columns(
+        pl.when(pl.col("memory_id") == "a-i1")
+        .then(1.5)
+        .otherwise(pl.col("confidence"))
+        .alias("confidence"),
+        pl.when(pl.col("memory_id") == "a-i2")
+        .then(pl.lit("globex"))
+        .otherwise(pl.col("tenant_id"))
+        .alias("tenant_id"),
+        pl.when(pl.col("memory_id") == "a-i3")
+        .then(pl.lit("call 030-12345678"))
+        .otherwise(pl.col("text"))
+        .alias("text"),
+    )
+    content.frames["few_shot.parquet"] = content.frames["few_shot.parquet"].with_columns(
+        pl.lit("a-i1").alias("memory_id"), pl.lit(False).alias("is_corrected")
+    )
+    content.embeddings = content.embeddings[:-1]
+    results = {g.name: g for g in run_guards(content, inputs)}
+    assert not any(g.passed for g in results.values())
+    assert "1 memories out of range" in results["pack_confidence_in_range"].detail
+    assert "a-i1" in results["pack_few_shot_not_negative"].detail
+    assert "5 embedding rows for 6 memories" in results["pack_embeddings_match_memories"].detail
+    assert results["pack_single_tenant"].metadata["foreign_rows"] == {"memories.parquet": 1}
+    assert "memories.parquet:text" in results["pack_pii_redacted"].detail
+
+
+def test_corrected_examples_are_allowed_despite_negative_feedback(paths: Paths) -> None:
+    inputs = load_inputs(Lake(paths), AS_OF)
+    content = build_pack(inputs, "acme")
+    content.frames["few_shot.parquet"] = content.frames["few_shot.parquet"].with_columns(
+        pl.lit("a-i1").alias("memory_id"), pl.lit(True).alias("is_corrected")
+    )
+    assert {g.name: g.passed for g in run_guards(content, inputs)}["pack_few_shot_not_negative"]
