@@ -1,0 +1,1 @@
+"""The performance suite: `python -m bench.run [--quick]` (see bench/README.md)."""

