@@ -1,16 +1,18 @@
 """Ingest assets: one landing folder per daily partition → events + quarantine, then typed tables."""
 
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import date
 
 import dagster as dg
 import polars as pl
 
-from assets.metadata import frame_metadata
+from assets.metadata import PREVIEW_ROWS, frame_metadata
 from assets.partitions import DAILY
 from assets.resources import MemorypackHome
 from pipeline import contracts
-from pipeline.ingest import IngestResult, ingest_folder, typed_tables
+from pipeline.ingest import ingest_folder, typed_tables
 
 CONSERVATION = "lines_read_equals_accepted_plus_duplicates_plus_quarantined"
 TYPED_TABLES = {
@@ -26,7 +28,20 @@ CONTRACT_MODELS = {
 }
 
 
-def _ingest_partition(home: MemorypackHome, key: str, log: dg.DagsterLogManager) -> IngestResult:
+@dataclass
+class PartitionSummary:
+    """What a run keeps of one ingested partition: counts and a preview, not the rows."""
+
+    stats: dict[str, int | str]
+    conserved: bool
+    by_reason: dict[str, int]
+    preview: pl.DataFrame
+    contract: dg.AssetCheckResult
+
+
+def _ingest_partition(
+    home: MemorypackHome, key: str, log: dg.DagsterLogManager
+) -> PartitionSummary:
     lake = home.lake
     folder = home.landing_dir / key
     others = [k for k in lake.partition_keys("events") if k != key]
@@ -40,6 +55,7 @@ def _ingest_partition(home: MemorypackHome, key: str, log: dg.DagsterLogManager)
     if not folder.is_dir():
         log.warning(f"no landing folder {folder}: partition {key} is empty")
     result = ingest_folder(folder, date.fromisoformat(key), existing)
+    contract = _contract_check("raw_events", result.events)
     lake.write_partition("events", key, result.events)
     lake.write_partition("quarantine", key, result.quarantine)
     lake.write_partition(
@@ -48,7 +64,13 @@ def _ingest_partition(home: MemorypackHome, key: str, log: dg.DagsterLogManager)
         pl.DataFrame([result.stats]).with_columns(pl.col("load_date").str.to_date()),
     )
     log.info(f"ingested {key}: {result.stats}")
-    return result
+    return PartitionSummary(
+        stats=result.stats,
+        conserved=result.conserved,
+        by_reason=dict(result.quarantine.group_by("reason").len().iter_rows()),
+        preview=result.events.head(PREVIEW_ROWS),
+        contract=contract,
+    )
 
 
 @dg.asset(
@@ -65,7 +87,7 @@ def raw_events(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     keys = sorted(context.partition_keys)
-    results = [_ingest_partition(home, key, context.log) for key in keys]
+    summaries = [_ingest_partition(home, key, context.log) for key in keys]
     warehouse = home.warehouse
     warehouse.refresh(
         "events", home.lake, comment="Every accepted event, one row per (tenant_id, event_id)."
@@ -78,30 +100,27 @@ def raw_events(
         home.lake,
         comment="Per load date: lines read, accepted, duplicates, quarantined.",
     )
-    events = pl.concat([r.events for r in results])
-    quarantine = pl.concat([r.quarantine for r in results])
     totals = {
-        k: sum(int(r.stats[k]) for r in results)
+        k: sum(int(s.stats[k]) for s in summaries)
         for k in ("files", "lines_read", "accepted", "duplicates", "quarantined")
     }
-    by_reason = (
-        dict(quarantine.group_by("reason").len().sort("reason").iter_rows())
-        if quarantine.height
-        else {}
+    by_reason: Counter[str] = Counter()
+    for summary in summaries:
+        by_reason.update(summary.by_reason)
+    metadata = frame_metadata(
+        pl.concat([s.preview for s in summaries]).head(PREVIEW_ROWS),
+        {**totals, "load_dates": keys, "quarantine_by_reason": dict(sorted(by_reason.items()))},
+        preview_columns=["tenant_id", "event_id", "event_type", "ts", "contact_id"],
     )
-    yield dg.MaterializeResult(
-        metadata=frame_metadata(
-            events,
-            {**totals, "load_dates": keys, "quarantine_by_reason": by_reason},
-            preview_columns=["tenant_id", "event_id", "event_type", "ts", "contact_id"],
-        )
-    )
+    metadata["dagster/row_count"] = dg.MetadataValue.int(totals["accepted"])
+    yield dg.MaterializeResult(metadata=metadata)
     yield dg.AssetCheckResult(
         check_name=CONSERVATION,
-        passed=all(r.conserved for r in results),
-        metadata={"per_load_date": dg.MetadataValue.json([r.stats for r in results])},
+        passed=all(s.conserved for s in summaries),
+        metadata={"per_load_date": dg.MetadataValue.json([s.stats for s in summaries])},
     )
-    yield _contract_check("raw_events", events)
+    failed = [s.contract for s in summaries if not s.contract.passed]
+    yield failed[0] if failed else summaries[-1].contract
 
 
 @dg.multi_asset(
