@@ -1,0 +1,251 @@
+"""Semantic assets: embeddings (cached), conflicts, consolidated summaries, few-shot example sets."""
+
+from collections.abc import Iterator
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from assets.metadata import frame_metadata
+from assets.resources import MemorypackHome
+from pipeline import contracts
+from pipeline.conflicts import (
+    CONFLICT_SCHEMA,
+    find_conflicts,
+    reference_problems,
+    subject_texts,
+    with_vectors,
+)
+from pipeline.consolidate import consolidate, membership_problems
+from pipeline.embed import EmbedConfig, embed_with_cache, matrix, memory_texts
+from pipeline.fewshot import (
+    SCORES_SCHEMA,
+    FewShotConfig,
+    near_duplicates,
+    negative_examples,
+)
+from pipeline.fewshot import (
+    few_shot_sets as select_few_shot,
+)
+
+GROUP = "semantic"
+ONE_ROW_PER_MEMORY = "one_unit_vector_per_memory"
+ONE_CLUSTER_PER_STATEMENT = "every_statement_in_exactly_one_cluster"
+CONFLICTS_REFERENCE_MEMORIES = "conflicts_reference_same_tenant_and_contact"
+NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
+
+
+def _read(home: MemorypackHome, name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return home.lake.read_or_empty(name, schema).collect()
+
+
+def _read_optional(home: MemorypackHome, name: str) -> pl.DataFrame | None:
+    return home.lake.read(name).collect() if home.lake.exists(name) else None
+
+
+def _embeddings(home: MemorypackHome) -> pl.DataFrame:
+    return home.lake.read("memory_embeddings").collect()
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["interactions", "memory_statements"],
+    check_specs=[dg.AssetCheckSpec(ONE_ROW_PER_MEMORY, asset="memory_embeddings", blocking=True)],
+    description="One unit-length vector per memory (statements: content; interactions: input), "
+    "served from a sha256-keyed cache so a run embeds only texts it has never seen.",
+)
+def memory_embeddings(
+    context: dg.AssetExecutionContext, home: MemorypackHome
+) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
+    statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
+    texts = memory_texts(interactions, statements)
+    result = embed_with_cache(
+        texts,
+        _read_optional(home, "embedding_cache"),
+        config=EmbedConfig(),
+        progress=context.log.info,
+    )
+    home.lake.write("embedding_cache", result.cache)
+    home.lake.write("memory_embeddings", result.embeddings)
+    home.warehouse.refresh(
+        "memory_embeddings",
+        home.lake,
+        comment=f"One {result.dim}-d unit vector per memory ({result.model}); text_hash keys the cache.",
+    )
+    vectors = matrix(result.embeddings)
+    norms = np.linalg.norm(vectors, axis=1) if len(vectors) else np.ones(0)
+    duplicates = texts.height - texts.unique(["tenant_id", "memory_id"]).height
+    yield dg.MaterializeResult(
+        metadata=frame_metadata(
+            result.embeddings,
+            {
+                "model": result.model,
+                "dim": result.dim,
+                "new_texts_embedded": result.n_new,
+                "texts_from_cache": result.n_cached,
+                "cache_rows": result.cache.height,
+                "embed_seconds": round(result.seconds, 2),
+                "texts_per_second": round(result.texts_per_second, 1),
+            },
+            preview_columns=["tenant_id", "memory_id", "memory_kind", "text_hash"],
+        )
+    )
+    yield dg.AssetCheckResult(
+        check_name=ONE_ROW_PER_MEMORY,
+        passed=bool(
+            duplicates == 0
+            and result.embeddings["embedding"].null_count() == 0
+            and np.allclose(norms, 1.0, atol=1e-3)
+        ),
+        metadata={"duplicate_ids": duplicates, "min_norm": float(norms.min(initial=1.0))},
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["memory_statements", memory_embeddings],
+    check_specs=[
+        dg.AssetCheckSpec(CONFLICTS_REFERENCE_MEMORIES, asset="memory_conflicts", blocking=True)
+    ],
+    description="Statement pairs about one contact that cannot both be true (supersedes links, "
+    "always/never, a correction against an older pattern), with the side the source hierarchy prefers.",
+)
+def memory_conflicts(
+    context: dg.AssetExecutionContext, home: MemorypackHome
+) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
+    subjects = embed_with_cache(
+        subject_texts(statements),
+        _read_optional(home, "embedding_cache"),
+        progress=context.log.info,
+    )
+    if subjects.n_new:
+        home.lake.write("embedding_cache", subjects.cache)
+    conflicts = (
+        find_conflicts(with_vectors(statements, _embeddings(home), subjects.embeddings))
+        if statements.height
+        else pl.DataFrame(schema=CONFLICT_SCHEMA)
+    )
+    home.lake.write("memory_conflicts", conflicts)
+    home.warehouse.refresh(
+        "memory_conflicts",
+        home.lake,
+        comment="Pairs that cannot both be true; both memories stay, preferred_id by source hierarchy.",
+    )
+    problems = reference_problems(conflicts, statements)
+    by_reason = dict(conflicts.group_by("reason").len().sort("reason").iter_rows())
+    yield dg.MaterializeResult(
+        metadata=frame_metadata(
+            conflicts,
+            {
+                "by_reason": by_reason,
+                "contacts_with_conflicts": conflicts.select("tenant_id", "contact_id").n_unique(),
+                "subject_texts_embedded": subjects.n_new,
+            },
+            preview_columns=["contact_id", "memory_id_a", "memory_id_b", "preferred_id", "reason"],
+        )
+    )
+    yield dg.AssetCheckResult(
+        check_name=CONFLICTS_REFERENCE_MEMORIES,
+        passed=problems.is_empty(),
+        metadata={"bad_rows": problems.height},
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["interactions", "memory_statements", memory_embeddings, memory_conflicts],
+    check_specs=[
+        dg.AssetCheckSpec(ONE_CLUSTER_PER_STATEMENT, asset="consolidated_summaries", blocking=True)
+    ],
+    description="Near-duplicate memories clustered (statements per contact, interactions per "
+    "system × kind) into one summary each; also writes memory_reinforcement for decay.",
+)
+def consolidated_summaries(
+    home: MemorypackHome,
+) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
+    interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
+    conflicts = _read(home, "memory_conflicts", CONFLICT_SCHEMA)
+    result = consolidate(statements, interactions, _embeddings(home), conflicts)
+    home.lake.write("consolidated_summaries", result.summaries)
+    home.lake.write("memory_reinforcement", result.reinforcement)
+    home.warehouse.refresh(
+        "consolidated_summaries",
+        home.lake,
+        comment="One row per cluster of near-duplicate memories: representative text, members, counts.",
+    )
+    home.warehouse.refresh(
+        "memory_reinforcement",
+        home.lake,
+        comment="Per statement: other non-conflicting members of its cluster (repeats) and the latest.",
+    )
+    problems = membership_problems(result.summaries, statements)
+    summaries = result.summaries
+    yield dg.MaterializeResult(
+        metadata=frame_metadata(
+            summaries,
+            {
+                "statement_clusters": summaries.filter(pl.col("scope") == "statement").height,
+                "interaction_clusters": summaries.filter(pl.col("scope") == "interaction").height,
+                "multi_member_clusters": summaries.filter(pl.col("n_members") > 1).height,
+                "largest_cluster": int(summaries["n_members"].max() or 0),  # type: ignore[arg-type]
+                "reinforced_statements": result.reinforcement.filter(
+                    pl.col("reinforcement_count") > 0
+                ).height,
+            },
+            preview_columns=["scope", "contact_id", "summary", "n_members", "confidence"],
+        )
+    )
+    yield dg.AssetCheckResult(
+        check_name=ONE_CLUSTER_PER_STATEMENT,
+        passed=problems.is_empty(),
+        metadata={"misplaced_statements": problems.height},
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["feedback_scores", "feedback", "interactions", memory_embeddings],
+    check_specs=[dg.AssetCheckSpec(NO_NEGATIVE_EXAMPLES, asset="few_shot_sets", blocking=True)],
+    description="Top-k diverse examples per tenant × system × kind × skill by quality_lower; "
+    "corrected outputs as examples, never a net-negative one.",
+)
+def few_shot_sets(home: MemorypackHome) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    config = FewShotConfig()
+    interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
+    feedback = _read(home, "feedback", contracts.FEEDBACK_SCHEMA)
+    scores = _read(home, "feedback_scores", SCORES_SCHEMA)
+    embeddings = _embeddings(home)
+    sets = select_few_shot(interactions, feedback, scores, embeddings, config)
+    home.lake.write("few_shot_sets", sets)
+    home.warehouse.refresh(
+        "few_shot_sets",
+        home.lake,
+        comment="Few-shot examples per tenant × system × kind × skill, ranked, with why.",
+    )
+    negatives = negative_examples(sets, scores)
+    duplicates = near_duplicates(sets, embeddings, config.duplicate_similarity)
+    yield dg.MaterializeResult(
+        metadata=frame_metadata(
+            sets,
+            {
+                "sets": sets.select("tenant_id", "system", "kind", "skill_id").n_unique()
+                if sets.height
+                else 0,
+                "corrected_examples": int(sets["is_corrected"].sum()),
+                "k": config.k,
+            },
+            preview_columns=["system", "kind", "skill_id", "rank", "memory_id", "why"],
+        )
+    )
+    yield dg.AssetCheckResult(
+        check_name=NO_NEGATIVE_EXAMPLES,
+        passed=negatives.is_empty() and duplicates == 0,
+        metadata={"negative_examples": negatives.height, "near_duplicate_pairs": duplicates},
+    )
+
+
+ASSETS = [memory_embeddings, memory_conflicts, consolidated_summaries, few_shot_sets]
+CHECKS: list[dg.AssetChecksDefinition] = []

@@ -1,0 +1,360 @@
+"""Conflicts (SPEC §4.4): statement pairs about one contact that cannot both be true; both stay."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from pipeline.contracts import MemoryType
+from pipeline.embed import matrix, normalise_text, text_hashes
+
+# The trust order of the seeds (explicit > correction > confirmed > inferred > single > temporary):
+# a lower rank wins a conflict; within one level the newer memory wins.
+SOURCE_RANK: dict[str, int] = {
+    MemoryType.EXPLICIT_INSTRUCTION: 0,
+    MemoryType.CORRECTION: 1,
+    MemoryType.CONFIRMED_PATTERN: 2,
+    MemoryType.INFERRED_PATTERN: 3,
+    MemoryType.SINGLE_INFERENCE: 4,
+    MemoryType.TEMPORARY: 5,
+}
+UNKNOWN_RANK = 9
+# What a correction corrects: learned patterns, never an explicit instruction (that is a plain
+# opposite-polarity conflict, surfaced to the person).
+PATTERN_TYPES = (
+    MemoryType.CONFIRMED_PATTERN,
+    MemoryType.INFERRED_PATTERN,
+    MemoryType.SINGLE_INFERENCE,
+)
+REASONS = ("supersedes", "correction", "opposite_polarity")  # most specific first
+
+# Words that flip a statement. An odd number of them makes it negative ("doesn't like" → -1).
+NEGATIVE_WORDS = (
+    r"never|no longer|not|no|don't|dont|do not|doesn't|doesnt|does not|didn't|did not|won't|"
+    r"will not|can't|cannot|avoids?|avoiding|dislikes?|hates?|refuses?|stop|stops"
+)
+# Words that only assert (removed from the subject, never flip it).
+POSITIVE_WORDS = (
+    r"always|prefers?|preferring|likes?|loves?|wants?|enjoys?|do|does|please|must|should"
+)
+_NEGATIVE = rf"\b(?:{NEGATIVE_WORDS})\b"
+_ANY_POLARITY = rf"\b(?:{NEGATIVE_WORDS}|{POSITIVE_WORDS})\b"
+
+CONFLICT_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "contact_id": pl.String(),
+    "memory_id_a": pl.String(),
+    "memory_id_b": pl.String(),
+    "preferred_id": pl.String(),
+    "reason": pl.String(),
+    "subject": pl.String(),
+    "memory_type_a": pl.String(),
+    "memory_type_b": pl.String(),
+    "subject_similarity": pl.Float32(),
+}
+
+
+@dataclass(frozen=True)
+class ConflictConfig:
+    # Remainders ("morning meetings" vs "meetings in the morning" ≈ 0.95 with MiniLM) must be
+    # near-identical: "book united" vs "book united flights" is only ≈ 0.64 and different topics
+    # sit below 0.5. 0.85 keeps word-order and inflection variants, nothing broader.
+    subject_similarity: float = 0.85
+    # A correction rephrases what it corrects ("Don't use that tone with clients" vs "Uses a
+    # casual tone with clients" ≈ 0.82 on the full text), so its subject bar is a little lower.
+    correction_subject_similarity: float = 0.75
+    # Same polarity and a full-text similarity at this level means the correction agrees with the
+    # pattern (a reinforcement), not a conflict.
+    agreement_similarity: float = 0.9
+
+
+def _clean(expr: pl.Expr) -> pl.Expr:
+    return expr.fill_null("").str.to_lowercase().str.replace_all("[\u2019\u2018`]", "'")
+
+
+def polarity(expr: pl.Expr) -> pl.Expr:
+    """+1 or -1: -1 when the text holds an odd number of negating words."""
+    negations = _clean(expr).str.count_matches(_NEGATIVE)
+    return pl.when(negations % 2 == 1).then(pl.lit(-1, pl.Int8)).otherwise(pl.lit(1, pl.Int8))
+
+
+def has_polarity_word(expr: pl.Expr) -> pl.Expr:
+    return _clean(expr).str.contains(_ANY_POLARITY)
+
+
+def subject(expr: pl.Expr) -> pl.Expr:
+    """The text without its polarity words and punctuation: what the statement is about."""
+    return (
+        _clean(expr)
+        .str.replace_all(_ANY_POLARITY, " ")
+        .str.replace_all(r"[^\w\s]", " ")
+        .str.replace_all(r"\s+", " ")
+        .str.strip_chars()
+    )
+
+
+def numbers(expr: pl.Expr) -> pl.Expr:
+    """Digits in a subject, sorted: "before 9am" and "after 5pm" are never the same subject."""
+    return expr.str.extract_all(r"\d+").list.sort().list.join(" ")
+
+
+def with_subjects(statements: pl.DataFrame) -> pl.DataFrame:
+    """Adds polarity, subject and the subject's numbers to memory statements."""
+    return statements.with_columns(
+        polarity(pl.col("content")).alias("polarity"),
+        subject(pl.col("content")).alias("subject"),
+    ).with_columns(numbers(pl.col("subject")).alias("subject_numbers"))
+
+
+def _rank(expr: pl.Expr) -> pl.Expr:
+    return expr.replace_strict(SOURCE_RANK, default=UNKNOWN_RANK, return_dtype=pl.Int32)
+
+
+def preferred(pairs: pl.DataFrame) -> pl.Expr:
+    """The side the source hierarchy prefers; newer wins within a level (a is the older side).
+
+    For a `supersedes` link the superseding side wins unless the superseded one ranks strictly
+    higher: an inference may not silently replace an explicit instruction.
+    """
+    rank_a, rank_b = _rank(pl.col("memory_type_a")), _rank(pl.col("memory_type_b"))
+    by_hierarchy = (
+        pl.when(rank_a < rank_b).then(pl.col("memory_id_a")).otherwise(pl.col("memory_id_b"))
+    )
+    superseder_rank = (
+        pl.when(pl.col("superseder") == pl.col("memory_id_a")).then(rank_a).otherwise(rank_b)
+    )
+    superseded_rank = (
+        pl.when(pl.col("superseder") == pl.col("memory_id_a")).then(rank_b).otherwise(rank_a)
+    )
+    return (
+        pl.when((pl.col("reason") == "supersedes") & (superseded_rank >= superseder_rank))
+        .then(pl.col("superseder"))
+        .otherwise(by_hierarchy)
+    )
+
+
+def _supersedes_pairs(statements: pl.DataFrame) -> pl.DataFrame:
+    links = (
+        statements.select("tenant_id", "contact_id", "event_id", "supersedes")
+        .explode("supersedes")
+        .drop_nulls("supersedes")
+        .rename({"event_id": "superseder", "supersedes": "target"})
+    )
+    targets = statements.select("tenant_id", pl.col("event_id").alias("target"), "contact_id")
+    # Same tenant and same contact only: a link to another person's memory is not a conflict.
+    linked = links.join(targets, on=["tenant_id", "target", "contact_id"], nulls_equal=True)
+    return linked.select(
+        "tenant_id",
+        "contact_id",
+        pl.min_horizontal("superseder", "target").alias("id_1"),
+        pl.max_horizontal("superseder", "target").alias("id_2"),
+        pl.lit("supersedes").alias("reason"),
+        "superseder",
+        pl.lit(None, pl.Float32).alias("subject_similarity"),
+    ).filter(pl.col("id_1") != pl.col("id_2"))
+
+
+def _similar(vectors: np.ndarray | None, keys: pl.Series) -> np.ndarray:
+    """Cosine similarity matrix; without vectors, exact equality of the keys."""
+    if vectors is not None:
+        return vectors @ vectors.T
+    codes = keys.cast(pl.Categorical).to_physical().to_numpy()
+    return (codes[:, None] == codes[None, :]).astype(np.float32)
+
+
+def _semantic_pairs(group: pl.DataFrame, config: ConflictConfig) -> pl.DataFrame:
+    """Opposite-polarity and correction pairs inside one tenant × contact."""
+    n = group.height
+    sub_vec = matrix(group, "subject_embedding") if "subject_embedding" in group.columns else None
+    full_vec = matrix(group, "embedding") if "embedding" in group.columns else None
+    subject_sim = _similar(sub_vec, group["subject"])
+    full_sim = _similar(full_vec, group["content"].str.to_lowercase())
+    equal_subject = _similar(None, group["subject"]) > 0
+    same_numbers = _similar(None, group["subject_numbers"]) > 0
+    subject_sim = np.where(equal_subject, 1.0, subject_sim)
+    pol = group["polarity"].to_numpy()
+    opposite = pol[:, None] != pol[None, :]
+    is_correction = (group["memory_type"] == MemoryType.CORRECTION).to_numpy()
+    is_pattern = group["memory_type"].is_in([str(t) for t in PATTERN_TYPES]).to_numpy()
+    ts = group["ts"].to_physical().to_numpy()
+    nonempty = (group["subject"].str.len_chars() > 0).to_numpy()
+    valid = same_numbers & nonempty[:, None] & nonempty[None, :]
+    polarity_hit = valid & opposite & (subject_sim >= config.subject_similarity)
+    # i corrects j: i is a correction, j an older pattern on the same subject, not in agreement.
+    agreeing = ~opposite & (full_sim >= config.agreement_similarity)
+    correction_hit = (
+        valid
+        & is_correction[:, None]
+        & is_pattern[None, :]
+        & (ts[None, :] < ts[:, None])
+        & (subject_sim >= config.correction_subject_similarity)
+        & ~agreeing
+    )
+    correction_hit = correction_hit | correction_hit.T
+    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
+    rows = []
+    for reason, hit in (("correction", correction_hit), ("opposite_polarity", polarity_hit)):
+        i, j = np.nonzero(hit & upper)
+        if len(i):
+            ids = group["event_id"].to_numpy()
+            rows.append(
+                pl.DataFrame(
+                    {
+                        "id_x": ids[i],
+                        "id_y": ids[j],
+                        "reason": [reason] * len(i),
+                        "subject_similarity": subject_sim[i, j].astype(np.float32),
+                    }
+                )
+            )
+    if not rows:
+        return pl.DataFrame(
+            schema={
+                "id_x": pl.String,
+                "id_y": pl.String,
+                "reason": pl.String,
+                "subject_similarity": pl.Float32,
+            }
+        )
+    return pl.concat(rows)
+
+
+def find_conflicts(statements: pl.DataFrame, config: ConflictConfig | None = None) -> pl.DataFrame:
+    """All conflicting pairs (CONFLICT_SCHEMA), one row per pair with its most specific reason.
+
+    `statements` has the MEMORY_SCHEMA columns; optional `embedding` (the content) and
+    `subject_embedding` (the `subject` of `with_subjects`) columns turn exact subject matching
+    into similarity matching.
+    """
+    config = config or ConflictConfig()
+    if statements.is_empty():
+        return pl.DataFrame(schema=CONFLICT_SCHEMA)
+    frame = statements if "subject" in statements.columns else with_subjects(statements)
+    semantic = []
+    crowded = frame.filter(pl.len().over("tenant_id", "contact_id") > 1)
+    for (tenant, contact), group in crowded.group_by(
+        ["tenant_id", "contact_id"], maintain_order=True
+    ):
+        pairs = _semantic_pairs(group, config)
+        if pairs.height:
+            semantic.append(
+                pairs.select(
+                    pl.lit(tenant, pl.String).alias("tenant_id"),
+                    pl.lit(contact, pl.String).alias("contact_id"),
+                    pl.min_horizontal("id_x", "id_y").alias("id_1"),
+                    pl.max_horizontal("id_x", "id_y").alias("id_2"),
+                    "reason",
+                    pl.lit(None, pl.String).alias("superseder"),
+                    "subject_similarity",
+                )
+            )
+    pairs = pl.concat([_supersedes_pairs(frame), *semantic])
+    if pairs.is_empty():
+        return pl.DataFrame(schema=CONFLICT_SCHEMA)
+    reason_order = {r: i for i, r in enumerate(REASONS)}
+    pairs = (
+        pairs.with_columns(pl.col("reason").replace_strict(reason_order).alias("reason_order"))
+        .sort("reason_order")
+        .unique(["tenant_id", "id_1", "id_2"], keep="first", maintain_order=True)
+    )
+    side = frame.select("tenant_id", pl.col("event_id").alias("id"), "ts", "memory_type", "subject")
+    both = pairs.join(
+        side.rename({c: f"{c}_1" for c in ("id", "ts", "memory_type", "subject")}),
+        on=["tenant_id", "id_1"],
+    ).join(
+        side.rename({c: f"{c}_2" for c in ("id", "ts", "memory_type", "subject")}),
+        on=["tenant_id", "id_2"],
+    )
+    # a = the older side (then the smaller id), b = the newer one.
+    first_older = (pl.col("ts_1") < pl.col("ts_2")) | (
+        (pl.col("ts_1") == pl.col("ts_2")) & (pl.col("id_1") <= pl.col("id_2"))
+    )
+    ordered = both.select(
+        "tenant_id",
+        "contact_id",
+        *[
+            pl.when(first_older).then(pl.col(f"{c}_1")).otherwise(pl.col(f"{c}_2")).alias(f"{c}_a")
+            for c in ("id", "memory_type", "subject")
+        ],
+        *[
+            pl.when(first_older).then(pl.col(f"{c}_2")).otherwise(pl.col(f"{c}_1")).alias(f"{c}_b")
+            for c in ("id", "memory_type", "subject")
+        ],
+        "reason",
+        "superseder",
+        "subject_similarity",
+    ).rename({"id_a": "memory_id_a", "id_b": "memory_id_b"})
+    result = ordered.with_columns(
+        preferred(ordered).alias("preferred_id"),
+        # The newer side's wording names the subject (for a link: the superseding side's).
+        pl.when(pl.col("reason") == "supersedes")
+        .then(
+            pl.when(pl.col("superseder") == pl.col("memory_id_a"))
+            .then(pl.col("subject_a"))
+            .otherwise(pl.col("subject_b"))
+        )
+        .otherwise(pl.col("subject_b"))
+        .alias("subject"),
+    )
+    return (
+        result.select(list(CONFLICT_SCHEMA))
+        .cast(pl.Schema(CONFLICT_SCHEMA))
+        .sort("tenant_id", "contact_id", "memory_id_a", "memory_id_b", nulls_last=True)
+    )
+
+
+def reference_problems(conflicts: pl.DataFrame, statements: pl.DataFrame) -> pl.DataFrame:
+    """Conflict rows whose two memories are not both statements of that tenant and contact."""
+    known = statements.select("tenant_id", "contact_id", pl.col("event_id").alias("memory_id"))
+    ok = conflicts.join(
+        known.rename({"memory_id": "memory_id_a"}),
+        on=["tenant_id", "contact_id", "memory_id_a"],
+        how="semi",
+        nulls_equal=True,
+    ).join(
+        known.rename({"memory_id": "memory_id_b"}),
+        on=["tenant_id", "contact_id", "memory_id_b"],
+        how="semi",
+        nulls_equal=True,
+    )
+    bad_preferred = ok.filter(
+        (pl.col("preferred_id") != pl.col("memory_id_a"))
+        & (pl.col("preferred_id") != pl.col("memory_id_b"))
+    )
+    return pl.concat(
+        [
+            conflicts.join(
+                ok, on=["tenant_id", "memory_id_a", "memory_id_b"], how="anti", nulls_equal=True
+            ),
+            bad_preferred,
+        ]
+    )
+
+
+def subject_texts(statements: pl.DataFrame) -> pl.DataFrame:
+    """tenant_id, memory_id, text, text_hash of each statement's subject (for the embedding cache).
+
+    A statement without polarity words has its own text as subject: same hash, no new embedding.
+    """
+    frame = with_subjects(statements).select(
+        "tenant_id",
+        pl.col("event_id").alias("memory_id"),
+        normalise_text(pl.col("subject")).alias("text"),
+    )
+    return frame.with_columns(text_hashes(frame["text"]))
+
+
+def with_vectors(
+    statements: pl.DataFrame, embeddings: pl.DataFrame, subject_embeddings: pl.DataFrame
+) -> pl.DataFrame:
+    """Statements + subjects + `embedding` (content) + `subject_embedding`, ready for find_conflicts."""
+    keys = ["tenant_id", "event_id"]
+    content = embeddings.select("tenant_id", pl.col("memory_id").alias("event_id"), "embedding")
+    subjects = subject_embeddings.select(
+        "tenant_id",
+        pl.col("memory_id").alias("event_id"),
+        pl.col("embedding").alias("subject_embedding"),
+    )
+    return with_subjects(statements).join(content, on=keys).join(subjects, on=keys)

@@ -1,0 +1,132 @@
+"""Consolidation: paraphrases cluster, unrelated and contradicting memories do not, reinforcement."""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline import contracts
+from pipeline.consolidate import cluster_labels, consolidate, membership_problems
+from pipeline.embed import embed_with_cache, load_model, memory_texts
+from tests.test_conflicts import embedded_conflicts, statement, statements_frame
+
+
+@pytest.fixture(scope="module")
+def model() -> Any:
+    return load_model()
+
+
+def interaction(
+    event_id: str, text: str, system: str = "support", kind: str = "reply", minutes: int = 0
+) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(contracts.INTERACTION_COLUMNS)
+    row.update(
+        tenant_id="acme",
+        event_id=event_id,
+        system=system,
+        kind=kind,
+        input=text,
+        output="ok",
+        ts=datetime(2026, 11, 1, tzinfo=UTC) + timedelta(minutes=minutes),
+        contact_id="c1",
+        tags=["support"],
+    )
+    return row
+
+
+STATEMENTS = [
+    statement("e1", "Prefers email over phone calls", "inferred_pattern", day=1),
+    statement("e2", "Would rather get an email than a phone call", "confirmed_pattern", day=5),
+    statement(
+        "e3", "Likes to be contacted by email rather than by phone", "inferred_pattern", day=8
+    ),
+    statement("l1", "Always cc legal on vendor contracts", "explicit_instruction", day=2),
+    statement("l2", "Never cc legal on vendor contracts", "inferred_pattern", day=9),
+    statement("d1", "Has a dog named Rex", "single_inference", day=3),
+    statement("b1", "Birthday is in March", "confirmed_pattern", day=4),
+    statement("x1", "Prefers email over phone calls", "inferred_pattern", day=1, contact="c2"),
+]
+
+
+@pytest.fixture(scope="module")
+def result(model: Any) -> Any:
+    statements = statements_frame(STATEMENTS)
+    interactions = pl.DataFrame(
+        [
+            interaction("i1", "Where is my order?"),
+            interaction("i2", "Where's my order?", minutes=5),
+            interaction("i3", "How do I reset my password?", minutes=9),
+            interaction("i4", "Where is my order?", kind="report"),
+        ],
+        schema=contracts.INTERACTION_SCHEMA,
+    )
+    embeddings = embed_with_cache(memory_texts(interactions, statements), None, model).embeddings
+    conflicts = embedded_conflicts(statements, model)
+    return statements, consolidate(statements, interactions, embeddings, conflicts)
+
+
+def _clusters(summaries: pl.DataFrame, scope: str) -> set[tuple[str, ...]]:
+    rows = summaries.filter(pl.col("scope") == scope)["member_ids"].to_list()
+    return {tuple(ids) for ids in rows}
+
+
+def test_paraphrases_cluster_and_unrelated_or_contradicting_do_not(result: Any) -> None:
+    statements, out = result
+    assert _clusters(out.summaries, "statement") == {
+        ("e1", "e2", "e3"),
+        ("l1",),
+        ("l2",),
+        ("d1",),
+        ("b1",),
+        ("x1",),
+    }
+    assert membership_problems(out.summaries, statements).is_empty()
+
+
+def test_summary_row_uses_highest_priority_member_and_reinforced_confidence(result: Any) -> None:
+    _, out = result
+    row = out.summaries.filter(pl.col("representative_id") == "e2").row(0, named=True)
+    assert row["summary"] == "Would rather get an email than a phone call"
+    assert row["cluster_id"] == "s-e2" and row["n_members"] == 3 and row["contact_id"] == "c1"
+    assert row["n_by_type"]["inferred_pattern"] == 2 and row["n_by_type"]["confirmed_pattern"] == 1
+    assert row["confidence"] == pytest.approx(0.9)  # 0.8 + 2 × 0.1, capped at 0.9
+    assert row["first_seen"].day == 1 and row["last_seen"].day == 8 and row["tags"] == ["t"]
+
+
+def test_reinforcement_counts_other_members_and_never_contradictions(result: Any) -> None:
+    _, out = result
+    reinforcement = {r["memory_id"]: r for r in out.reinforcement.iter_rows(named=True)}
+    assert set(reinforcement) == {s["event_id"] for s in STATEMENTS}
+    assert reinforcement["e1"]["reinforcement_count"] == 2
+    assert reinforcement["e1"]["last_reinforced_at"].day == 8
+    assert reinforcement["e3"]["last_reinforced_at"].day == 5
+    assert [t.day for t in reinforcement["e1"]["reinforced_at"]] == [5, 8]
+    assert reinforcement["l1"]["reinforced_at"] == []
+    assert reinforcement["l1"]["reinforcement_count"] == 0
+    assert reinforcement["l2"]["reinforcement_count"] == 0
+
+
+def test_interactions_cluster_per_system_and_kind(result: Any) -> None:
+    _, out = result
+    assert _clusters(out.summaries, "interaction") == {("i1", "i2"), ("i3",), ("i4",)}
+    medoid = out.summaries.filter(pl.col("cluster_id").is_in(["i-i1", "i-i2"]))
+    assert medoid.height == 1 and medoid["system"][0] == "support"
+
+
+def test_cluster_labels_honours_cannot_link_and_blocks() -> None:
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(3, 16))
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    near = base[[0, 0, 0, 1, 1, 2]] + rng.normal(scale=0.01, size=(6, 16))
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    labels = cluster_labels(near, threshold=0.2)
+    assert len(set(labels[:3])) == 1 and labels[3] == labels[4] and len(set(labels)) == 3
+    split = cluster_labels(near, threshold=0.2, cannot_link=np.array([[0, 1]]))
+    assert split[0] != split[1]
+    blocked = cluster_labels(near, threshold=0.2, max_block=2)
+    # Blocks may split near-duplicates but never merge different directions.
+    origin = np.array([0, 0, 0, 1, 1, 2])
+    for label in set(blocked):
+        assert len(set(origin[blocked == label])) == 1

@@ -1,0 +1,136 @@
+"""The semantic assets on a tiny lake: values, checks, and a second run that embeds nothing."""
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import duckdb
+import polars as pl
+import pytest
+
+from assets.resources import MemorypackHome
+from assets.semantic import ASSETS
+from pipeline import contracts
+from pipeline.config import Paths
+from pipeline.embed import load_model
+from pipeline.storage import Lake
+from tests.test_conflicts import statement, statements_frame
+from tests.test_consolidate import interaction
+from tests.test_fewshot import correction, scores
+
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def model() -> Any:
+    return load_model()  # loaded once per process; the assets reuse it
+
+
+def _lake(home: Path) -> None:
+    lake = Lake(Paths(home))
+    lake.write(
+        "memory_statements",
+        statements_frame(
+            [
+                statement("e1", "Prefers email over phone calls", "inferred_pattern", day=1),
+                statement(
+                    "e2", "Would rather get an email than a phone call", "confirmed_pattern", day=5
+                ),
+                statement(
+                    "l1", "Always cc legal on vendor contracts", "explicit_instruction", day=2
+                ),
+                statement("l2", "Never cc legal on vendor contracts", "inferred_pattern", day=9),
+            ]
+        ),
+    )
+    lake.write(
+        "interactions",
+        pl.DataFrame(
+            [
+                interaction("i1", "How do I reset my password?"),
+                interaction("i2", "I forgot my password, how can I reset it?"),
+                interaction("i3", "Can I get a refund?"),
+            ],
+            schema=contracts.INTERACTION_SCHEMA,
+        ),
+    )
+    lake.write(
+        "feedback",
+        pl.DataFrame(
+            [correction("f1", "i3", "Yes, within 30 days.", 1)], schema=contracts.FEEDBACK_SCHEMA
+        ),
+    )
+    lake.write(
+        "feedback_scores",
+        scores(
+            [
+                ("i1", 5, 0.6, 0.5, 5, 0),
+                ("i2", 5, 0.5, 0.45, 4, 1),
+                ("i3", 1, -0.3, 0.0, 0, 1),
+            ]
+        ),
+    )
+
+
+def _materialize(home: Path) -> dg.ExecuteInProcessResult:
+    with dg.instance_for_test() as instance:
+        return dg.materialize(
+            ASSETS, instance=instance, resources={"home": MemorypackHome(home=str(home))}
+        )
+
+
+def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
+    [event] = result.asset_materializations_for_node(asset)
+    return {k: v.value for k, v in event.metadata.items()}
+
+
+def test_semantic_assets_materialize_and_rerun_embeds_nothing(tmp_path: Path) -> None:
+    _lake(tmp_path)
+    first = _materialize(tmp_path)
+    assert first.success
+    checks = first.get_asset_check_evaluations()
+    assert len(checks) == 4 and all(c.passed for c in checks)
+    meta = _metadata(first, "memory_embeddings")
+    assert (meta["model"], meta["dim"], meta["new_texts_embedded"]) == ("all-MiniLM-L6-v2", 384, 7)
+
+    lake = Lake(Paths(tmp_path))
+    conflicts = lake.read("memory_conflicts").collect()
+    assert conflicts.select("memory_id_a", "memory_id_b", "preferred_id", "reason").rows() == [
+        ("l1", "l2", "l1", "opposite_polarity")
+    ]
+    summaries = lake.read("consolidated_summaries").collect()
+    assert sorted(summaries["member_ids"].to_list()) == [
+        ["e1", "e2"],
+        ["i1", "i2"],
+        ["i3"],
+        ["l1"],
+        ["l2"],
+    ]
+    reinforcement = dict(
+        lake.read("memory_reinforcement")
+        .collect()
+        .select("memory_id", "reinforcement_count")
+        .iter_rows()
+    )
+    assert reinforcement == {"e1": 1, "e2": 1, "l1": 0, "l2": 0}
+    sets = lake.read("few_shot_sets").collect()
+    assert sets.select("memory_id", "is_corrected").rows() == [("i3", True), ("i1", False)]
+    assert sets["output"][0] == "Yes, within 30 days."
+    with duckdb.connect(str(Paths(tmp_path).warehouse), read_only=True) as con:
+        tables = {
+            r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()
+        }
+    assert {
+        "memory_embeddings",
+        "consolidated_summaries",
+        "memory_reinforcement",
+        "memory_conflicts",
+        "few_shot_sets",
+    } <= tables
+
+    second = _materialize(tmp_path)
+    assert second.success
+    assert _metadata(second, "memory_embeddings")["new_texts_embedded"] == 0
+    assert _metadata(second, "memory_conflicts")["subject_texts_embedded"] == 0
+    assert lake.read("few_shot_sets").collect().equals(sets)
