@@ -1,0 +1,352 @@
+"""Preference assets: preference pairs → DPO policy (TRL) → DPO-refined prompt templates (SPEC §4.6–4.7)."""
+
+import json
+from datetime import UTC, datetime
+
+import dagster as dg
+import polars as pl
+
+from assets.metadata import frame_metadata
+from assets.resources import MemorypackHome
+from pipeline import contracts
+from pipeline.dpo import (
+    DPO_RUNS_SCHEMA,
+    STATUS_SKIPPED,
+    STATUS_TRAINED,
+    DPOPolicyConfig,
+    PolicyScorer,
+    runs_frame,
+    sft_examples_from,
+    train_policies,
+)
+from pipeline.pairs import (
+    EMBEDDING_SCHEMA,
+    PAIR_SCHEMA,
+    SCORE_SCHEMA,
+    PairConfig,
+    format_problems,
+    mine_pairs,
+    split_leakage,
+)
+from pipeline.templates import (
+    TEMPLATE_HISTORY_SCHEMA,
+    RewardFn,
+    TemplateConfig,
+    gather_evidence,
+    load_registry,
+    missing_current,
+    refine_templates,
+)
+
+GROUP = "preference"
+FEW_SHOT_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "skill_id": pl.String(),
+    "rank": pl.Int64(),
+    "output": pl.String(),
+}
+DPO_RUNS_HISTORY_SCHEMA: dict[str, pl.DataType] = {
+    **DPO_RUNS_SCHEMA,
+    "run_at": pl.Datetime("us", "UTC"),
+    "is_latest": pl.Boolean(),
+}
+
+
+def _read(home: MemorypackHome, name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A lake table (empty when not materialized yet) with at least the columns of `schema`."""
+    frame = home.lake.read_or_empty(name, schema).collect()
+    missing = [
+        pl.lit(None, dtype=dtype).alias(c) for c, dtype in schema.items() if c not in frame.columns
+    ]
+    return frame.with_columns(missing) if missing else frame
+
+
+def _tenants(home: MemorypackHome) -> list[str]:
+    return sorted(
+        _read(home, "interactions", contracts.INTERACTION_SCHEMA)["tenant_id"].unique().to_list()
+    )
+
+
+class DPOPolicyRunConfig(dg.Config):
+    """Run-config overrides of `pipeline.dpo.DPOPolicyConfig` (the defaults train on CPU in minutes)."""
+
+    min_pairs: int = DPOPolicyConfig.min_pairs
+    pooled: bool = DPOPolicyConfig.pooled
+    seed: int = DPOPolicyConfig.seed
+    base_model_path: str = ""  # a local Hugging Face model folder; empty = small GPT-2 from config
+    use_lora: bool = DPOPolicyConfig.use_lora
+    epochs: float = DPOPolicyConfig.epochs
+    sft_epochs: float = DPOPolicyConfig.sft_epochs
+    max_steps: int = DPOPolicyConfig.max_steps
+
+    def policy_config(self) -> DPOPolicyConfig:
+        return DPOPolicyConfig(
+            min_pairs=self.min_pairs,
+            pooled=self.pooled,
+            seed=self.seed,
+            base_model_path=self.base_model_path or None,
+            use_lora=self.use_lora,
+            epochs=self.epochs,
+            sft_epochs=self.sft_epochs,
+            max_steps=self.max_steps,
+        )
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["interactions", "feedback", "feedback_scores", "memory_embeddings"],
+    description="(prompt, chosen, rejected) pairs in TRL format: corrections, regenerations, "
+    "near-identical prompts, ranked siblings; train/eval split grouped by prompt.",
+)
+def preference_pairs(home: MemorypackHome) -> dg.MaterializeResult:
+    pairs = mine_pairs(
+        _read(home, "interactions", contracts.INTERACTION_SCHEMA),
+        _read(home, "feedback", contracts.FEEDBACK_SCHEMA),
+        _read(home, "feedback_scores", SCORE_SCHEMA),
+        _read(home, "memory_embeddings", EMBEDDING_SCHEMA),
+        PairConfig(),
+    )
+    home.lake.write("preference_pairs", pairs)
+    home.warehouse.refresh(
+        "preference_pairs",
+        home.lake,
+        comment="DPO preference pairs (prompt, chosen, rejected) with source, margin and split.",
+    )
+    return dg.MaterializeResult(
+        metadata=frame_metadata(
+            pairs,
+            {
+                "by_source": dict(pairs.group_by("source").len().sort("source").iter_rows()),
+                "by_split": dict(pairs.group_by("split").len().sort("split").iter_rows()),
+                "tenants": pairs["tenant_id"].n_unique(),
+            },
+            preview_columns=[
+                "tenant_id",
+                "source",
+                "split",
+                "margin",
+                "prompt",
+                "chosen",
+                "rejected",
+            ],
+        )
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["preference_pairs"],
+    description="TRL DPO policy per tenant (SFT on well-rated outputs, then DPO on train pairs); "
+    "skips with a reason under min_pairs.",
+)
+def dpo_policy(
+    context: dg.AssetExecutionContext, home: MemorypackHome, config: DPOPolicyRunConfig
+) -> dg.MaterializeResult:
+    policy_config = config.policy_config()
+    pairs = _read(home, "preference_pairs", PAIR_SCHEMA)
+    sft = sft_examples_from(
+        _read(home, "interactions", contracts.INTERACTION_SCHEMA),
+        _read(home, "feedback_scores", SCORE_SCHEMA),
+        pairs,
+    )
+    runs = train_policies(pairs, sft, policy_config, home.paths.models, tenants=_tenants(home))
+    current = runs_frame(runs).with_columns(
+        pl.lit(datetime.now(UTC)).cast(pl.Datetime("us", "UTC")).alias("run_at"),
+        pl.lit(True).alias("is_latest"),
+    )
+    previous = _read(home, "dpo_runs", DPO_RUNS_HISTORY_SCHEMA).select(
+        list(DPO_RUNS_HISTORY_SCHEMA)
+    )
+    history = pl.concat(
+        [previous.with_columns(pl.lit(False).alias("is_latest")), current], how="vertical_relaxed"
+    )
+    home.lake.write("dpo_runs", history)
+    home.warehouse.refresh(
+        "dpo_runs",
+        home.lake,
+        comment="Every DPO policy run: status, eval accuracy, margin, loss, steps.",
+    )
+    for run in runs:
+        if run.status == STATUS_SKIPPED:
+            context.log.warning(f"dpo_policy skipped for {run.tenant_id}: {run.skipped_reason}")
+    trained = current.filter(pl.col("status") == STATUS_TRAINED)
+    figures: dict[str, object] = {
+        "tenants_trained": trained.height,
+        "tenants_skipped": current.height - trained.height,
+        "per_tenant": [
+            {
+                k: v
+                for k, v in r.row().items()
+                if k
+                in (
+                    "tenant_id",
+                    "policy_id",
+                    "status",
+                    "skipped_reason",
+                    "eval_accuracy",
+                    "eval_margin",
+                    "steps",
+                    "seconds",
+                )
+            }
+            for r in runs
+        ],
+    }
+    if trained.height:
+        figures |= {
+            "eval_accuracy": float(trained["eval_accuracy"].mean() or 0.0),  # type: ignore[arg-type]
+            "eval_margin": float(trained["eval_margin"].mean() or 0.0),  # type: ignore[arg-type]
+            "train_loss": float(trained["train_loss"].mean() or 0.0),  # type: ignore[arg-type]
+            "steps": int(trained["steps"].sum()),
+            "seconds": float(trained["seconds"].sum()),
+        }
+    return dg.MaterializeResult(
+        metadata=frame_metadata(
+            current,
+            figures,
+            preview_columns=[
+                "tenant_id",
+                "policy_id",
+                "status",
+                "skipped_reason",
+                "eval_accuracy",
+                "eval_margin",
+                "steps",
+            ],
+        )
+    )
+
+
+def _scorers(runs: pl.DataFrame) -> dict[str, tuple[str, RewardFn]]:
+    loaded: dict[str, PolicyScorer] = {}
+    scorers: dict[str, tuple[str, RewardFn]] = {}
+    for tenant, policy_id, model_dir in runs.select(
+        "tenant_id", "policy_id", "model_dir"
+    ).iter_rows():
+        if model_dir not in loaded:
+            loaded[model_dir] = PolicyScorer.load(model_dir)
+        scorers[tenant] = (policy_id, loaded[model_dir])
+    return scorers
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["dpo_policy", "few_shot_sets", "feedback"],
+    description="Current prompt template per tenant × skill: registry base, replaced only by a "
+    "candidate that beats it on held-out pairs under the DPO policy's implicit reward.",
+)
+def refined_templates(
+    context: dg.AssetExecutionContext, home: MemorypackHome
+) -> dg.MaterializeResult:
+    registry = load_registry()
+    tenants = _tenants(home)
+    runs = _read(home, "dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
+        pl.col("is_latest")
+        & (pl.col("status") == STATUS_TRAINED)
+        & pl.col("model_dir").is_not_null()
+    )
+    pairs = _read(home, "preference_pairs", PAIR_SCHEMA)
+    evidence = gather_evidence(
+        _read(home, "interactions", contracts.INTERACTION_SCHEMA),
+        _read(home, "feedback", contracts.FEEDBACK_SCHEMA),
+        _read(home, "few_shot_sets", FEW_SHOT_SCHEMA),
+        TemplateConfig(),
+    )
+    if runs.is_empty():
+        context.log.info("no trained DPO policy: current templates stay")
+    result = refine_templates(
+        _read(home, "template_history", TEMPLATE_HISTORY_SCHEMA),
+        registry,
+        tenants,
+        evidence,
+        pairs.filter(pl.col("split") == "eval"),
+        _scorers(runs.filter(pl.col("tenant_id").is_in([t for t, _ in evidence]))),
+        datetime.now(UTC),
+        TemplateConfig(),
+    )
+    home.lake.write("template_history", result.history)
+    home.warehouse.refresh(
+        "template_history",
+        home.lake,
+        comment="Every prompt template version per tenant × skill, with its DPO score and evidence.",
+    )
+    current = result.history.filter(pl.col("is_current"))
+    return dg.MaterializeResult(
+        metadata=frame_metadata(
+            current,
+            {
+                "adopted": result.adopted,
+                "skills_with_evidence": len(evidence),
+                "versions": result.history.height,
+                "decisions": json.loads(result.decisions.write_json()),
+            },
+            preview_columns=[
+                "tenant_id",
+                "skill_id",
+                "version",
+                "source",
+                "eval_accuracy",
+                "eval_margin",
+            ],
+        )
+    )
+
+
+@dg.asset_check(asset=preference_pairs, blocking=True, description="Every pair is well-formed.")
+def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
+    problems = format_problems(_read(home, "preference_pairs", PAIR_SCHEMA))
+    return dg.AssetCheckResult(passed=not any(problems.values()), metadata={"problems": problems})
+
+
+@dg.asset_check(
+    asset=preference_pairs, blocking=True, description="No prompt in both train and eval."
+)
+def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
+    leaked = split_leakage(_read(home, "preference_pairs", PAIR_SCHEMA))
+    return dg.AssetCheckResult(
+        passed=not leaked, metadata={"leaked_prompts": len(leaked), "examples": leaked[:5]}
+    )
+
+
+@dg.asset_check(
+    asset=dpo_policy, description="Trained policies record eval accuracy; skips record why."
+)
+def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
+    latest = _read(home, "dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(pl.col("is_latest"))
+    trained = latest.filter(pl.col("status") == STATUS_TRAINED)
+    bad_trained = trained.filter(
+        (pl.col("n_eval") > 0) & ~pl.col("eval_accuracy").is_between(0.0, 1.0).fill_null(False)
+    ).height
+    bad_skipped = latest.filter(
+        (pl.col("status") == STATUS_SKIPPED) & pl.col("skipped_reason").is_null()
+    ).height
+    return dg.AssetCheckResult(
+        passed=bad_trained == 0 and bad_skipped == 0,
+        metadata={
+            "trained": trained.height,
+            "without_accuracy": bad_trained,
+            "skipped_without_reason": bad_skipped,
+            "eval_accuracy": [
+                {"tenant_id": t, "eval_accuracy": a}
+                for t, a in trained.select("tenant_id", "eval_accuracy").iter_rows()
+            ],
+        },
+    )
+
+
+@dg.asset_check(
+    asset=refined_templates,
+    blocking=True,
+    description="Every tenant × skill has one current template.",
+)
+def current_template_per_skill(home: MemorypackHome) -> dg.AssetCheckResult:
+    missing = missing_current(
+        _read(home, "template_history", TEMPLATE_HISTORY_SCHEMA), load_registry(), _tenants(home)
+    )
+    return dg.AssetCheckResult(
+        passed=not missing, metadata={"missing": len(missing), "examples": missing[:10]}
+    )
+
+
+ASSETS = [preference_pairs, dpo_policy, refined_templates]
+CHECKS = [pair_format_valid, no_split_leakage, eval_accuracy_recorded, current_template_per_skill]

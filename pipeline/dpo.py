@@ -1,0 +1,575 @@
+"""DPO policy (SPEC §4.7): a small causal LM fitted on well-rated outputs (SFT), then TRL DPO on the
+train preference pairs; scored by the implicit reward β·(log π(y|x) − log π_ref(y|x))."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from pipeline.config import offline_environment
+from pipeline.templates import format_prompt
+
+log = logging.getLogger(__name__)
+
+STATUS_TRAINED = "trained"
+STATUS_SKIPPED = "skipped"
+POOLED_TENANT = "_pooled"
+EOS_TOKEN = "<|endoftext|>"
+RUN_FILE = "run.json"
+
+DPO_RUNS_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "policy_id": pl.String(),
+    "status": pl.String(),
+    "skipped_reason": pl.String(),
+    "n_train": pl.Int64(),
+    "n_eval": pl.Int64(),
+    "eval_accuracy": pl.Float64(),
+    "eval_margin": pl.Float64(),
+    "train_loss": pl.Float64(),
+    "steps": pl.Int64(),
+    "seconds": pl.Float64(),
+    "model_dir": pl.String(),
+    "n_sft": pl.Int64(),
+    "sft_loss": pl.Float64(),
+    "base_model": pl.String(),
+    "beta": pl.Float64(),
+    "reused": pl.Boolean(),
+}
+
+
+@dataclass(frozen=True)
+class DPOPolicyConfig:
+    """Every knob of the policy stage; the defaults train on 2 CPU cores in seconds to minutes."""
+
+    min_pairs: int = 10  # fewer train pairs → the stage skips with a reason
+    pooled: bool = False  # one policy over all tenants instead of one per tenant
+    seed: int = 13
+    torch_threads: int = 2
+    # Model: built from config with a BPE tokenizer trained on the corpus, or a local HF folder.
+    base_model_path: str | None = None
+    use_lora: bool = False
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_target_modules: tuple[str, ...] = ()  # empty = peft's default for the architecture
+    n_layer: int = 2
+    n_embd: int = 128
+    n_head: int = 4
+    vocab_size: int = 4000
+    tokenizer_min_frequency: int = 2
+    max_length: int = 384  # tokens of prompt + completion (longer ones are cut at the end)
+    # SFT on well-rated outputs (0 epochs = off; sensible for a pretrained base model).
+    sft_epochs: float = 2.0
+    sft_learning_rate: float = 1e-3
+    # DPO
+    epochs: float = 3.0
+    learning_rate: float = 1e-3
+    beta: float = 0.1
+    loss_type: str = "sigmoid"
+    batch_size: int = 8
+    max_steps: int = -1  # > 0 overrides epochs
+    weight_decay: float = 0.0
+    eval_batch_size: int = 32
+
+    def fingerprint(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, default=list)
+
+
+@dataclass
+class PolicyRun:
+    """One row of `dpo_runs`."""
+
+    tenant_id: str
+    policy_id: str | None
+    status: str
+    skipped_reason: str | None = None
+    n_train: int = 0
+    n_eval: int = 0
+    eval_accuracy: float | None = None
+    eval_margin: float | None = None
+    train_loss: float | None = None
+    steps: int = 0
+    seconds: float = 0.0
+    model_dir: str | None = None
+    n_sft: int = 0
+    sft_loss: float | None = None
+    base_model: str | None = None
+    beta: float | None = None
+    reused: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in DPO_RUNS_SCHEMA}
+
+
+def runs_frame(runs: Sequence[PolicyRun]) -> pl.DataFrame:
+    return pl.DataFrame([r.row() for r in runs], schema=DPO_RUNS_SCHEMA)
+
+
+def policy_id_for(tenant_id: str, train_pairs: pl.DataFrame, config: DPOPolicyConfig) -> str:
+    """`<tenant>-<12 hex>`: a content hash of the train pairs and the config (same data → same id)."""
+    digest = hashlib.sha256()
+    for pair_id in sorted(train_pairs["pair_id"].to_list()):
+        digest.update(pair_id.encode())
+    digest.update(config.fingerprint().encode())
+    return f"{tenant_id}-{digest.hexdigest()[:12]}"
+
+
+# --- model and tokenizer ----------------------------------------------------------------------
+
+
+def _torch_setup(config: DPOPolicyConfig) -> None:
+    import datasets
+    import torch
+    import transformers
+
+    offline_environment()
+    torch.set_num_threads(config.torch_threads)
+    transformers.set_seed(config.seed)
+    # Metrics go to the run record and Dagster metadata, not to progress bars on stdout.
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _quiet(trainer: Any) -> Any:
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def build_tokenizer(texts: Sequence[str], config: DPOPolicyConfig) -> Any:
+    """A byte-level BPE tokenizer trained on the corpus (sorted: same corpus → same vocabulary)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=config.vocab_size,
+        min_frequency=config.tokenizer_min_frequency,
+        special_tokens=[EOS_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(sorted(set(texts)), trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=EOS_TOKEN,
+        eos_token=EOS_TOKEN,
+        pad_token=EOS_TOKEN,
+        padding_side="right",
+        model_max_length=config.max_length,
+    )
+
+
+def build_model(tokenizer: Any, config: DPOPolicyConfig) -> Any:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model_config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=config.max_length,
+        n_layer=config.n_layer,
+        n_embd=config.n_embd,
+        n_head=config.n_head,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return GPT2LMHeadModel(model_config)
+
+
+def load_base(texts: Sequence[str], config: DPOPolicyConfig) -> tuple[Any, Any]:
+    """(model, tokenizer): from a local folder when configured, else built from config."""
+    if config.base_model_path:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = str(Path(config.base_model_path).expanduser())
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        return model, tokenizer
+    tokenizer = build_tokenizer(texts, config)
+    return build_model(tokenizer, config), tokenizer
+
+
+def _common_args(config: DPOPolicyConfig, output_dir: str) -> dict[str, Any]:
+    return {
+        "output_dir": output_dir,
+        "use_cpu": True,
+        "bf16": False,
+        "fp16": False,
+        "gradient_checkpointing": False,
+        "report_to": [],
+        "save_strategy": "no",
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "per_device_train_batch_size": config.batch_size,
+        "weight_decay": config.weight_decay,
+        "logging_steps": 10,
+        "disable_tqdm": True,
+        "max_length": config.max_length,
+        "dataloader_num_workers": 0,
+    }
+
+
+def supervised_fit(
+    model: Any, tokenizer: Any, examples: pl.DataFrame, config: DPOPolicyConfig
+) -> float | None:
+    """TRL SFT on (prompt, completion) rows: the policy first learns what well-rated answers look like."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    if config.sft_epochs <= 0 or examples.is_empty():
+        return None
+    data = Dataset.from_dict(
+        {
+            "prompt": [format_prompt(p) for p in examples["prompt"].to_list()],
+            "completion": [c.strip() for c in examples["completion"].to_list()],
+        }
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        args = SFTConfig(
+            **_common_args(config, tmp),
+            num_train_epochs=config.sft_epochs,
+            learning_rate=config.sft_learning_rate,
+            packing=False,
+        )
+        trainer = _quiet(
+            SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+        )
+        return float(trainer.train().training_loss)
+
+
+def _pair_dataset(pairs: pl.DataFrame) -> Any:
+    from datasets import Dataset
+
+    return Dataset.from_dict(
+        {
+            "prompt": [format_prompt(p) for p in pairs["prompt"].to_list()],
+            "chosen": pairs["chosen"].to_list(),
+            "rejected": pairs["rejected"].to_list(),
+        }
+    )
+
+
+def dpo_fit(
+    model: Any, ref_model: Any, tokenizer: Any, train: pl.DataFrame, config: DPOPolicyConfig
+) -> tuple[float, int]:
+    """TRL DPOTrainer on the train pairs; returns (train loss, optimizer steps)."""
+    from trl import DPOConfig, DPOTrainer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = DPOConfig(
+            **_common_args(config, tmp),
+            num_train_epochs=config.epochs,
+            max_steps=config.max_steps,
+            learning_rate=config.learning_rate,
+            beta=config.beta,
+            loss_type=[config.loss_type],
+        )
+        trainer = _quiet(
+            DPOTrainer(
+                model=model,
+                ref_model=ref_model,
+                args=args,
+                train_dataset=_pair_dataset(train),
+                processing_class=tokenizer,
+            )
+        )
+        output = trainer.train()
+        return float(output.training_loss), int(output.global_step)
+
+
+# --- the implicit reward ----------------------------------------------------------------------
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def sequence_logps(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    completions: Sequence[str],
+    max_length: int,
+    batch_size: int = 32,
+) -> np.ndarray:
+    """Σ log p(completion tokens | prompt), tokenized the way TRL does (completion + EOS, cut at
+    `max_length` from the end)."""
+    import torch
+
+    eos = tokenizer.eos_token or ""
+    out = np.zeros(len(prompts), dtype=np.float64)
+    model.eval()
+    for start in range(0, len(prompts), batch_size):
+        batch_p = list(prompts[start : start + batch_size])
+        batch_c = [c.strip() + eos for c in completions[start : start + batch_size]]
+        prompt_ids = tokenizer(batch_p, add_special_tokens=False)["input_ids"]
+        full_ids = tokenizer(
+            [p + c for p, c in zip(batch_p, batch_c, strict=True)], add_special_tokens=False
+        )["input_ids"]
+        seqs, masks = [], []
+        for p_ids, f_ids in zip(prompt_ids, full_ids, strict=True):
+            split = _common_prefix(p_ids, f_ids)
+            seqs.append(f_ids[:max_length])
+            masks.append(([0] * split + [1] * (len(f_ids) - split))[:max_length])
+        width = max(len(s) for s in seqs)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
+        attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+        completion = torch.tensor([m + [0] * (width - len(m)) for m in masks], dtype=torch.float32)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+        token_logps = (
+            torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+        )
+        out[start : start + len(batch_p)] = (
+            (token_logps * completion[:, 1:]).sum(-1).double().numpy()
+        )
+    return out
+
+
+class PolicyScorer:
+    """The implicit reward of a trained policy: β·(log π(y|x) − log π_ref(y|x)) for full prompts."""
+
+    def __init__(
+        self,
+        policy: Any,
+        reference: Any,
+        tokenizer: Any,
+        beta: float,
+        max_length: int,
+        batch_size: int = 32,
+    ):
+        self.policy, self.reference, self.tokenizer = policy, reference, tokenizer
+        self.beta, self.max_length, self.batch_size = beta, max_length, batch_size
+
+    @classmethod
+    def load(cls, model_dir: str | os.PathLike[str], batch_size: int = 32) -> PolicyScorer:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        offline_environment()
+        root = Path(model_dir)
+        run = json.loads((root / RUN_FILE).read_text())
+        tokenizer = AutoTokenizer.from_pretrained(str(root / "policy"), local_files_only=True)
+        policy = AutoModelForCausalLM.from_pretrained(str(root / "policy"), local_files_only=True)
+        ref_dir = run.get("reference_dir") or str(root / "reference")
+        reference = AutoModelForCausalLM.from_pretrained(ref_dir, local_files_only=True)
+        return cls(
+            policy, reference, tokenizer, float(run["beta"]), int(run["max_length"]), batch_size
+        )
+
+    def rewards(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
+        args = (self.tokenizer, prompts, completions, self.max_length, self.batch_size)
+        return self.beta * (
+            sequence_logps(self.policy, *args) - sequence_logps(self.reference, *args)
+        )
+
+    def __call__(
+        self, prompts: list[str], chosen: list[str], rejected: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return self.rewards(prompts, chosen), self.rewards(prompts, rejected)
+
+    def evaluate(self, pairs: pl.DataFrame) -> tuple[float | None, float | None]:
+        """(preference accuracy, mean reward margin) on pairs with their plain prompts."""
+        if pairs.is_empty():
+            return None, None
+        prompts = [format_prompt(p) for p in pairs["prompt"].to_list()]
+        chosen, rejected = self(prompts, pairs["chosen"].to_list(), pairs["rejected"].to_list())
+        diff = chosen - rejected
+        return float((diff > 0).mean()), float(diff.mean())
+
+
+# --- one run ----------------------------------------------------------------------------------
+
+
+def _corpus(train: pl.DataFrame, sft: pl.DataFrame) -> list[str]:
+    texts = [format_prompt(p) for p in train["prompt"].to_list() + sft["prompt"].to_list()]
+    return (
+        texts
+        + train["chosen"].to_list()
+        + train["rejected"].to_list()
+        + sft["completion"].to_list()
+    )
+
+
+def _unpatch(model: Any) -> Any:
+    """Drop the fused-LM-head forward TRL trainers install on the instance: its closure points at
+    the original object, so a deep copy would silently run the *original* model's forward."""
+    model.__dict__.pop("forward", None)
+    return model
+
+
+def _save(model: Any, tokenizer: Any, folder: Path) -> None:
+    model.save_pretrained(str(folder), safe_serialization=True)
+    tokenizer.save_pretrained(str(folder))
+
+
+def train_policy(
+    tenant_id: str,
+    train: pl.DataFrame,
+    eval_pairs: pl.DataFrame,
+    sft_examples: pl.DataFrame,
+    config: DPOPolicyConfig,
+    models_dir: str | os.PathLike[str],
+) -> PolicyRun:
+    """SFT then DPO for one tenant (or the pooled set); weights under `<models>/<policy_id>/`.
+    A policy whose id (train pairs + config) already exists on disk is reused, not retrained."""
+    n_train, n_eval = train.height, eval_pairs.height
+    if n_train < config.min_pairs:
+        return PolicyRun(
+            tenant_id,
+            None,
+            STATUS_SKIPPED,
+            skipped_reason=f"{n_train} train pairs < min_pairs {config.min_pairs}",
+            n_train=n_train,
+            n_eval=n_eval,
+        )
+    policy_id = policy_id_for(tenant_id, train, config)
+    model_dir = Path(models_dir) / policy_id
+    if (model_dir / RUN_FILE).exists():
+        saved = json.loads((model_dir / RUN_FILE).read_text())
+        fields = {k: saved[k] for k in DPO_RUNS_SCHEMA if k in saved}
+        return PolicyRun(**{**fields, "tenant_id": tenant_id, "reused": True})
+    started = time.perf_counter()
+    _torch_setup(config)
+    model, tokenizer = load_base(_corpus(train, sft_examples), config)
+    sft_loss = supervised_fit(model, tokenizer, sft_examples, config)
+    reference = copy.deepcopy(_unpatch(model)).eval()
+    for param in reference.parameters():
+        param.requires_grad_(False)
+    policy = model
+    if config.use_lora:
+        from peft import LoraConfig, get_peft_model
+
+        policy = get_peft_model(
+            model,
+            LoraConfig(
+                task_type="CAUSAL_LM",
+                r=config.lora_r,
+                lora_alpha=config.lora_alpha,
+                lora_dropout=config.lora_dropout,
+                target_modules=list(config.lora_target_modules) or None,
+            ),
+        )
+    train_loss, steps = dpo_fit(policy, reference, tokenizer, train, config)
+    if config.use_lora:
+        policy = policy.merge_and_unload()
+    policy, reference = _unpatch(policy), _unpatch(reference)
+    scorer = PolicyScorer(
+        policy, reference, tokenizer, config.beta, config.max_length, config.eval_batch_size
+    )
+    accuracy, margin = scorer.evaluate(eval_pairs)
+    seconds = time.perf_counter() - started
+    run = PolicyRun(
+        tenant_id=tenant_id,
+        policy_id=policy_id,
+        status=STATUS_TRAINED,
+        n_train=n_train,
+        n_eval=n_eval,
+        eval_accuracy=accuracy,
+        eval_margin=margin,
+        train_loss=train_loss,
+        steps=steps,
+        seconds=round(seconds, 3),
+        model_dir=str(model_dir),
+        n_sft=sft_examples.height if config.sft_epochs > 0 else 0,
+        sft_loss=sft_loss,
+        base_model=config.base_model_path or f"gpt2-config:{config.n_layer}x{config.n_embd}",
+        beta=config.beta,
+    )
+    # Written to a temporary sibling and renamed: a crash never leaves half a policy behind.
+    tmp = model_dir.with_name(f".{policy_id}.{uuid.uuid4().hex}.tmp")
+    _save(policy, tokenizer, tmp / "policy")
+    _save(reference, tokenizer, tmp / "reference")
+    (tmp / RUN_FILE).write_text(
+        json.dumps(
+            {**run.row(), "max_length": config.max_length, "config": asdict(config)},
+            indent=2,
+            default=list,
+        )
+    )
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    os.replace(tmp, model_dir)
+    log.info("policy %s: eval accuracy %s, margin %s, %.1fs", policy_id, accuracy, margin, seconds)
+    return run
+
+
+def train_policies(
+    pairs: pl.DataFrame,
+    sft_examples: pl.DataFrame,
+    config: DPOPolicyConfig,
+    models_dir: str | os.PathLike[str],
+    tenants: Sequence[str] | None = None,
+) -> list[PolicyRun]:
+    """One run per tenant, or one pooled run shared by every tenant (`config.pooled`)."""
+    tenants = sorted(set(tenants or []) | set(pairs["tenant_id"].unique().to_list()))
+    train = pairs.filter(pl.col("split") == "train")
+    evals = pairs.filter(pl.col("split") == "eval")
+    if config.pooled:
+        run = train_policy(POOLED_TENANT, train, evals, sft_examples, config, models_dir)
+        return [PolicyRun(**{**asdict(run), "tenant_id": t}) for t in tenants]
+    runs = []
+    for tenant in tenants:
+        mine = pl.col("tenant_id") == tenant
+        runs.append(
+            train_policy(
+                tenant,
+                train.filter(mine),
+                evals.filter(mine),
+                sft_examples.filter(mine) if "tenant_id" in sft_examples.columns else sft_examples,
+                config,
+                models_dir,
+            )
+        )
+    return runs
+
+
+def sft_examples_from(
+    interactions: pl.DataFrame, scores: pl.DataFrame, pairs: pl.DataFrame, min_quality: float = 0.0
+) -> pl.DataFrame:
+    """(tenant_id, prompt, completion): positively rated outputs plus the chosen side of train pairs."""
+    rated = (
+        interactions.select("tenant_id", pl.col("event_id").alias("memory_id"), "input", "output")
+        .join(
+            scores.select("tenant_id", "memory_id", "quality_score"),
+            on=["tenant_id", "memory_id"],
+            how="inner",
+        )
+        .filter(pl.col("quality_score") > min_quality)
+        .select("tenant_id", pl.col("input").alias("prompt"), pl.col("output").alias("completion"))
+    )
+    chosen = pairs.filter(pl.col("split") == "train").select(
+        "tenant_id", "prompt", pl.col("chosen").alias("completion")
+    )
+    return (
+        pl.concat([rated, chosen])
+        .filter(pl.col("prompt").is_not_null() & pl.col("completion").is_not_null())
+        .unique(maintain_order=True)
+        .sort("tenant_id", "prompt", "completion")
+    )

@@ -1,0 +1,182 @@
+"""DPO policy: a tiny GPT-2 learns a planted preference (polite/concise ≻ rude/rambling)."""
+
+import json
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.dpo import (
+    STATUS_SKIPPED,
+    STATUS_TRAINED,
+    DPOPolicyConfig,
+    PolicyScorer,
+    build_model,
+    build_tokenizer,
+    policy_id_for,
+    sft_examples_from,
+    train_policies,
+    train_policy,
+)
+from pipeline.pairs import finalize_pairs
+
+TOPICS = ["my order", "the invoice", "my password", "the delivery", "a refund", "my account",
+          "the app", "the meeting", "my subscription", "the report", "the printer", "my booking"]  # fmt: skip
+ASKS = [
+    "Where is",
+    "How do I fix",
+    "Can you check",
+    "What happened to",
+    "Please help with",
+    "Any news about",
+]
+POLITE = ["Thanks for asking!", "Happy to help.", "Thank you for your patience."]
+CLOSE = ["Have a great day!", "Let me know if anything else comes up."]
+RUDE = ["Ugh, whatever.", "Not my problem.", "Seriously? Again?"]
+DISMISS = ["figure it out yourself.", "stop bothering me.", "I don't care."]
+
+# Small enough for a unit test on 2 busy cores.
+FAST = DPOPolicyConfig(
+    max_length=96, epochs=2.0, sft_epochs=1.0, n_embd=64, vocab_size=800, min_pairs=10
+)
+
+
+def planted_mined(
+    n: int, seed: int = 0, tenant: str = "acme", skill: str = "concise_response"
+) -> pl.DataFrame:
+    """Mined-pair rows: chosen is polite and concise, rejected rude and rambling, same topic."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        topic = rng.choice(TOPICS)
+        rows.append(
+            {
+                "tenant_id": tenant,
+                "prompt": f"{rng.choice(ASKS)} {topic}? (ticket {seed}-{i})",
+                "chosen": f"{rng.choice(POLITE)} I checked {topic}: it is sorted. {rng.choice(CLOSE)}",
+                "rejected": f"{rng.choice(RUDE)} So, {topic}, well, there are many things and honestly it "
+                f"could be anything, maybe this, maybe that, {rng.choice(DISMISS)}",
+                "source": "correction",
+                "margin": 1.0,
+                "skill_id": skill,
+                "chosen_id": f"{tenant}-c{i}",
+                "rejected_id": f"{tenant}-r{i}",
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def planted_pairs(n: int, seed: int = 0, tenant: str = "acme") -> pl.DataFrame:
+    return finalize_pairs(planted_mined(n, seed, tenant))
+
+
+def _sft(pairs: pl.DataFrame) -> pl.DataFrame:
+    return pairs.filter(pl.col("split") == "train").select(
+        "tenant_id", "prompt", pl.col("chosen").alias("completion")
+    )
+
+
+def test_tokenizer_and_model_are_built_from_config() -> None:
+    tok = build_tokenizer(["hello world", "hello there"] * 5, FAST)
+    assert tok.eos_token == "<|endoftext|>" and tok.pad_token_id == tok.eos_token_id
+    assert tok.decode(tok("hello world")["input_ids"]) == "hello world"
+    model = build_model(tok, FAST)
+    assert (model.config.n_layer, model.config.n_embd, model.config.n_head) == (2, 64, 4)
+
+
+def test_under_min_pairs_the_stage_skips_with_a_reason(tmp_path: Path) -> None:
+    pairs = planted_pairs(6)
+    run = train_policy("acme", pairs, pairs.head(0), _sft(pairs), FAST, tmp_path)
+    assert run.status == STATUS_SKIPPED and run.policy_id is None
+    assert run.skipped_reason == "6 train pairs < min_pairs 10"
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_dpo_learns_the_planted_preference(tmp_path: Path) -> None:
+    pairs = planted_pairs(80)
+    train, evals = pairs.filter(pl.col("split") == "train"), pairs.filter(pl.col("split") == "eval")
+    assert evals.height >= 8
+    run = train_policy("acme", train, evals, _sft(pairs), FAST, tmp_path)
+    assert run.status == STATUS_TRAINED
+    assert run.policy_id == policy_id_for("acme", train, FAST)
+    assert run.eval_accuracy is not None and run.eval_accuracy >= 0.8
+    assert run.eval_margin is not None and run.eval_margin > 0
+    assert run.steps > 0 and run.train_loss is not None and run.n_eval == evals.height
+    folder = Path(run.model_dir or "")
+    assert (folder / "policy" / "model.safetensors").exists()
+    assert (folder / "reference" / "model.safetensors").exists()
+    assert json.loads((folder / "run.json").read_text())["eval_accuracy"] == run.eval_accuracy
+    # The saved policy scores exactly as the trained one did.
+    assert PolicyScorer.load(folder).evaluate(evals) == pytest.approx(
+        (run.eval_accuracy, run.eval_margin)
+    )
+    # Same train pairs and config → same id → reused, not retrained.
+    again = train_policy("acme", train, evals, _sft(pairs), FAST, tmp_path)
+    assert again.reused and again.eval_accuracy == run.eval_accuracy
+
+
+@pytest.mark.slow
+def test_pooled_and_per_tenant_runs(tmp_path: Path) -> None:
+    pairs = pl.concat(
+        [planted_pairs(30, seed=1, tenant="acme"), planted_pairs(5, seed=2, tenant="tiny")]
+    )
+    config = DPOPolicyConfig(**{**FAST.__dict__, "epochs": 1.0, "sft_epochs": 0.0})
+    runs = {
+        r.tenant_id: r
+        for r in train_policies(
+            pairs, _sft(pairs), config, tmp_path, tenants=["acme", "tiny", "idle"]
+        )
+    }
+    assert runs["acme"].status == STATUS_TRAINED
+    assert runs["tiny"].status == STATUS_SKIPPED and runs["idle"].n_train == 0
+    pooled_config = DPOPolicyConfig(**{**config.__dict__, "pooled": True})
+    pooled = train_policies(pairs, _sft(pairs), pooled_config, tmp_path)
+    assert {r.tenant_id for r in pooled} == {"acme", "tiny"}
+    assert len({r.policy_id for r in pooled}) == 1 and pooled[0].policy_id.startswith("_pooled-")  # type: ignore[union-attr]
+
+
+def test_sft_examples_are_positive_outputs_and_train_chosen() -> None:
+    inter = pl.DataFrame(
+        {
+            "tenant_id": ["acme"] * 2,
+            "event_id": ["a", "b"],
+            "input": ["Q1", "Q2"],
+            "output": ["good", "bad"],
+        }
+    )
+    scores = pl.DataFrame(
+        {"tenant_id": ["acme"] * 2, "memory_id": ["a", "b"], "quality_score": [0.6, -0.3]}
+    )
+    pairs = planted_pairs(5)
+    sft = sft_examples_from(inter, scores, pairs)
+    assert ("acme", "Q1", "good") in sft.rows()
+    assert ("acme", "Q2", "bad") not in sft.rows()
+    assert sft.height == 1 + pairs.filter(pl.col("split") == "train").height
+
+
+@pytest.mark.slow
+def test_a_local_model_folder_with_lora(tmp_path: Path) -> None:
+    pairs = planted_pairs(40)
+    texts = pairs["prompt"].to_list() + pairs["chosen"].to_list() + pairs["rejected"].to_list()
+    tokenizer = build_tokenizer(texts, FAST)
+    build_model(tokenizer, FAST).save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    config = DPOPolicyConfig(
+        base_model_path=str(tmp_path / "base"),
+        use_lora=True,
+        lora_target_modules=("c_attn",),
+        sft_epochs=0.0,
+        max_steps=5,
+        max_length=96,
+        learning_rate=5e-3,
+    )
+    train, evals = pairs.filter(pl.col("split") == "train"), pairs.filter(pl.col("split") == "eval")
+    run = train_policy("acme", train, evals, _sft(pairs).head(0), config, tmp_path / "models")
+    assert (
+        run.status == STATUS_TRAINED and run.steps == 5 and run.base_model == str(tmp_path / "base")
+    )
+    # LoRA weights are merged: the saved policy is a plain model that loads without peft.
+    assert (Path(run.model_dir or "") / "policy" / "model.safetensors").exists()
+    assert PolicyScorer.load(run.model_dir or "").evaluate(evals)[0] == run.eval_accuracy

@@ -1,0 +1,280 @@
+"""Skill templates: registry, candidates from evidence, selection rule, history kept and reversible."""
+
+import json
+from datetime import UTC, datetime
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline import contracts
+from pipeline.templates import (
+    SkillEvidence,
+    SkillTemplate,
+    TemplateScore,
+    candidate_templates,
+    empty_history,
+    format_prompt,
+    gather_evidence,
+    load_registry,
+    missing_current,
+    parse_registry,
+    refine_templates,
+    rollback,
+    select_template,
+)
+
+BASE_SKILLS = {
+    "concise_response",
+    "detailed_explanation",
+    "casual_chat",
+    "technical_precision",
+    "empathy_direct",
+    "empathy_subtle",
+    "proactive_suggestions",
+    "reactive_only",
+    "code_review_constructive",
+    "summarize_key_points",
+}
+T0 = datetime(2026, 11, 3, tzinfo=UTC)
+T1 = datetime(2026, 11, 4, tzinfo=UTC)
+
+
+def test_registry_has_the_ten_base_skills() -> None:
+    registry = load_registry()
+    assert set(registry) >= BASE_SKILLS
+    for skill in registry.values():
+        assert skill.description and skill.template and skill.version >= 1
+
+
+def test_registry_rejects_a_skill_without_template() -> None:
+    with pytest.raises(ValueError, match="no template"):
+        parse_registry("skills:\n  x:\n    description: d\n")
+
+
+def test_format_prompt_ends_on_a_newline_with_optional_prefix() -> None:
+    assert format_prompt(" Hi ") == "Request: Hi\nResponse:\n"
+    assert format_prompt("Hi", "Be brief.") == "Be brief.\n\nRequest: Hi\nResponse:\n"
+
+
+def test_evidence_and_candidates_from_feedback_reasons() -> None:
+    inter = pl.DataFrame(
+        [
+            {c: None for c in contracts.INTERACTION_COLUMNS}
+            | {
+                "tenant_id": "acme",
+                "event_id": f"i{k}",
+                "skill_id": "concise_response",
+                "input": "Q",
+                "output": "A",
+            }
+            for k in range(3)
+        ],
+        schema=contracts.INTERACTION_SCHEMA,
+    )
+    fb = pl.DataFrame(
+        [
+            {c: None for c in contracts.FEEDBACK_COLUMNS}
+            | {
+                "tenant_id": "acme",
+                "event_id": "f1",
+                "target_id": "i0",
+                "signal": "thumbs_down",
+                "reason": "too_verbose",
+            },
+            {c: None for c in contracts.FEEDBACK_COLUMNS}
+            | {
+                "tenant_id": "acme",
+                "event_id": "f2",
+                "target_id": "i1",
+                "signal": "thumbs_down",
+                "reason": "too_verbose",
+            },
+            {c: None for c in contracts.FEEDBACK_COLUMNS}
+            | {
+                "tenant_id": "acme",
+                "event_id": "f3",
+                "target_id": "i2",
+                "signal": "thumbs_down",
+                "reason": "wrong_tone",
+            },
+            {c: None for c in contracts.FEEDBACK_COLUMNS}
+            | {
+                "tenant_id": "acme",
+                "event_id": "f4",
+                "target_id": "i2",
+                "signal": "correction",
+                "corrected_output": "Sure. It ships today.",
+            },
+        ],
+        schema=contracts.FEEDBACK_SCHEMA,
+    )
+    evidence = gather_evidence(inter, fb)
+    ev = evidence[("acme", "concise_response")]
+    assert ev.reasons == {"too_verbose": 2, "wrong_tone": 1}
+    assert ev.corrections == ["Sure. It ships today."]
+    assert ev.typical_sentences == 2
+    candidates = {c.name: c for c in candidate_templates("Base.", ev)}
+    assert candidates["reason:too_verbose"].template == "Base.\nKeep answers under 2 sentences."
+    assert "polite" in candidates["reasons:all"].template
+    assert "Sure. It ships today." in candidates["corrections"].template
+    assert candidates["combined"].template.startswith("Base.\nKeep answers under 2 sentences.")
+
+
+def test_selection_keeps_the_current_template_unless_a_candidate_wins() -> None:
+    current = TemplateScore(accuracy=0.75, margin=0.5, n=8)
+    assert select_template(current, [], 1e-3) is None
+    assert (
+        select_template(current, [TemplateScore(0.5, 2.0, 8), TemplateScore(0.75, 0.5005, 8)], 1e-3)
+        is None
+    )
+    assert (
+        select_template(current, [TemplateScore(0.5, 2.0, 8), TemplateScore(0.75, 0.6, 8)], 1e-3)
+        == 1
+    )
+    assert (
+        select_template(current, [TemplateScore(0.875, 0.1, 8), TemplateScore(0.75, 0.9, 8)], 1e-3)
+        == 0
+    )
+
+
+def _registry() -> dict[str, SkillTemplate]:
+    return {
+        "concise_response": SkillTemplate("concise_response", "d", "Be concise.", 1),
+        "casual_chat": SkillTemplate("casual_chat", "d", "Be casual.", 1),
+    }
+
+
+def _eval_pairs(n: int = 4) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "tenant_id": ["acme"] * n,
+            "skill_id": ["concise_response"] * n,
+            "prompt": [f"Q{k}" for k in range(n)],
+            "chosen": ["short"] * n,
+            "rejected": ["long long long"] * n,
+        }
+    )
+
+
+def _reward_for(phrase: str):  # type: ignore[no-untyped-def]
+    """A fake policy: the chosen side wins only when the prompt prefix contains `phrase`."""
+
+    def reward(
+        prompts: list[str], chosen: list[str], rejected: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        wins = np.array([1.0 if phrase in p else -1.0 for p in prompts])
+        return wins, np.zeros(len(prompts))
+
+    return reward
+
+
+EVIDENCE = {
+    ("acme", "concise_response"): SkillEvidence(
+        "acme", "concise_response", reasons={"too_verbose": 3}
+    )
+}
+
+
+def test_refine_adopts_a_winner_and_keeps_every_version() -> None:
+    result = refine_templates(
+        empty_history(),
+        _registry(),
+        ["acme", "beta"],
+        EVIDENCE,
+        _eval_pairs(),
+        {"acme": ("acme-p1", _reward_for("Keep answers under"))},
+        T0,
+    )
+    history = result.history
+    assert result.adopted == 1
+    assert missing_current(history, _registry(), ["acme", "beta"]) == []
+    concise = history.filter(
+        (pl.col("tenant_id") == "acme") & (pl.col("skill_id") == "concise_response")
+    ).sort("version")
+    assert concise.select("version", "is_current", "source").rows() == [
+        (1, False, "registry"),
+        (2, True, "refined"),
+    ]
+    new = concise.row(1, named=True)
+    assert new["template"] == "Be concise.\nKeep answers under 3 sentences."
+    assert (new["eval_accuracy"], new["policy_id"]) == (1.0, "acme-p1")
+    evidence = json.loads(new["evidence"])
+    assert evidence["replaced"] == {"version": 1, "eval_accuracy": 0.0, "eval_margin": -1.0}
+    assert evidence["from_evidence"] == {"reasons": {"too_verbose": 3}}
+
+    # Next night: history is read back and appended to; the refined version is not re-adopted.
+    again = refine_templates(
+        history,
+        _registry(),
+        ["acme", "beta"],
+        EVIDENCE,
+        _eval_pairs(),
+        {"acme": ("acme-p2", _reward_for("Keep answers under"))},
+        T1,
+    )
+    assert again.adopted == 0
+    assert again.history.height == history.height
+
+    # Reversible: the base version can be made current again, nothing is lost.
+    back = rollback(again.history, "acme", "concise_response", 1)
+    current = back.filter(
+        pl.col("is_current")
+        & (pl.col("skill_id") == "concise_response")
+        & (pl.col("tenant_id") == "acme")
+    )
+    assert current["version"].to_list() == [1]
+    assert back.height == again.history.height
+
+
+def test_refine_keeps_the_old_template_when_no_candidate_wins() -> None:
+    result = refine_templates(
+        empty_history(),
+        _registry(),
+        ["acme"],
+        EVIDENCE,
+        _eval_pairs(),
+        {"acme": ("acme-p1", _reward_for("never present"))},
+        T0,
+    )
+    assert result.adopted == 0
+    current = result.history.filter(
+        pl.col("is_current") & (pl.col("skill_id") == "concise_response")
+    )
+    assert current.select("version", "template").rows() == [(1, "Be concise.")]
+    assert result.decisions.filter(pl.col("adopted")).is_empty()
+    assert result.decisions.height >= 2  # the current template and the candidate(s) were scored
+
+
+def test_refine_without_policy_or_eval_pairs_only_seeds_the_registry() -> None:
+    no_policy = refine_templates(
+        empty_history(), _registry(), ["acme"], EVIDENCE, _eval_pairs(), {}, T0
+    )
+    assert no_policy.adopted == 0 and no_policy.history.height == 2
+    assert no_policy.decisions["note"].to_list() == ["no trained policy for the tenant"]
+    few = refine_templates(
+        empty_history(),
+        _registry(),
+        ["acme"],
+        EVIDENCE,
+        _eval_pairs(2),
+        {"acme": ("p", _reward_for("Keep"))},
+        T0,
+    )
+    assert few.adopted == 0 and "min_eval_pairs" in few.decisions["note"][0]
+
+
+def test_a_new_registry_version_becomes_current_and_history_is_kept() -> None:
+    first = refine_templates(
+        empty_history(), _registry(), ["acme"], {}, _eval_pairs(), {}, T0
+    ).history
+    bumped = {
+        **_registry(),
+        "casual_chat": SkillTemplate("casual_chat", "d", "Be casual, really.", 2),
+    }
+    second = refine_templates(first, bumped, ["acme"], {}, _eval_pairs(), {}, T1).history
+    casual = second.filter(pl.col("skill_id") == "casual_chat").sort("version")
+    assert casual.select("version", "template", "is_current").rows() == [
+        (1, "Be casual.", False),
+        (2, "Be casual, really.", True),
+    ]
