@@ -29,7 +29,6 @@ from pipeline.scoring import (
 from pipeline.storage import Lake
 
 GROUP = "learning"
-SNAPSHOT_COLUMN = "snapshot_date"  # hive column of the decay_snapshots partitions (key = load date)
 SNAPSHOT_CHECKS = ("confidence_in_range", "every_memory_present", "status_consistent")
 COMMENTS = {
     "feedback_scores": "Per memory: votes per signal, smoothed quality_score, Wilson quality_lower (rank by it), reputation.",
@@ -157,7 +156,7 @@ def _snapshot_one(home: MemorypackHome, key: str) -> tuple[pl.DataFrame, int]:
     snap = snapshot(
         interactions, statements, feedback, reinforcement, as_of, DEFAULT_DECAY, DEFAULT_SCORING
     )
-    lake.write_partition("decay_snapshots", key, snap, column=SNAPSHOT_COLUMN)
+    lake.write_partition("decay_snapshots", key, snap)
     return snap, known_memory_count(interactions, statements, as_of)
 
 
@@ -270,7 +269,7 @@ def memory_audit(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.
         raise dg.Failure(
             "memory_audit: no decay snapshot in the lake yet; materialize decay_snapshots first"
         )
-    snap = pl.read_parquet(home.paths.partition("decay_snapshots", key, SNAPSHOT_COLUMN))
+    snap = pl.read_parquet(home.paths.partition("decay_snapshots", key))
     conflicts = _optional(lake, "memory_conflicts")
     conflicts = conflicts.select(*CONFLICT_SCHEMA) if conflicts is not None else None
     statements = lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA)

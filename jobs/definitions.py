@@ -2,11 +2,11 @@
 
 import dagster as dg
 
-from assets import ingest, learning, semantic
+from assets import ingest, learning, preference, publish, semantic
 from assets.resources import home_resource
 from jobs.nightly import landing_sensor, nightly, nightly_schedule
 
-STAGES = [ingest, learning, semantic]
+STAGES = [ingest, learning, semantic, preference, publish]
 
 defs = dg.Definitions(
     assets=[a for stage in STAGES for a in stage.ASSETS],

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_HOME = "./data"
+# The hive column of each partitioned lake table (the key is always a load date).
+PARTITION_COLUMNS = {"decay_snapshots": "snapshot_date"}
 
 
 def offline_environment() -> None:
@@ -56,8 +58,9 @@ class Paths:
         """A whole (non-partitioned) lake table: one Parquet file."""
         return self.lake / name / "data.parquet"
 
-    def partition(self, name: str, key: str, column: str = "load_date") -> Path:
+    def partition(self, name: str, key: str, column: str | None = None) -> Path:
         """One partition of a partitioned lake table (hive layout, one file per partition)."""
+        column = column or PARTITION_COLUMNS.get(name, "load_date")
         return self.lake / name / f"{column}={key}" / "data.parquet"
 
     def partitions_glob(self, name: str) -> str:

@@ -85,9 +85,15 @@ def has_polarity_word(expr: pl.Expr) -> pl.Expr:
 
 
 def subject(expr: pl.Expr) -> pl.Expr:
-    """The text without its polarity words and punctuation: what the statement is about."""
+    """The text without its polarity words and punctuation: what the statement is about.
+
+    Only the first clause counts: a correction often adds what to do instead ("does not like
+    weekly reports; send a summary instead"), and that tail is not the subject being corrected.
+    """
     return (
         _clean(expr)
+        .str.split(";")
+        .list.first()
         .str.replace_all(_ANY_POLARITY, " ")
         .str.replace_all(r"[^\w\s]", " ")
         .str.replace_all(r"\s+", " ")

@@ -54,10 +54,11 @@ REINFORCEMENT_SCHEMA: dict[str, pl.DataType] = {
 class ConsolidationConfig:
     # Complete linkage on cosine distance: a cluster is kept only if EVERY pair of its members is
     # within the threshold, so a chain of "a bit similar" memories never merges (single linkage
-    # would). MiniLM on statements: paraphrases 0.65–0.81 ("Prefers email over phone calls" /
-    # "Would rather get an email than a phone call" 0.81), unrelated statements about one person
-    # ≤ 0.47 — a distance of 0.38 (similarity ≥ 0.62) sits in the gap.
-    statement_distance: float = 0.38
+    # would). MiniLM on statements: paraphrases 0.61–0.88 ("Prefers email over phone calls" /
+    # "Would rather get an email than a phone call" 0.81; "likes to schedule calls after lunch" /
+    # "Afternoon slots work best for meetings" 0.61), unrelated statements about one person
+    # ≤ 0.47 — a distance of 0.45 (similarity ≥ 0.55) sits in the middle of the gap.
+    statement_distance: float = 0.45
     # Interaction inputs are many per system × kind and topically close (every request is about
     # orders or passwords), so only near-identical requests merge: re-worded repeats score
     # 0.94–0.96 ("Where is my order?" / "Where's my order?"), different requests ≤ 0.3.

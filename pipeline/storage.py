@@ -33,7 +33,7 @@ class Lake:
         return write_parquet_atomic(frame, self.paths.table(name))
 
     def write_partition(
-        self, name: str, key: str, frame: pl.DataFrame, column: str = "load_date"
+        self, name: str, key: str, frame: pl.DataFrame, column: str | None = None
     ) -> Path:
         return write_parquet_atomic(frame, self.paths.partition(name, key, column))
 

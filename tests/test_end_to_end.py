@@ -1,0 +1,169 @@
+"""End to end: the nightly job over generated logs finds the answers the generator planted."""
+
+import json
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import polars as pl
+import pytest
+
+from assets.resources import MemorypackHome
+from jobs.definitions import defs
+from pipeline.config import Paths
+from pipeline.generate import generate
+from pipeline.pack import MemoryPack
+
+START = date(2026, 11, 1)
+DAYS = 3
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Paths, dict, dg.ExecuteInProcessResult]:
+    home = tmp_path_factory.mktemp("home")
+    landing = home / "landing"
+    truth = generate(landing, days=DAYS, interactions=400, tenants=2, seed=11, start=START)
+    end = date.fromordinal(START.toordinal() + DAYS - 1)
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("nightly").execute_in_process(
+            instance=instance,
+            tags={
+                "dagster/asset_partition_range_start": START.isoformat(),
+                "dagster/asset_partition_range_end": end.isoformat(),
+            },
+            resources={"home": MemorypackHome(home=str(home), landing=str(landing))},
+            raise_on_error=False,
+        )
+    return Paths(home), truth, result
+
+
+def _sql(paths: Paths, query: str) -> pl.DataFrame:
+    with duckdb.connect(str(paths.warehouse), read_only=True) as con:
+        return con.sql(query).pl()
+
+
+def test_run_succeeds_with_every_check_passing(world) -> None:
+    _, _, result = world
+    failures = [
+        e.step_failure_data.error.message
+        for e in result.all_events
+        if e.event_type_value == "STEP_FAILURE" and e.step_failure_data.error
+    ]
+    assert result.success, failures
+    failed_checks = [
+        (e.asset_key.to_user_string(), e.check_name)
+        for e in result.get_asset_check_evaluations()
+        if not e.passed
+    ]
+    assert failed_checks == []
+
+
+def test_ingest_counts_match_planted_truth(world) -> None:
+    paths, truth, _ = world
+    stats = _sql(paths, "SELECT sum(lines_read) l, sum(accepted) a, sum(duplicates) d, sum(quarantined) q FROM ingest_stats")
+    planted = truth["ingest"]
+    assert stats.row(0) == (
+        planted["lines_read"],
+        planted["accepted"],
+        planted["duplicates"],
+        planted["quarantined"],
+    )
+    by_reason = dict(_sql(paths, "SELECT reason, count(*) FROM quarantine GROUP BY reason").iter_rows())
+    assert by_reason == planted["quarantine_by_reason"]
+    by_type = dict(_sql(paths, "SELECT event_type, count(*) FROM events GROUP BY 1").iter_rows())
+    assert by_type == truth["accepted_by_type"]
+
+
+def test_score_orderings(world) -> None:
+    paths, truth, _ = world
+    scores = pl.read_parquet(paths.table("feedback_scores"))
+    lower = {(r["tenant_id"], r["memory_id"]): r["quality_lower"] for r in scores.iter_rows(named=True)}
+    assert truth["score_orderings"]
+    for case in truth["score_orderings"]:
+        t = case["tenant_id"]
+        assert lower[(t, case["better_id"])] > lower[(t, case["worse_id"])], case
+
+
+def test_planted_decay_cases(world) -> None:
+    paths, truth, _ = world
+    snapshots = _sql(paths, "SELECT * FROM decay_snapshots")
+    assert truth["decay_cases"]
+    for case in truth["decay_cases"]:
+        row = snapshots.filter(
+            (pl.col("tenant_id") == case["tenant_id"])
+            & (pl.col("memory_id") == case["memory_id"])
+            & (pl.col("snapshot_date") == date.fromisoformat(case["snapshot_date"]))
+        )
+        assert row.height == 1, case
+        got = row.row(0, named=True)
+        assert got["status"] == case["status"], (case, got)
+        assert got["needs_reconfirmation"] == case["needs_reconfirmation"], (case, got)
+        assert got["stale"] == case["stale"], (case, got)
+
+
+def test_paraphrases_cluster_and_conflicts_are_found(world) -> None:
+    paths, truth, _ = world
+    clusters = pl.read_parquet(paths.table("consolidated_summaries")).filter(
+        pl.col("scope") == "statement"
+    )
+    member_cluster = {
+        (r["tenant_id"], m): r["cluster_id"]
+        for r in clusters.iter_rows(named=True)
+        for m in r["member_ids"]
+    }
+    assert truth["paraphrase_groups"]
+    for group in truth["paraphrase_groups"]:
+        ids = {member_cluster[(group["tenant_id"], m)] for m in group["memory_ids"]}
+        assert len(ids) == 1, group
+    conflicts = pl.read_parquet(paths.table("memory_conflicts"))
+    found = {
+        (r["tenant_id"], frozenset((r["memory_id_a"], r["memory_id_b"]))): r["preferred_id"]
+        for r in conflicts.iter_rows(named=True)
+    }
+    assert truth["conflicts"]
+    for case in truth["conflicts"]:
+        key = (case["tenant_id"], frozenset(case["memory_ids"]))
+        assert key in found, case
+        assert found[key] == case["preferred_id"], case
+        for a in case["memory_ids"]:  # contradicting statements never share a cluster
+            others = set(case["memory_ids"]) - {a}
+            assert all(member_cluster[(case["tenant_id"], a)] != member_cluster[(case["tenant_id"], b)] for b in others)
+
+
+def test_few_shot_and_pairs_use_the_planted_evidence(world) -> None:
+    paths, truth, _ = world
+    few_shot = pl.read_parquet(paths.table("few_shot_sets"))
+    negatives = {(n["tenant_id"], n["memory_id"]) for n in truth["negative_interactions"]}
+    chosen = set(zip(few_shot["tenant_id"], few_shot["memory_id"], strict=True))
+    assert negatives and not (negatives & chosen)
+    pairs = pl.read_parquet(paths.table("preference_pairs"))
+    by_source = pairs.group_by("source").len()
+    assert set(by_source["source"]) >= {"correction", "regenerate"}
+    corrections = pairs.filter(pl.col("source") == "correction")
+    corrected = set(zip(corrections["rejected_id"], corrections["chosen"], strict=True))
+    assert truth["corrections"]
+    for case in truth["corrections"]:
+        assert (case["interaction_id"], case["corrected_output"]) in corrected, case
+    regen = pairs.filter(pl.col("source") == "regenerate")
+    regen_ids = set(zip(regen["chosen_id"], regen["rejected_id"], strict=True))
+    assert any((r["regenerated_id"], r["original_id"]) in regen_ids for r in truth["regenerations"])
+    leaked = set(pairs.filter(pl.col("split") == "train")["prompt"]) & set(
+        pairs.filter(pl.col("split") == "eval")["prompt"]
+    )
+    assert not leaked
+
+
+def test_pack_is_published_verified_and_free_of_pii(world) -> None:
+    paths, truth, _ = world
+    tenants = sorted(p.name for p in paths.packs.iterdir() if (p / "LATEST").exists())
+    assert tenants == sorted(truth["tenants"])
+    for tenant in tenants:
+        pack = MemoryPack.load(paths.packs / tenant)
+        manifest = json.loads((pack.path / "manifest.json").read_text())
+        assert manifest["tenant_id"] == tenant and manifest["pack_format"] == 1
+        for file in pack.path.iterdir():
+            data = file.read_bytes()
+            for value in truth["pii"]:
+                assert value.encode() not in data, (file.name, value)
+    assert paths.analytics.exists()
