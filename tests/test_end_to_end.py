@@ -2,7 +2,6 @@
 
 import json
 from datetime import date
-from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -20,7 +19,9 @@ DAYS = 3
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Paths, dict, dg.ExecuteInProcessResult]:
+def world(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Paths, dict, dg.ExecuteInProcessResult]:
     home = tmp_path_factory.mktemp("home")
     landing = home / "landing"
     truth = generate(landing, days=DAYS, interactions=400, tenants=2, seed=11, start=START)
@@ -61,7 +62,10 @@ def test_run_succeeds_with_every_check_passing(world) -> None:
 
 def test_ingest_counts_match_planted_truth(world) -> None:
     paths, truth, _ = world
-    stats = _sql(paths, "SELECT sum(lines_read) l, sum(accepted) a, sum(duplicates) d, sum(quarantined) q FROM ingest_stats")
+    stats = _sql(
+        paths,
+        "SELECT sum(lines_read) l, sum(accepted) a, sum(duplicates) d, sum(quarantined) q FROM ingest_stats",
+    )
     planted = truth["ingest"]
     assert stats.row(0) == (
         planted["lines_read"],
@@ -69,7 +73,9 @@ def test_ingest_counts_match_planted_truth(world) -> None:
         planted["duplicates"],
         planted["quarantined"],
     )
-    by_reason = dict(_sql(paths, "SELECT reason, count(*) FROM quarantine GROUP BY reason").iter_rows())
+    by_reason = dict(
+        _sql(paths, "SELECT reason, count(*) FROM quarantine GROUP BY reason").iter_rows()
+    )
     assert by_reason == planted["quarantine_by_reason"]
     by_type = dict(_sql(paths, "SELECT event_type, count(*) FROM events GROUP BY 1").iter_rows())
     assert by_type == truth["accepted_by_type"]
@@ -78,7 +84,9 @@ def test_ingest_counts_match_planted_truth(world) -> None:
 def test_score_orderings(world) -> None:
     paths, truth, _ = world
     scores = pl.read_parquet(paths.table("feedback_scores"))
-    lower = {(r["tenant_id"], r["memory_id"]): r["quality_lower"] for r in scores.iter_rows(named=True)}
+    lower = {
+        (r["tenant_id"], r["memory_id"]): r["quality_lower"] for r in scores.iter_rows(named=True)
+    }
     assert truth["score_orderings"]
     for case in truth["score_orderings"]:
         t = case["tenant_id"]
@@ -128,7 +136,10 @@ def test_paraphrases_cluster_and_conflicts_are_found(world) -> None:
         assert found[key] == case["preferred_id"], case
         for a in case["memory_ids"]:  # contradicting statements never share a cluster
             others = set(case["memory_ids"]) - {a}
-            assert all(member_cluster[(case["tenant_id"], a)] != member_cluster[(case["tenant_id"], b)] for b in others)
+            assert all(
+                member_cluster[(case["tenant_id"], a)] != member_cluster[(case["tenant_id"], b)]
+                for b in others
+            )
 
 
 def test_few_shot_and_pairs_use_the_planted_evidence(world) -> None:
