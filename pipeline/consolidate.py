@@ -13,6 +13,7 @@ from sklearn.neighbors import radius_neighbors_graph
 
 from pipeline.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.contracts import MemoryType
+from pipeline.decay import BASE_CONFIDENCE, CONFIDENCE_CAP
 from pipeline.embed import matrix
 
 log = logging.getLogger(__name__)
@@ -70,26 +71,8 @@ class ConsolidationConfig:
     # across blocks, never merges an unrelated one).
     max_block: int = 2_000
     # §4.2: base confidence per type when a statement carries none, and the type caps.
-    base_confidence: dict[str, float] = field(
-        default_factory=lambda: {
-            "explicit_instruction": 1.0,
-            "correction": 0.9,
-            "confirmed_pattern": 0.8,
-            "inferred_pattern": 0.6,
-            "single_inference": 0.4,
-            "temporary": 0.5,
-        }
-    )
-    confidence_cap: dict[str, float] = field(
-        default_factory=lambda: {
-            "explicit_instruction": 1.0,
-            "correction": 0.95,
-            "confirmed_pattern": 0.9,
-            "inferred_pattern": 0.7,
-            "single_inference": 0.5,
-            "temporary": 0.5,
-        }
-    )
+    base_confidence: dict[str, float] = field(default_factory=lambda: dict(BASE_CONFIDENCE))
+    confidence_cap: dict[str, float] = field(default_factory=lambda: dict(CONFIDENCE_CAP))
     # §4.2: each repeat adds +0.1 (capped at the type cap); interactions: importance or 0.5.
     reinforcement_step: float = 0.1
     interaction_default_confidence: float = 0.5

@@ -42,6 +42,10 @@ _RULES: dict[str, TypeRule] = {
     INTERACTION_TYPE: TypeRule(0.5, 1.0, 0.50, 30.0, 0.2),
 }
 
+# The §4.2 table as plain lookups, for stages that need a type's base or cap without decaying.
+BASE_CONFIDENCE = {t: r.base for t, r in _RULES.items() if t != INTERACTION_TYPE}
+CONFIDENCE_CAP = {t: r.cap for t, r in _RULES.items() if t != INTERACTION_TYPE}
+
 
 @dataclass(frozen=True)
 class DecayConfig:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline.decay import BASE_CONFIDENCE
 from pipeline.pii import redact_frame
 from pipeline.storage import Lake
 
@@ -190,15 +191,7 @@ IDENTIFIER_COLUMNS = frozenset(
 )
 
 
-# Base confidence by memory type (SPEC §4.2), used only while no decay snapshot exists yet.
-BASE_CONFIDENCE = {
-    "explicit_instruction": 1.0,
-    "correction": 0.9,
-    "confirmed_pattern": 0.8,
-    "inferred_pattern": 0.6,
-    "single_inference": 0.4,
-    "temporary": 0.5,
-}
+# Used only while no decay snapshot exists yet: the §4.2 base of the type (BASE_CONFIDENCE).
 DEFAULT_CONFIDENCE = 0.5
 
 
