@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +23,9 @@ import polars as pl
 
 from pipeline.config import offline_environment
 from pipeline.templates import format_prompt
+
+# transformers 5 renamed gradient_checkpointing; TRL 1.16 still passes the old name on every run.
+warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
 
 log = logging.getLogger(__name__)
 
