@@ -34,6 +34,7 @@ from pipeline.errors import UserError
 
 BOM = "\ufeff"
 LANDING_PATTERNS = ("*.jsonl", "*.jsonl.gz")
+VALIDATE_CHUNK_LINES = 200_000
 
 _LINES_SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String(),
@@ -404,7 +405,13 @@ def ingest_folder(
     files = landing_files(folder)
     frames = [read_lines(path) for path in files]
     lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINES_SCHEMA)
-    events, quarantine = validate_lines(lines, load_date)
+    # Lines are independent until dedupe: validating in slices bounds the memory of the wide
+    # parsed frame (70 columns) whatever the size of the folder.
+    parts = [
+        validate_lines(chunk, load_date) for chunk in lines.iter_slices(VALIDATE_CHUNK_LINES)
+    ] or [validate_lines(lines, load_date)]
+    events = pl.concat([valid for valid, _ in parts])
+    quarantine = pl.concat([rejected for _, rejected in parts])
     kept, conflicts, duplicates = deduplicate(events, existing)
     quarantine = pl.concat([quarantine, _conflicts_to_quarantine(conflicts, lines, load_date)])
     return IngestResult(
