@@ -88,7 +88,9 @@ def text_hashes(texts: pl.Series) -> pl.Series:
     distinct = texts.unique()
     # hashlib is one C call per distinct text; polars has no sha256 expression.
     digests = pl.Series(
-        "text_hash", [hashlib.sha256(t.encode()).hexdigest() for t in distinct.to_list()]
+        "text_hash",
+        [hashlib.sha256(t.encode()).hexdigest() for t in distinct.to_list()],
+        dtype=pl.String,  # also when there is no text at all
     )
     lookup = pl.DataFrame({"text": distinct, "text_hash": digests})
     return pl.DataFrame({"text": texts}).join(lookup, on="text", how="left")["text_hash"]

@@ -85,3 +85,13 @@ def test_model_path_is_configurable(monkeypatch: pytest.MonkeyPatch, tmp_path: A
     assert embed.model_name() == "my-model"
     monkeypatch.delenv(embed.MODEL_ENV)
     assert embed.model_name() == "all-MiniLM-L6-v2"
+
+
+def test_no_statements_at_all_embeds_nothing() -> None:
+    """An imported tenant may have interactions only (OASST): empty subjects must not break."""
+    from pipeline.conflicts import subject_texts
+    from pipeline.contracts import MEMORY_SCHEMA
+
+    result = embed_with_cache(subject_texts(pl.DataFrame(schema=MEMORY_SCHEMA)), None)
+    assert result.n_new == 0
+    assert result.embeddings.height == 0
