@@ -30,7 +30,6 @@ from pipeline.contracts import (
     Reason,
     Signal,
 )
-from pipeline.errors import UserError
 
 BOM = "\ufeff"
 LANDING_PATTERNS = ("*.jsonl", "*.jsonl.gz")
@@ -69,13 +68,6 @@ class IngestResult:
     @property
     def conserved(self) -> bool:
         return self.lines_read == self.events.height + self.duplicates + self.quarantine.height
-
-
-def parse_load_date(text: str) -> date:
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise UserError(f"landing folder {text} is not a date (expected YYYY-MM-DD)") from None
 
 
 def landing_files(folder: Path) -> list[Path]:

@@ -9,8 +9,7 @@ import polars as pl
 import pytest
 
 from pipeline.contracts import Reason
-from pipeline.errors import UserError
-from pipeline.ingest import ingest_folder, parse_load_date, typed_tables
+from pipeline.ingest import ingest_folder, typed_tables
 from tests.conftest import LOAD_DATE, feedback, interaction, memory, write_landing
 
 DAY = date.fromisoformat(LOAD_DATE)
@@ -186,8 +185,3 @@ def test_typed_tables_split_by_event_type(landing: Path) -> None:
         "memory_statements": 2,
     }
     assert "signal" in tables["feedback"].columns and "signal" not in tables["interactions"].columns
-
-
-def test_bad_load_date_is_one_clear_line() -> None:
-    with pytest.raises(UserError, match="2026-11-31 is not a date"):
-        parse_load_date("2026-11-31")
