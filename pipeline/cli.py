@@ -150,7 +150,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ]:
         print(f"  {label:<17} {location}")
     print("  Dagster UI        make ui   (then open http://localhost:3000)")
-    print(f"  DuckDB            duckdb -readonly {paths.analytics}")
+    print(f"  DuckDB            duckdb.connect('{paths.analytics}', read_only=True)")
     _show_packs(paths)
     return 0
 
