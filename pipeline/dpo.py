@@ -89,6 +89,10 @@ class DPOPolicyConfig:
     max_steps: int = -1  # > 0 overrides epochs
     weight_decay: float = 0.0
     eval_batch_size: int = 32
+    # Training is the costliest step of a night, and a policy stays good while its train set grows
+    # little: the newest policy with this config is reused until the tenant's train pairs have
+    # grown by this share (0 = retrain whenever the pairs change).
+    retrain_growth: float = 0.2
 
     def fingerprint(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, default=list)
@@ -123,6 +127,24 @@ class PolicyRun:
 
 def runs_frame(runs: Sequence[PolicyRun]) -> pl.DataFrame:
     return pl.DataFrame([r.row() for r in runs], schema=DPO_RUNS_SCHEMA)
+
+
+def _saved_run(model_dir: Path) -> dict[str, Any] | None:
+    path = model_dir / RUN_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _newest_run(
+    tenant_id: str, config: DPOPolicyConfig, models_dir: str | os.PathLike[str]
+) -> dict[str, Any] | None:
+    """The newest saved policy of this tenant trained with this exact config, if any."""
+    wanted = json.loads(config.fingerprint())
+    found = []
+    for path in Path(models_dir).glob(f"{tenant_id}-*/{RUN_FILE}"):
+        saved = json.loads(path.read_text())
+        if saved.get("tenant_id") == tenant_id and saved.get("config") == wanted:
+            found.append((path.stat().st_mtime_ns, saved))
+    return max(found, key=lambda item: item[0])[1] if found else None
 
 
 def policy_id_for(tenant_id: str, train_pairs: pl.DataFrame, config: DPOPolicyConfig) -> str:
@@ -455,8 +477,8 @@ def train_policy(
         )
     policy_id = policy_id_for(tenant_id, train, config)
     model_dir = Path(models_dir) / policy_id
-    if (model_dir / RUN_FILE).exists():
-        saved = json.loads((model_dir / RUN_FILE).read_text())
+    saved = _saved_run(model_dir) or _newest_run(tenant_id, config, models_dir)
+    if saved is not None and n_train < saved["n_train"] * (1 + config.retrain_growth):
         fields = {k: saved[k] for k in DPO_RUNS_SCHEMA if k in saved}
         return PolicyRun(**{**fields, "tenant_id": tenant_id, "reused": True})
     started = time.perf_counter()

@@ -115,6 +115,11 @@ def test_dpo_learns_the_planted_preference(tmp_path: Path) -> None:
     # Same train pairs and config → same id → reused, not retrained.
     again = train_policy("acme", train, evals, _sft(pairs), FAST, tmp_path)
     assert again.reused and again.eval_accuracy == run.eval_accuracy
+    # A night with a few new pairs keeps the newest policy (train set grew < retrain_growth).
+    more = pl.concat([train, planted_pairs(6, seed=9).filter(pl.col("split") == "train")])
+    assert train.height < more.height < train.height * (1 + FAST.retrain_growth)
+    kept = train_policy("acme", more, evals, _sft(pairs), FAST, tmp_path)
+    assert kept.reused and kept.policy_id == run.policy_id
 
 
 @pytest.mark.slow
