@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.resources
 import importlib.util
+from datetime import date
 from typing import Any
 
 import numpy as np
@@ -28,10 +29,12 @@ def texts_for(n: int, seed: int = 0) -> list[str]:
     """`n` realistic texts (interaction inputs and memory statements) from generated logs."""
     import polars as pl
 
-    from pipeline.ingest import ingest_folder, parse_load_date
+    from pipeline.ingest import ingest_folder
 
     folder, _ = data.landing_by_lines(round(n * data.LINES_PER_INTERACTION), seed=seed)
-    events = ingest_folder(folder, parse_load_date(folder.name), None).events.sort("ts", "event_id")
+    events = ingest_folder(folder, date.fromisoformat(folder.name), None).events.sort(
+        "ts", "event_id"
+    )
     texts = events.select(
         pl.when(pl.col("event_type") == "interaction")
         .then(pl.col("input"))

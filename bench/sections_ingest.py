@@ -6,6 +6,7 @@ import importlib
 import shutil
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,14 @@ from bench.common import Figure, Sizes, interleaved, ratio, rounded
 def _ingest_once(folder: Path, home: Path, split: dict[str, float]) -> dict[str, Any]:
     """What the `raw_events` asset does: parse, validate, quarantine, dedupe, Parquet, DuckDB."""
     from pipeline.config import Paths
-    from pipeline.ingest import ingest_folder, parse_load_date
+    from pipeline.ingest import ingest_folder
     from pipeline.storage import Lake, Warehouse
 
     paths = Paths.from_env(home)
     lake, warehouse = Lake(paths), Warehouse(paths)
     key = folder.name
     t0 = time.perf_counter()
-    result = ingest_folder(folder, parse_load_date(key), None)
+    result = ingest_folder(folder, date.fromisoformat(key), None)
     t1 = time.perf_counter()
     lake.write_partition("events", key, result.events)
     lake.write_partition("quarantine", key, result.quarantine)
