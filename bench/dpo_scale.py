@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import tempfile
 import time
@@ -22,42 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline import contracts
 from pipeline.dpo import DPOPolicyConfig, train_policy
+from pipeline.generate.preference import planted_mined_pairs
 from pipeline.pairs import finalize_pairs, ranked_pairs
-
-TOPICS = ["my order", "the invoice", "my password", "the delivery", "a refund", "my account",
-          "the app", "the meeting", "my subscription", "the report", "the printer", "my booking"]  # fmt: skip
-ASKS = [
-    "Where is",
-    "How do I fix",
-    "Can you check",
-    "What happened to",
-    "Please help with",
-    "Any news about",
-]
 
 
 def synthetic_pairs(n: int, seed: int = 0) -> pl.DataFrame:
     """Polite, concise answers ≻ rude, rambling ones on the same topic (a consistent pattern)."""
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        topic = rng.choice(TOPICS)
-        rows.append(
-            {
-                "tenant_id": "bench",
-                "prompt": f"{rng.choice(ASKS)} {topic}? (case {i})",
-                "chosen": f"{rng.choice(['Thanks for asking!', 'Happy to help.'])} I checked {topic}: "
-                "it is sorted. Have a great day!",
-                "rejected": f"{rng.choice(['Ugh, whatever.', 'Not my problem.'])} So, {topic}, well, "
-                "there are many things, maybe this, maybe that, figure it out yourself.",
-                "source": "correction",
-                "margin": 1.0,
-                "skill_id": "concise_response",
-                "chosen_id": f"c{i}",
-                "rejected_id": f"r{i}",
-            }
-        )
-    return finalize_pairs(pl.DataFrame(rows))
+    return finalize_pairs(planted_mined_pairs(n, seed, tenant="bench"))
 
 
 def oasst_pairs(path: Path) -> pl.DataFrame:

@@ -1,7 +1,6 @@
 """DPO policy: a tiny GPT-2 learns a planted preference (polite/concise ≻ rude/rambling)."""
 
 import json
-import random
 from pathlib import Path
 
 import polars as pl
@@ -19,22 +18,8 @@ from pipeline.dpo import (
     train_policies,
     train_policy,
 )
+from pipeline.generate.preference import planted_mined_pairs
 from pipeline.pairs import finalize_pairs
-
-TOPICS = ["my order", "the invoice", "my password", "the delivery", "a refund", "my account",
-          "the app", "the meeting", "my subscription", "the report", "the printer", "my booking"]  # fmt: skip
-ASKS = [
-    "Where is",
-    "How do I fix",
-    "Can you check",
-    "What happened to",
-    "Please help with",
-    "Any news about",
-]
-POLITE = ["Thanks for asking!", "Happy to help.", "Thank you for your patience."]
-CLOSE = ["Have a great day!", "Let me know if anything else comes up."]
-RUDE = ["Ugh, whatever.", "Not my problem.", "Seriously? Again?"]
-DISMISS = ["figure it out yourself.", "stop bothering me.", "I don't care."]
 
 # Small enough for a unit test on 2 busy cores.
 FAST = DPOPolicyConfig(
@@ -42,33 +27,8 @@ FAST = DPOPolicyConfig(
 )
 
 
-def planted_mined(
-    n: int, seed: int = 0, tenant: str = "acme", skill: str = "concise_response"
-) -> pl.DataFrame:
-    """Mined-pair rows: chosen is polite and concise, rejected rude and rambling, same topic."""
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        topic = rng.choice(TOPICS)
-        rows.append(
-            {
-                "tenant_id": tenant,
-                "prompt": f"{rng.choice(ASKS)} {topic}? (ticket {seed}-{i})",
-                "chosen": f"{rng.choice(POLITE)} I checked {topic}: it is sorted. {rng.choice(CLOSE)}",
-                "rejected": f"{rng.choice(RUDE)} So, {topic}, well, there are many things and honestly it "
-                f"could be anything, maybe this, maybe that, {rng.choice(DISMISS)}",
-                "source": "correction",
-                "margin": 1.0,
-                "skill_id": skill,
-                "chosen_id": f"{tenant}-c{i}",
-                "rejected_id": f"{tenant}-r{i}",
-            }
-        )
-    return pl.DataFrame(rows)
-
-
 def planted_pairs(n: int, seed: int = 0, tenant: str = "acme") -> pl.DataFrame:
-    return finalize_pairs(planted_mined(n, seed, tenant))
+    return finalize_pairs(planted_mined_pairs(n, seed, tenant))
 
 
 def _sft(pairs: pl.DataFrame) -> pl.DataFrame:

@@ -11,9 +11,9 @@ from assets.preference import ASSETS, CHECKS
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.config import Paths
+from pipeline.generate.preference import planted_mined_pairs
 from pipeline.storage import Lake, Warehouse
 from pipeline.templates import load_registry
-from tests.test_dpo import planted_mined
 
 RUN_CONFIG = {
     "ops": {"dpo_policy": {"config": {"epochs": 2.0, "sft_epochs": 1.0, "min_pairs": 10}}}
@@ -25,7 +25,10 @@ def _write_lake(home: Path) -> None:
     tiny: 2 corrections only → its policy is skipped."""
     lake = Lake(Paths(home))
     mined = pl.concat(
-        [planted_mined(40, seed=3, tenant="acme"), planted_mined(2, seed=4, tenant="tiny")]
+        [
+            planted_mined_pairs(40, seed=3, tenant="acme"),
+            planted_mined_pairs(2, seed=4, tenant="tiny"),
+        ]
     )
     inter = mined.select(
         "tenant_id",
