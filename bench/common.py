@@ -60,6 +60,8 @@ class Sizes:
     nightly_interactions: int = 1_000_000
     nightly_days: int = 7
     nightly_new_interactions: int = 30_000
+    # The ratio: 3,000,000 feedback events for 1,000,000 interactions.
+    nightly_feedback_per_interaction: float = 3.0
     embed_texts: int = 10_000
     dpo_pairs: int = 10_000
     pack_memories: int = 100_000

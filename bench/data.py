@@ -23,28 +23,46 @@ TENANTS = 3
 LINES_PER_INTERACTION = 2.4
 
 
-def _generate(out: Path, days: int, interactions: int, seed: int, start: date) -> dict[str, Any]:
-    from pipeline.generate import generate
+def _generate(
+    out: Path, days: int, interactions: int, seed: int, start: date, feedback: float | None
+) -> dict[str, Any]:
+    from pipeline.generate import FEEDBACK_PER_INTERACTION, generate
 
     return generate(
-        out, days=days, interactions=interactions, tenants=TENANTS, seed=seed, start=start
+        out,
+        days=days,
+        interactions=interactions,
+        tenants=TENANTS,
+        seed=seed,
+        start=start,
+        feedback_per_interaction=feedback or FEEDBACK_PER_INTERACTION,
     )
 
 
 def landing(
-    interactions: int, days: int = 1, seed: int = 0, start: date = START, cache: Path = CACHE
+    interactions: int,
+    days: int = 1,
+    seed: int = 0,
+    start: date = START,
+    cache: Path = CACHE,
+    feedback: float | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """A cached landing folder `<cache>/landing-…/<YYYY-MM-DD>/…` and the generator's truth summary."""
+    """A cached landing folder `<cache>/landing-…/<YYYY-MM-DD>/…` and the generator's truth summary.
+
+    `feedback`: mean feedback events per interaction (None: the generator's default, 1.1).
+    """
     key = f"landing-i{interactions}-d{days}-t{TENANTS}-s{seed}-{start.isoformat()}"
+    key += f"-fb{feedback:g}" if feedback else ""
     target = cache / key
     done = target / ".bench-done.json"
     if done.exists():
         return target, json.loads(done.read_text())
     tmp = cache / f".{key}.{uuid.uuid4().hex}.tmp"
     tmp.mkdir(parents=True)
-    truth = _generate(tmp, days, interactions, seed, start)
+    truth = _generate(tmp, days, interactions, seed, start, feedback)
     summary = {
         "interactions": interactions,
+        "feedback_per_interaction": feedback,
         "days": days,
         "seed": seed,
         "start": start.isoformat(),
@@ -74,10 +92,17 @@ def _rename_ids(data: bytes, prefix: bytes) -> bytes:
 
 
 def add_day(
-    landing_root: Path, day: date, interactions: int, seed: int, cache: Path = CACHE
+    landing_root: Path,
+    day: date,
+    interactions: int,
+    seed: int,
+    cache: Path = CACHE,
+    feedback: float | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Copy one extra, freshly generated load date into `landing_root` (ids made unique)."""
-    source_root, summary = landing(interactions, days=1, seed=seed, start=day, cache=cache)
+    source_root, summary = landing(
+        interactions, days=1, seed=seed, start=day, cache=cache, feedback=feedback
+    )
     source = source_root / day.isoformat()
     target = landing_root / day.isoformat()
     if target.exists():

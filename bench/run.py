@@ -342,7 +342,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     for f in fields(Sizes):
         if f.name in ("reps", "seed", "quick"):
             continue
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=None)
+        kind = float if f.type in (float, "float") else int
+        parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=None)
     parser.add_argument("--no-merge", action="store_true", help="with --only: replace, not merge")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--sizes-file", type=Path, help=argparse.SUPPRESS)

@@ -84,8 +84,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from pipeline.generate import generate
+    from pipeline.generate import FEEDBACK_PER_INTERACTION, generate
 
+    feedback = args.feedback_per_interaction or FEEDBACK_PER_INTERACTION
+    if feedback < FEEDBACK_PER_INTERACTION:
+        raise UserError(f"--feedback-per-interaction must be at least {FEEDBACK_PER_INTERACTION:g}")
     out = Path(args.out)
     print(
         f"memorypack: generating {args.interactions} interactions over {args.days} days into {out}"
@@ -98,6 +101,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         seed=args.seed,
         start=date.fromisoformat(args.start),
         progress=_progress,
+        feedback_per_interaction=feedback,
     )
     ingest = truth.get("ingest", {})
     print(
@@ -200,6 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--tenants", type=int, default=3)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--start", type=_date, default=DEMO_START.isoformat())
+    gen.add_argument(
+        "--feedback-per-interaction",
+        type=float,
+        help="mean random feedback events per interaction (default and minimum 1.1)",
+    )
     gen.set_defaults(func=cmd_generate)
 
     imp = sub.add_parser("import", help="turn another log format into contract events")

@@ -142,6 +142,31 @@ def test_truth_matches_the_ingest_of_the_files(landing: Path, truth: dict[str, A
     assert dict(types) == truth["accepted_by_type"]
 
 
+def test_feedback_per_interaction_raises_the_feedback_volume(
+    truth: dict[str, Any], tmp_path: Path
+) -> None:
+    """The bench's 3 feedback events per interaction: the files still match their truth."""
+    dense = generate(tmp_path, **{**ARGS, "feedback_per_interaction": 3.0})
+    base = truth["accepted_by_type"]
+    per_interaction = (
+        dense["accepted_by_type"]["feedback"] / dense["accepted_by_type"]["interaction"]
+    )
+    assert 2.7 < per_interaction < 3.3
+    assert dense["accepted_by_type"]["feedback"] > 2 * base["feedback"]
+    existing: pl.DataFrame | None = None
+    for day, expected in dense["ingest"]["per_date"].items():
+        result = ingest_folder(
+            tmp_path / day,
+            date.fromisoformat(day),
+            existing.lazy() if existing is not None else None,
+        )
+        assert {k: result.stats[k] for k in expected} == expected, day
+        keys = result.events.select("tenant_id", "event_id", "content_hash")
+        existing = keys if existing is None else pl.concat([existing, keys])
+    with pytest.raises(ValueError, match="feedback_per_interaction"):
+        generate(tmp_path / "x", **{**ARGS, "feedback_per_interaction": 0.5})
+
+
 def test_special_files_gz_crlf_bom(landing: Path) -> None:
     names = [p.name for p in _files(landing)]
     assert any(n.endswith(".jsonl.gz") for n in names)

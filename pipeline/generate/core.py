@@ -30,6 +30,7 @@ SYSTEM_WEIGHTS = {"little_lord": 0.3, "framescan": 0.2, "support": 0.5}
 STATEMENTS_PER_INTERACTION = 0.12
 LATE_FILE = "_late.jsonl"  # sorts before every tenant file
 FEEDBACK_COUNTS = (0, 0, 0, 1, 1, 1, 1, 2, 2, 3)
+FEEDBACK_PER_INTERACTION = sum(FEEDBACK_COUNTS) / len(FEEDBACK_COUNTS)  # 1.1
 BAD_SHARE = 0.02
 RESEND_SAME_DAY, RESEND_LATER = 0.002, 0.002
 LATE_FEEDBACK = 0.04
@@ -66,10 +67,16 @@ class Generator:
         seed: int,
         start: date,
         progress: Callable[[str], None] | None,
+        feedback_per_interaction: float = FEEDBACK_PER_INTERACTION,
     ) -> None:
         if days < 1 or tenants < 1 or interactions < 0:
             raise ValueError("days and tenants must be >= 1, interactions >= 0")
+        if feedback_per_interaction < FEEDBACK_PER_INTERACTION:
+            raise ValueError(f"feedback_per_interaction must be >= {FEEDBACK_PER_INTERACTION:g}")
         self.out, self.days, self.n, self.seed, self.start = out, days, interactions, seed, start
+        # Extra random feedback per interaction on top of FEEDBACK_COUNTS (0 keeps the default
+        # stream byte for byte): the issue-7 bench wants 3 feedback events per interaction.
+        self.extra_feedback = feedback_per_interaction - FEEDBACK_PER_INTERACTION
         self.progress = progress or (lambda _m: None)
         self.rng = random.Random(seed)
         names = list(TENANT_NAMES[:tenants]) + [f"tenant{i:02d}" for i in range(10, tenants)]
@@ -210,7 +217,7 @@ class Generator:
         self._write(f, t, d, event, soon, keep=True)
         q = w.quality(t, user, skill)
         regenerate = False
-        for _ in range(FEEDBACK_COUNTS[rng.randrange(10)]):
+        for _ in range(self._feedback_count()):
             late = rng.random() < LATE_FEEDBACK
             delay = rng.randint(1, 3) if late else 0
             at = when + timedelta(days=delay, seconds=rng.randint(30, 3 * 3600))
@@ -247,6 +254,13 @@ class Generator:
                     ),
                     soon,
                 )
+
+    def _feedback_count(self) -> int:
+        count = FEEDBACK_COUNTS[self.rng.randrange(len(FEEDBACK_COUNTS))]
+        if self.extra_feedback > 0:
+            whole = int(self.extra_feedback)
+            count += whole + (self.rng.random() < self.extra_feedback - whole)
+        return count
 
     def _statement(
         self, f: LandingFile, t: Tenant, d: int, when: datetime, soon: list[bytes]
@@ -350,12 +364,16 @@ def generate(
     seed: int = 0,
     start: date = date(2026, 11, 1),
     progress: Callable[[str], None] | None = None,
+    feedback_per_interaction: float = FEEDBACK_PER_INTERACTION,
 ) -> dict[str, Any]:
     """Write realistic landing folders `<out>/<YYYY-MM-DD>/*.jsonl[.gz]` and `<out>/truth.json`.
 
     Deterministic for a seed (never reads the clock); streams file by file, so memory stays small
     at any `interactions` (the number of base AI calls; regenerations and planted cases add a few).
     Returns the truth dict: exact ingest counts (as if the dates are ingested in order) and the
-    planted cases every later stage is tested against.
+    planted cases every later stage is tested against. `feedback_per_interaction` (mean number of
+    random feedback events per base interaction, default 1.1) raises the feedback volume.
     """
-    return Generator(Path(out), days, interactions, tenants, seed, start, progress).run()
+    return Generator(
+        Path(out), days, interactions, tenants, seed, start, progress, feedback_per_interaction
+    ).run()
