@@ -89,17 +89,12 @@ def raw_events(
     keys = sorted(context.partition_keys)
     summaries = [_ingest_partition(home, key, context.log) for key in keys]
     warehouse = home.warehouse
-    warehouse.refresh(
-        "events", home.lake, comment="Every accepted event, one row per (tenant_id, event_id)."
-    )
-    warehouse.refresh(
-        "quarantine", home.lake, comment="Rejected lines with file, line number and reason."
-    )
-    warehouse.refresh(
-        "ingest_stats",
-        home.lake,
-        comment="Per load date: lines read, accepted, duplicates, quarantined.",
-    )
+    for name, comment in (
+        ("events", "Every accepted event, one row per (tenant_id, event_id)."),
+        ("quarantine", "Rejected lines with file, line number and reason."),
+        ("ingest_stats", "Per load date: lines read, accepted, duplicates, quarantined."),
+    ):
+        warehouse.refresh(name, home.lake, comment=comment, keys=keys)
     totals = {
         k: sum(int(s.stats[k]) for s in summaries)
         for k in ("files", "lines_read", "accepted", "duplicates", "quarantined")

@@ -54,8 +54,8 @@ def _optional(lake: Lake, name: str) -> pl.LazyFrame | None:
     return lake.read(name) if lake.exists(name) else None
 
 
-def _refresh(home: MemorypackHome, name: str) -> None:
-    home.warehouse.refresh(name, home.lake, comment=COMMENTS[name])
+def _refresh(home: MemorypackHome, name: str, keys: list[str] | None = None) -> None:
+    home.warehouse.refresh(name, home.lake, comment=COMMENTS[name], keys=keys)
 
 
 # ---------------------------------------------------------------------------------------- scores
@@ -182,7 +182,7 @@ def decay_snapshots(
     """One snapshot per partition key; earlier partitions are never rewritten by later runs."""
     keys = sorted(context.partition_keys)
     per_key = {key: _snapshot_one(home, key) for key in keys}
-    _refresh(home, "decay_snapshots")
+    _refresh(home, "decay_snapshots", keys)
     latest, _ = per_key[keys[-1]]
     figures: dict[str, object] = {
         "as_of": str(as_of_for(keys[-1])),

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipeline.config import Paths
+from pipeline.config import PARTITION_COLUMNS, Paths
 
 
 def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> Path:
@@ -63,6 +63,17 @@ class Lake:
         return sorted(p.parent.name.split("=", 1)[1] for p in root.glob("*=*/data.parquet"))
 
 
+def _source(paths: Paths, name: str) -> str:
+    """DuckDB's reader of one whole lake table (all partitions of a partitioned one)."""
+    single = paths.table(name)
+    if single.exists():
+        return f"read_parquet('{single}')"
+    return (
+        f"read_parquet('{paths.partitions_glob(name)}', hive_partitioning = true, "
+        "union_by_name = true)"
+    )
+
+
 class Warehouse:
     """The pipeline's own DuckDB file (single writer, SPEC §6): tables mirror lake tables."""
 
@@ -78,21 +89,43 @@ class Warehouse:
         finally:
             con.close()
 
-    def refresh(self, name: str, lake: Lake, comment: str | None = None) -> int:
-        """(Re)load one warehouse table from its lake files; returns the row count."""
-        single = self.paths.table(name)
-        if single.exists():
-            source = f"read_parquet('{single}')"
-        else:
-            source = (
-                f"read_parquet('{self.paths.partitions_glob(name)}', hive_partitioning = true, "
-                "union_by_name = true)"
-            )
+    def refresh(
+        self, name: str, lake: Lake, comment: str | None = None, keys: list[str] | None = None
+    ) -> int:
+        """(Re)load one warehouse table from its lake files; returns the row count.
+
+        With `keys` (partitions just rewritten), only those partitions are replaced when the
+        table already exists with the same columns: the nightly run stops re-reading every past
+        load date. Anything else (first run, a changed schema) rebuilds the whole table.
+        """
         with self.connect() as con:
-            con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
+            if not (keys and self._replace_partitions(con, name, keys)):
+                con.execute(
+                    f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {_source(self.paths, name)}'
+                )
             if comment:
                 con.execute(
                     f"COMMENT ON TABLE \"{name}\" IS '{comment.replace(chr(39), chr(39) * 2)}'"
                 )
             row = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()
         return int(row[0]) if row else 0
+
+    def _replace_partitions(
+        self, con: duckdb.DuckDBPyConnection, name: str, keys: list[str]
+    ) -> bool:
+        column = PARTITION_COLUMNS.get(name, "load_date")
+        files = [self.paths.partition(name, key) for key in keys]
+        if not all(f.exists() for f in files):
+            return False
+        listed = ", ".join(f"'{f}'" for f in files)
+        source = f"read_parquet([{listed}], hive_partitioning = true, union_by_name = true)"
+        quoted = ", ".join(f"'{key}'" for key in keys)
+        try:
+            con.execute("BEGIN")
+            con.execute(f'DELETE FROM "{name}" WHERE CAST("{column}" AS VARCHAR) IN ({quoted})')
+            con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
+            con.execute("COMMIT")
+        except duckdb.Error:  # no such table yet, or its columns changed: rebuild instead
+            con.execute("ROLLBACK")
+            return False
+        return True

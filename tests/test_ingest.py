@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from pipeline.contracts import Reason
-from pipeline.ingest import ingest_folder, typed_tables
+from pipeline.ingest import ingest_folder, read_lines, typed_tables
 from tests.conftest import LOAD_DATE, feedback, interaction, memory, write_landing
 
 DAY = date.fromisoformat(LOAD_DATE)
@@ -139,6 +139,39 @@ def test_invalid_utf8_quarantines_only_that_line(landing: Path) -> None:
         2,
         b"\xc3\x28 broken",
     )
+
+
+def test_read_lines_keeps_every_line_and_the_bytes_of_bad_ones(tmp_path: Path) -> None:
+    body = (
+        "\ufeffcafé ☕\r\n".encode()
+        + b"\xff bad\n"
+        + b"\n"  # an empty line in the middle stays a line
+        + "naïve \r inside\n".encode()  # a lone CR is content, not a line break
+        + b"\xc3\x28 also bad\r\n"
+        + b"last, no newline"
+    )
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(body)
+    lines = read_lines(path)
+    assert lines["line_no"].to_list() == [1, 2, 3, 4, 5, 6]
+    assert lines["raw"].to_list() == [
+        "café ☕",
+        None,
+        "",
+        "naïve \r inside",
+        None,
+        "last, no newline",
+    ]
+    assert lines["raw_bytes"].to_list() == [
+        None,
+        b"\xff bad",
+        None,
+        None,
+        b"\xc3\x28 also bad",
+        None,
+    ]
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    assert read_lines(tmp_path / "empty.jsonl").is_empty()
 
 
 def test_duplicates_counted_once_and_conflicts_quarantined(landing: Path) -> None:
