@@ -47,6 +47,12 @@ def _embeddings(home: MemorypackHome) -> pl.DataFrame:
     return home.lake.read("memory_embeddings").collect()
 
 
+def _embed_config(home: MemorypackHome) -> EmbedConfig:
+    """One config for every embedding asset, so that all of a run's vectors come from one backend
+    (one model name in the cache); the ONNX export is made once and kept in the home."""
+    return EmbedConfig(export_dir=home.paths.models / "embeddings")
+
+
 @dg.asset(
     group_name=GROUP,
     deps=["interactions", "memory_statements"],
@@ -63,7 +69,7 @@ def memory_embeddings(
     result = embed_with_cache(
         texts,
         _read_optional(home, "embedding_cache"),
-        config=EmbedConfig(),
+        config=_embed_config(home),
         progress=context.log.info,
     )
     home.lake.write("embedding_cache", result.cache)
@@ -118,6 +124,7 @@ def memory_conflicts(
     subjects = embed_with_cache(
         subject_texts(statements),
         _read_optional(home, "embedding_cache"),
+        config=_embed_config(home),
         progress=context.log.info,
     )
     if subjects.n_new:

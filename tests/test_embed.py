@@ -1,6 +1,9 @@
 """Embeddings: normalised text keys, unit float32 vectors, the cache makes a re-run embed nothing."""
 
+import logging
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -9,6 +12,8 @@ import pytest
 
 from pipeline import embed
 from pipeline.embed import (
+    Backend,
+    EmbedConfig,
     embed_with_cache,
     encode,
     load_model,
@@ -18,10 +23,25 @@ from pipeline.embed import (
 )
 from tests.test_conflicts import no_interactions, statement, statements_frame
 
+# Two paraphrase pairs, then unrelated texts; lengths differ so that batches pad.
+PARAPHRASES = [
+    "prefers email over phone calls",
+    "would rather get an email than a phone call",
+    "how do i reset my password?",
+    "i forgot my password, how can i reset it?",
+]
+UNRELATED = ["has a dog named rex", "always cc legal on vendor contracts", ""]
+
 
 @pytest.fixture(scope="module")
 def model() -> Any:
     return load_model()
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ONNX export folder for the module: each backend is exported once and then reused."""
+    return tmp_path_factory.mktemp("onnx")
 
 
 def test_normalised_texts_share_one_hash() -> None:
@@ -47,9 +67,11 @@ def test_encode_returns_unit_float32_rows_in_input_order(model: Any) -> None:
     assert np.array_equal(vectors[0], vectors[2]) and not np.array_equal(vectors[0], vectors[1])
 
 
+@pytest.mark.parametrize("backend", ["torch", "onnx-int8"])
 def test_second_run_embeds_nothing_and_never_loads_the_model(
-    model: Any, monkeypatch: pytest.MonkeyPatch
+    backend: Backend, export_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    config = EmbedConfig(backend=backend, export_dir=export_dir)
     now = datetime(2026, 11, 3, tzinfo=UTC)
     statements = statements_frame(
         [
@@ -59,8 +81,9 @@ def test_second_run_embeds_nothing_and_never_loads_the_model(
         ]
     )
     texts = memory_texts(no_interactions(), statements)
-    first = embed_with_cache(texts, None, model, now=now)
-    assert (first.n_new, first.n_cached, first.dim, first.model) == (2, 0, 384, "all-MiniLM-L6-v2")
+    first = embed_with_cache(texts, None, now=now, config=config)
+    name = "all-MiniLM-L6-v2" + ("+onnx-int8" if backend == "onnx-int8" else "")
+    assert (first.n_new, first.n_cached, first.dim, first.model) == (2, 0, 384, name)
     assert first.embeddings.schema["embedding"] == pl.Array(pl.Float32, 384)
     assert first.cache.columns == ["text_hash", "embedding", "model", "dim", "embedded_at"]
 
@@ -68,14 +91,16 @@ def test_second_run_embeds_nothing_and_never_loads_the_model(
         raise AssertionError("model loaded although every text is cached")
 
     monkeypatch.setattr(embed, "load_model", refuse)
-    second = embed_with_cache(texts, first.cache, now=now)
+    second = embed_with_cache(texts, first.cache, now=now, config=config)
     assert (second.n_new, second.n_cached) == (0, 2)
     assert np.array_equal(matrix(second.embeddings), matrix(first.embeddings))
     assert second.cache.height == 2
 
     monkeypatch.undo()
     more = statements_frame([*statements.to_dicts(), statement("d", "Birthday is in March")])
-    third = embed_with_cache(memory_texts(no_interactions(), more), second.cache, model, now=now)
+    third = embed_with_cache(
+        memory_texts(no_interactions(), more), second.cache, now=now, config=config
+    )
     assert (third.n_new, third.n_cached, third.cache.height) == (1, 2, 3)
 
 
@@ -87,11 +112,85 @@ def test_model_path_is_configurable(monkeypatch: pytest.MonkeyPatch, tmp_path: A
     assert embed.model_name() == "all-MiniLM-L6-v2"
 
 
-def test_no_statements_at_all_embeds_nothing() -> None:
+def test_no_statements_at_all_embeds_nothing(export_dir: Path) -> None:
     """An imported tenant may have interactions only (OASST): empty subjects must not break."""
     from pipeline.conflicts import subject_texts
     from pipeline.contracts import MEMORY_SCHEMA
 
-    result = embed_with_cache(subject_texts(pl.DataFrame(schema=MEMORY_SCHEMA)), None)
+    result = embed_with_cache(
+        subject_texts(pl.DataFrame(schema=MEMORY_SCHEMA)),
+        None,
+        config=EmbedConfig(export_dir=export_dir),
+    )
     assert result.n_new == 0
     assert result.embeddings.height == 0
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_onnx_vectors_agree_with_torch_fp32(model: Any, backend: Backend, export_dir: Path) -> None:
+    texts = PARAPHRASES + UNRELATED
+    reference = encode(texts, model=model)
+    onnx = load_model(backend=backend, export_dir=export_dir)
+    vectors = encode(texts, model=onnx, batch_size=4)
+    cosine = np.sum(vectors * reference, axis=1)
+    assert vectors.dtype == np.float32 and vectors.shape == reference.shape
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert cosine.mean() >= 0.99
+    if backend == "onnx":  # why fp32 ONNX may share the torch model name (see model_name)
+        assert np.abs(vectors - reference).max() < 1e-5
+    similarity = vectors @ vectors.T
+    assert similarity[0, 1] > similarity[0, 4:].max() and similarity[2, 3] > similarity[2, 4:].max()
+    assert onnx.session.get_session_options().intra_op_num_threads == embed._cores()
+
+
+def _mirror(source: Path, target: Path) -> Path:
+    """`source` as a folder of symlinks (no 90 MB copy)."""
+    for file in source.rglob("*"):
+        if file.is_file():
+            link = target / file.relative_to(source)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(file)
+    return target
+
+
+def test_export_is_reused_and_keyed_by_the_source_model(
+    export_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = embed.resolve_model_path()
+    made = embed.export_onnx(source, "onnx-int8", export_dir)
+    stamp = made.stat().st_mtime_ns
+    exports: list[Path] = []
+
+    def fake_export(_from: Path, target: Path) -> None:
+        exports.append(target)
+        target.write_bytes(b"stub")
+
+    monkeypatch.setattr(embed, "_export_fp32", fake_export)
+    monkeypatch.setattr(embed, "_export_int8", fake_export)
+    assert embed.export_onnx(source, "onnx-int8", export_dir) == made
+    assert exports == [] and made.stat().st_mtime_ns == stamp
+
+    # Two model folders of the same name, one file apart: the second never reuses the first.
+    first = _mirror(source, tmp_path / "a" / "model")
+    second = _mirror(source, tmp_path / "b" / "model")
+    (second / "config.json").unlink()
+    (second / "config.json").write_text((source / "config.json").read_text() + "\n")
+    one = embed.export_onnx(first, "onnx", export_dir)
+    other = embed.export_onnx(second, "onnx", export_dir)
+    assert one.parent != other.parent and exports == [one, other]
+    assert embed.export_onnx(first, "onnx", export_dir) == one and len(exports) == 2
+
+
+def test_falls_back_to_torch_without_onnxruntime(
+    model: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime → ImportError
+    texts = memory_texts(no_interactions(), statements_frame([statement("a", "Has a dog")]))
+    onnx_dir = tmp_path / "onnx"
+    config = EmbedConfig(backend="onnx-int8", export_dir=onnx_dir)
+    with caplog.at_level(logging.WARNING, logger="pipeline.embed"):
+        result = embed_with_cache(texts, None, config=config)
+    assert (result.model, result.n_new) == ("all-MiniLM-L6-v2", 1)
+    assert "using torch instead" in caplog.text
+    assert not onnx_dir.exists()
+    assert np.allclose(matrix(result.embeddings), encode(["has a dog"], model=model), atol=1e-6)

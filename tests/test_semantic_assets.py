@@ -7,24 +7,18 @@ from typing import Any
 import dagster as dg
 import duckdb
 import polars as pl
-import pytest
 
 from assets.resources import MemorypackHome
 from assets.semantic import ASSETS
 from pipeline import contracts
 from pipeline.config import Paths
-from pipeline.embed import load_model
+from pipeline.embed import EmbedConfig, available_backend, model_name
 from pipeline.storage import Lake
 from tests.test_conflicts import statement, statements_frame
 from tests.test_consolidate import interaction
 from tests.test_fewshot import correction, scores
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def model() -> Any:
-    return load_model()  # loaded once per process; the assets reuse it
 
 
 def _lake(home: Path) -> None:
@@ -92,7 +86,13 @@ def test_semantic_assets_materialize_and_rerun_embeds_nothing(tmp_path: Path) ->
     checks = first.get_asset_check_evaluations()
     assert len(checks) == 4 and all(c.passed for c in checks)
     meta = _metadata(first, "memory_embeddings")
-    assert (meta["model"], meta["dim"], meta["new_texts_embedded"]) == ("all-MiniLM-L6-v2", 384, 7)
+    backend = available_backend(EmbedConfig.backend)  # the pipeline default, as installed
+    assert (meta["model"], meta["dim"], meta["new_texts_embedded"]) == (
+        model_name(backend=backend),
+        384,
+        7,
+    )
+    assert (tmp_path / "models" / "embeddings").is_dir() == (backend != "torch")
 
     lake = Lake(Paths(tmp_path))
     conflicts = lake.read("memory_conflicts").collect()
