@@ -214,6 +214,7 @@ def _child(argv: list[str]) -> int:
             "run_id": outcome.run_id,
             "failed_step": outcome.failed_step,
             "error": outcome.error,
+            "step_seconds": outcome.step_seconds,
         },
     )
     return 0 if outcome.success else 1

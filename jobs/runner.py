@@ -1,7 +1,7 @@
 """Run the nightly job in this process (no daemon): what `memorypack run` and `memorypack demo` call."""
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
@@ -16,6 +16,22 @@ class RunOutcome:
     run_id: str
     failed_step: str | None = None
     error: str | None = None
+    step_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step
+
+
+def _step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]:
+    started: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None or event.step_key is None:
+            continue
+        if event.event_type_value == "STEP_START":
+            started[event.step_key] = entry.timestamp
+        elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
+            begin = started.get(event.step_key, entry.timestamp)
+            seconds[event.step_key] = round(entry.timestamp - begin, 2)
+    return seconds
 
 
 def _instance(paths: Paths) -> dg.DagsterInstance:
@@ -54,10 +70,11 @@ def run_nightly(
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
             raise_on_error=False,
         )
+        steps = _step_seconds(instance, result.run_id)
     if result.success:
-        return RunOutcome(True, result.run_id)
+        return RunOutcome(True, result.run_id, step_seconds=steps)
     failure = next((e for e in result.all_events if e.event_type_value == "STEP_FAILURE"), None)
     message = None
     if failure is not None and failure.step_failure_data and failure.step_failure_data.error:
         message = failure.step_failure_data.error.message.strip().splitlines()[-1]
-    return RunOutcome(False, result.run_id, failure.step_key if failure else None, message)
+    return RunOutcome(False, result.run_id, failure.step_key if failure else None, message, steps)

@@ -55,6 +55,9 @@ def _run(home: Path, landing: Path, start: str, end: str) -> str:
             f"run {outcome.run_id} failed at {outcome.failed_step or 'an unknown step'}: {outcome.error}"
         )
     print(f"memorypack: run {outcome.run_id} succeeded in {time.perf_counter() - began:.1f}s")
+    slowest = sorted(outcome.step_seconds.items(), key=lambda kv: -kv[1])[:3]
+    if slowest:
+        print("memorypack: slowest steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in slowest))
     return str(outcome.run_id)
 
 

@@ -55,3 +55,11 @@ def test_generate_then_run_one_date(tmp_path: Path, capsys: pytest.CaptureFixtur
     )
     out = capsys.readouterr().out
     assert "truth.json" in out and (landing / "2026-11-01").is_dir()
+    home = tmp_path / "home"
+    run = ["run", "--home", str(home), "--landing", str(landing), "--date", "2026-11-01"]
+    assert main(run) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(" succeeded in " in line for line in lines), lines
+    slowest = [line for line in lines if line.startswith("memorypack: slowest steps: ")]
+    assert len(slowest) == 1 and slowest[0].count("s,") == 2, lines
+    assert (home / "packs").is_dir()
