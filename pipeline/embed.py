@@ -84,6 +84,7 @@ def embeddings_schema(dim: int) -> dict[str, pl.DataType]:
         "memory_kind": pl.String(),
         "text_hash": pl.String(),
         "embedding": pl.Array(pl.Float32, dim),
+        "model": pl.String(),  # which model (and backend) made the vector: the pack names it
     }
 
 
@@ -506,8 +507,10 @@ def embed_with_cache(
     )
     lookup = pl.concat([usable, fresh]).select("text_hash", "embedding")
     keys = [c for c in ("tenant_id", "memory_id", "memory_kind") if c in texts.columns]
-    embeddings = texts.select(*keys, "text_hash").join(
-        lookup, on="text_hash", how="left", maintain_order="left"
+    embeddings = (
+        texts.select(*keys, "text_hash")
+        .join(lookup, on="text_hash", how="left", maintain_order="left")
+        .with_columns(model=pl.lit(name, pl.String))
     )
     return EmbedResult(
         embeddings=embeddings,

@@ -173,6 +173,11 @@ def test_pack_is_published_verified_and_free_of_pii(world) -> None:
         pack = MemoryPack.load(paths.packs / tenant)
         manifest = json.loads((pack.path / "manifest.json").read_text())
         assert manifest["tenant_id"] == tenant and manifest["pack_format"] == 1
+        # The vectors' own model: the default backend is ONNX Runtime int8
+        assert manifest["models"]["embedding"] == {
+            "model": "all-MiniLM-L6-v2+onnx-int8",
+            "dim": 384,
+        }
         for file in pack.path.iterdir():
             data = file.read_bytes()
             for value in truth["pii"]:

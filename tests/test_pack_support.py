@@ -131,10 +131,10 @@ def tenant_frames(tenant: str, offset: int = 0) -> dict[str, pl.DataFrame]:
             "memory_kind": ["interaction"] * 4 + ["statement"] * 3,
             "text_hash": [f"h{i}" for i in range(7)],
             "embedding": [_vector(offset + i) for i in range(7)],
+            "model": ["all-MiniLM-L6-v2+onnx-int8"] * 7,
         },
         schema_overrides={"embedding": pl.Array(pl.Float32, DIM)},
     )
-    cache = pl.DataFrame({"text_hash": ["h0"], "model": ["all-MiniLM-L6-v2"], "dim": [DIM]})
     summaries = pl.DataFrame(
         {
             "tenant_id": [tenant],
@@ -267,7 +267,6 @@ def tenant_frames(tenant: str, offset: int = 0) -> dict[str, pl.DataFrame]:
         "decay_snapshots": decay,
         "feedback_scores": scores,
         "memory_embeddings": embeddings,
-        "embedding_cache": cache,
         "consolidated_summaries": summaries,
         "memory_conflicts": conflicts,
         "few_shot_sets": few_shot,
@@ -290,8 +289,6 @@ def make_lake(
         if name in skip:
             continue
         frame = pl.concat([f[name] for f in per_tenant], how="vertical_relaxed")
-        if name == "embedding_cache":
-            frame = frame.unique("text_hash")
         if name == "decay_snapshots":
             lake.write_partition(name, RUN_DATE, frame)
         else:

@@ -26,7 +26,6 @@ INPUT_TABLES = (
     "feedback_scores",
     "decay_snapshots",
     "memory_embeddings",
-    "embedding_cache",
     "consolidated_summaries",
     "memory_conflicts",
     "few_shot_sets",
@@ -512,9 +511,9 @@ def _models_and_metrics(
     inputs: PackInputs, tenant: str, dim: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     model = "unknown"
-    cache = inputs.tables.get("embedding_cache")
-    if cache is not None and cache.height and "model" in cache.columns:
-        model = str(cache["model"].drop_nulls().mode().sort().first() or model)
+    embedded = _tenant_rows(inputs, "memory_embeddings", tenant, {"model": _STR})["model"]
+    if embedded.drop_nulls().len():  # the vectors' own model, not the cache's (it keeps others)
+        model = str(embedded.drop_nulls().mode().sort().first())
     models: dict[str, Any] = {"embedding": {"model": model, "dim": dim}, "policy_id": None}
     metrics: dict[str, Any] = {"dpo": None}
     runs = inputs.tables.get("dpo_runs")
