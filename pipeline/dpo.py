@@ -34,6 +34,7 @@ STATUS_SKIPPED = "skipped"
 POOLED_TENANT = "_pooled"
 EOS_TOKEN = "<|endoftext|>"
 RUN_FILE = "run.json"
+MINED = "n_train_mined"  # in run.json: train pairs available before the max_train_pairs cap
 
 DPO_RUNS_SCHEMA: dict[str, pl.DataType] = {
     "tenant_id": pl.String(),
@@ -93,6 +94,13 @@ class DPOPolicyConfig:
     # little: the newest policy with this config is reused until the tenant's train pairs have
     # grown by this share (0 = retrain whenever the pairs change).
     retrain_growth: float = 0.2
+    # A night's training stays bounded whatever the volume: above these sizes a consistent sample
+    # is trained on (smallest pair_id first: a sha256, so the sample is uniform and a growing set
+    # keeps most of yesterday's). 10,000 pairs is the size the bench times on 2 cores; the 1M-
+    # interaction bench mines ~700k pairs, which uncapped would train for hours.
+    max_train_pairs: int = 10_000
+    max_eval_pairs: int = 2_000
+    max_sft_examples: int = 10_000
 
     def fingerprint(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, default=list)
@@ -475,10 +483,18 @@ def train_policy(
             n_train=n_train,
             n_eval=n_eval,
         )
+    mined = n_train  # the growth rule compares what was mined, not the capped sample
+    train = train.sort("pair_id").head(config.max_train_pairs)
+    eval_pairs = eval_pairs.sort("pair_id").head(config.max_eval_pairs)
+    if sft_examples.height > config.max_sft_examples:
+        sft_examples = sft_examples.sample(config.max_sft_examples, seed=config.seed)
+    n_train, n_eval = train.height, eval_pairs.height
     policy_id = policy_id_for(tenant_id, train, config)
     model_dir = Path(models_dir) / policy_id
     saved = _saved_run(model_dir) or _newest_run(tenant_id, config, models_dir)
-    if saved is not None and n_train < saved["n_train"] * (1 + config.retrain_growth):
+    if saved is not None and mined < saved.get(MINED, saved["n_train"]) * (
+        1 + config.retrain_growth
+    ):
         fields = {k: saved[k] for k in DPO_RUNS_SCHEMA if k in saved}
         return PolicyRun(**{**fields, "tenant_id": tenant_id, "reused": True})
     started = time.perf_counter()
@@ -534,7 +550,12 @@ def train_policy(
     _save(reference, tokenizer, tmp / "reference")
     (tmp / RUN_FILE).write_text(
         json.dumps(
-            {**run.row(), "max_length": config.max_length, "config": asdict(config)},
+            {
+                **run.row(),
+                MINED: mined,
+                "max_length": config.max_length,
+                "config": asdict(config),
+            },
             indent=2,
             default=list,
         )

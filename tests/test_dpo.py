@@ -83,6 +83,28 @@ def test_dpo_learns_the_planted_preference(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_training_is_capped_to_a_consistent_sample(tmp_path: Path) -> None:
+    config = DPOPolicyConfig(
+        **{**FAST.__dict__, "epochs": 1.0, "sft_epochs": 0.0, "max_train_pairs": 20}
+    )
+    config = DPOPolicyConfig(**{**config.__dict__, "max_eval_pairs": 4, "max_sft_examples": 5})
+    pairs = planted_pairs(60)
+    train, evals = pairs.filter(pl.col("split") == "train"), pairs.filter(pl.col("split") == "eval")
+    run = train_policy("acme", train, evals, _sft(pairs), config, tmp_path)
+    sample = train.sort("pair_id").head(20)
+    assert (run.n_train, run.n_eval) == (20, 4)
+    assert run.policy_id == policy_id_for("acme", sample, config)
+    saved = json.loads((Path(run.model_dir or "") / "run.json").read_text())
+    assert saved["n_train_mined"] == train.height > 20
+    # The rule that reuses a policy compares the pairs mined, not the capped sample.
+    grown = pl.concat([train, planted_pairs(60, seed=5).filter(pl.col("split") == "train")])
+    assert grown.height > train.height * (1 + config.retrain_growth)
+    retrained = train_policy("acme", grown, evals, _sft(pairs), config, tmp_path)
+    assert not retrained.reused and retrained.n_train == 20
+    assert retrained.policy_id == policy_id_for("acme", grown.sort("pair_id").head(20), config)
+
+
+@pytest.mark.slow
 def test_pooled_and_per_tenant_runs(tmp_path: Path) -> None:
     pairs = pl.concat(
         [planted_pairs(30, seed=1, tenant="acme"), planted_pairs(5, seed=2, tenant="tiny")]
