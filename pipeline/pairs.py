@@ -243,23 +243,31 @@ def _embedding_matrix(series: pl.Series) -> np.ndarray:
 
 
 def near_neighbor_pairs(
-    matrix: np.ndarray, threshold: float, max_neighbors: int, block_size: int = 2048
+    matrix: np.ndarray,
+    threshold: float,
+    max_neighbors: int,
+    block_size: int = 2048,
+    max_block_cells: int = 8_000_000,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Index pairs (i < j) with cosine ≥ threshold among unit rows, at most `max_neighbors` per i.
-    Blocked matrix products: memory O(block × n), never the full n × n matrix at once."""
+
+    Blocked matrix products: a block holds at most `max_block_cells` similarities (≈ 100 MB with
+    its index arrays) whatever n, never the full n × n matrix.
+    """
     n = matrix.shape[0]
     left: list[np.ndarray] = []
     right: list[np.ndarray] = []
     k = max(1, min(max_neighbors, n - 1))
-    for start in range(0, n, block_size):
-        stop = min(start + block_size, n)
+    rows_per_block = max(1, min(block_size, max_block_cells // max(n, 1)))
+    columns = np.arange(n)
+    for start in range(0, n, rows_per_block):
+        stop = min(start + rows_per_block, n)
         sims = matrix[start:stop] @ matrix.T
-        rows = np.arange(start, stop)[:, None]
-        sims[np.arange(n)[None, :] <= rows] = -np.inf  # each unordered pair once, no self pairs
+        sims[columns[None, :] <= np.arange(start, stop)[:, None]] = -np.inf  # i < j, no self
         if k < n:
             top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
         else:
-            top = np.broadcast_to(np.arange(n), sims.shape)
+            top = np.broadcast_to(columns, sims.shape)
         top_sims = np.take_along_axis(sims, top, axis=1)
         hit_rows, hit_cols = np.nonzero(top_sims >= threshold)
         left.append(hit_rows + start)
@@ -276,23 +284,27 @@ def same_prompt_pairs(
     config: PairConfig | None = None,
 ) -> pl.DataFrame:
     """Same tenant × skill, near-identical prompts (embedding cosine), clearly different
-    `quality_lower`: the better-rated output ≻ the worse one."""
+    `quality_lower`: the better-rated output ≻ the worse one.
+
+    The search runs on ids, quality and vectors only; prompts and outputs are joined to the pairs
+    that pass the quality gap (at 1.2M interactions, carrying the texts through the search held
+    gigabytes).
+    """
     config = config or PairConfig()
     if "memory_kind" in embeddings.columns:
         embeddings = embeddings.filter(
             pl.col("memory_kind").is_null() | (pl.col("memory_kind") == "interaction")
         )
     rated = (
-        _interaction_cols(interactions)
+        interactions.select("tenant_id", "event_id", "skill_id")
         .filter(pl.col("skill_id").is_not_null())
         .join(
-            scores.select(
-                "tenant_id", pl.col("memory_id").alias("event_id"), "quality_lower", "n_feedback"
+            scores.filter(pl.col("n_feedback") > 0).select(
+                "tenant_id", pl.col("memory_id").alias("event_id"), "quality_lower"
             ),
             on=["tenant_id", "event_id"],
             how="inner",
         )
-        .filter(pl.col("n_feedback") > 0)
         .join(
             embeddings.select("tenant_id", pl.col("memory_id").alias("event_id"), "embedding"),
             on=["tenant_id", "event_id"],
@@ -310,31 +322,54 @@ def same_prompt_pairs(
             config.max_neighbors,
             config.block_size,
         )
+        quality = group["quality_lower"].to_numpy()
+        keep = np.abs(quality[i] - quality[j]) >= config.min_quality_gap
+        i, j = i[keep], j[keep]
         if i.size == 0:
             continue
-        a = group.drop("embedding")[i]
-        b = group.drop("embedding")[j].rename(lambda c: f"b_{c}")
-        found.append(pl.concat([a, b], how="horizontal"))
+        a_wins = quality[i] >= quality[j]
+        ids = group["event_id"]
+        found.append(
+            pl.DataFrame(
+                {
+                    "tenant_id": group["tenant_id"][i],
+                    "skill_id": group["skill_id"][i],
+                    "chosen_id": ids[np.where(a_wins, i, j)],
+                    "rejected_id": ids[np.where(a_wins, j, i)],
+                    "margin": np.abs(quality[i] - quality[j]),
+                }
+            )
+        )
     if not found:
         return pl.DataFrame(schema={c: PAIR_SCHEMA[c] for c in _MINED})
-    both = pl.concat(found)
-    a_wins = pl.col("quality_lower") >= pl.col("b_quality_lower")
-
-    def pick(a: str, b: str) -> pl.Expr:
-        return pl.when(a_wins).then(pl.col(a)).otherwise(pl.col(b))
-
-    return both.filter(
-        (pl.col("quality_lower") - pl.col("b_quality_lower")).abs() >= config.min_quality_gap
-    ).select(
-        "tenant_id",
-        pick("input", "b_input").alias("prompt"),
-        pick("output", "b_output").alias("chosen"),
-        pick("b_output", "output").alias("rejected"),
-        pl.lit(PairSource.SAME_PROMPT.value).alias("source"),
-        (pl.col("quality_lower") - pl.col("b_quality_lower")).abs().alias("margin"),
-        "skill_id",
-        pick("event_id", "b_event_id").alias("chosen_id"),
-        pick("b_event_id", "event_id").alias("rejected_id"),
+    texts = _interaction_cols(interactions).select("tenant_id", "event_id", "input", "output")
+    return (
+        pl.concat(found)
+        .join(
+            texts.rename({"event_id": "chosen_id", "input": "prompt", "output": "chosen"}),
+            on=["tenant_id", "chosen_id"],
+            how="left",
+        )
+        .join(
+            texts.select(
+                "tenant_id",
+                pl.col("event_id").alias("rejected_id"),
+                pl.col("output").alias("rejected"),
+            ),
+            on=["tenant_id", "rejected_id"],
+            how="left",
+        )
+        .select(
+            "tenant_id",
+            "prompt",
+            "chosen",
+            "rejected",
+            pl.lit(PairSource.SAME_PROMPT.value).alias("source"),
+            "margin",
+            "skill_id",
+            "chosen_id",
+            "rejected_id",
+        )
     )
 
 

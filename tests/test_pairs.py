@@ -139,8 +139,12 @@ def test_near_neighbor_search_is_blocked_and_exact() -> None:
     base = rng.normal(size=(50, 16)).astype(np.float32)
     matrix = np.vstack([base, base[:5] + 0.001 * rng.normal(size=(5, 16)).astype(np.float32)])
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    expected = [(k, 50 + k) for k in range(5)]
     i, j = near_neighbor_pairs(matrix, 0.99, max_neighbors=3, block_size=7)
-    assert sorted(zip(i.tolist(), j.tolist(), strict=True)) == [(k, 50 + k) for k in range(5)]
+    assert sorted(zip(i.tolist(), j.tolist(), strict=True)) == expected
+    # A memory budget smaller than one block of 7 rows: 2 rows per block, same answer.
+    i, j = near_neighbor_pairs(matrix, 0.99, max_neighbors=3, block_size=7, max_block_cells=110)
+    assert sorted(zip(i.tolist(), j.tolist(), strict=True)) == expected
 
 
 def test_same_prompt_pairs_use_embeddings_and_quality_gap() -> None:
@@ -196,6 +200,10 @@ def test_same_prompt_pairs_use_embeddings_and_quality_gap() -> None:
     assert pairs.select("chosen_id", "rejected_id").rows() == [("a", "b"), ("c", "b")]
     assert pairs["margin"].to_list() == [pytest.approx(1.3), pytest.approx(1.25)]
     assert set(pairs["source"]) == {"same_prompt"}
+    assert pairs.select("prompt", "chosen", "rejected").rows() == [
+        ("How do I reset my password?", "Click reset, check mail.", "Passwords are complicated..."),
+        ("How do I reset my password?!", "Similar quality answer.", "Passwords are complicated..."),
+    ]
 
 
 def _mined(
