@@ -26,7 +26,11 @@ def run(sizes: Sizes) -> list[Figure]:
     train = pairs.filter(pl.col("split") == "train")
     evals = pairs.filter(pl.col("split") == "eval")
     sft = train.select("tenant_id", "prompt", pl.col("chosen").alias("completion"))
-    config = DPOPolicyConfig()
+    # The default policy, trained on every pair (the issue times the stage on 10,000 pairs; the
+    # nightly's per-tenant caps would sample them down).
+    config = DPOPolicyConfig(
+        max_train_pairs=train.height, max_eval_pairs=evals.height, max_sft_examples=sft.height
+    )
     with tempfile.TemporaryDirectory(prefix="bench-dpo-") as models:
         started = time.perf_counter()
         policy = train_policy(pairs["tenant_id"][0], train, evals, sft, config, models)
