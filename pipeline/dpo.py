@@ -35,6 +35,7 @@ POOLED_TENANT = "_pooled"
 EOS_TOKEN = "<|endoftext|>"
 RUN_FILE = "run.json"
 MINED = "n_train_mined"  # in run.json: train pairs available before the max_train_pairs cap
+HELD_OUT = "eval_pair_ids"  # in run.json: the pairs the policy was evaluated on
 
 DPO_RUNS_SCHEMA: dict[str, pl.DataType] = {
     "tenant_id": pl.String(),
@@ -95,10 +96,10 @@ class DPOPolicyConfig:
     # grown by this share (0 = retrain whenever the pairs change).
     retrain_growth: float = 0.2
     # A night's training stays bounded whatever the volume: above these sizes a consistent sample
-    # is trained on (smallest pair_id first: a sha256, so the sample is uniform and a growing set
-    # keeps most of yesterday's). Measured: 7,947 short planted pairs train in 332 s, but on the
-    # nightly bench's texts (100k interactions, 10,000-pair cap) one tenant had not finished after
-    # 28 min; real prompts and answers are 5-10× longer. 1,000 pairs keep a tenant to minutes.
+    # is trained on (`consistent_sample`); the eval sample is also what templates are scored on.
+    # Measured: 7,947 short planted pairs train in 332 s, but on the nightly bench's texts (100k
+    # interactions, 10,000-pair cap) one tenant had not finished after 28 min; real prompts and
+    # answers are 5-10× longer. 1,000 pairs keep a tenant to minutes.
     max_train_pairs: int = 1_000
     max_eval_pairs: int = 500
     max_sft_examples: int = 1_000
@@ -154,6 +155,24 @@ def _newest_run(
         if saved.get("tenant_id") == tenant_id and saved.get("config") == wanted:
             found.append((path.stat().st_mtime_ns, saved))
     return max(found, key=lambda item: item[0])[1] if found else None
+
+
+def consistent_sample(pairs: pl.DataFrame, limit: int) -> pl.DataFrame:
+    """At most `limit` pairs, smallest pair_id first (a sha256, so the sample is uniform and a
+    growing set keeps most of yesterday's)."""
+    return pairs.sort("pair_id").head(limit)
+
+
+def held_out_pairs(
+    model_dir: str | os.PathLike[str], eval_pairs: pl.DataFrame, config: DPOPolicyConfig
+) -> pl.DataFrame:
+    """The eval pairs a saved policy was evaluated on (its run.json lists them), so that scores
+    made with it on later nights are comparable and can be memoised; a run saved without the list
+    gets the same sampling rule."""
+    saved = _saved_run(Path(model_dir)) or {}
+    if HELD_OUT in saved:
+        return eval_pairs.filter(pl.col("pair_id").is_in(saved[HELD_OUT]))
+    return consistent_sample(eval_pairs, config.max_eval_pairs)
 
 
 def policy_id_for(tenant_id: str, train_pairs: pl.DataFrame, config: DPOPolicyConfig) -> str:
@@ -485,8 +504,8 @@ def train_policy(
             n_eval=n_eval,
         )
     mined = n_train  # the growth rule compares what was mined, not the capped sample
-    train = train.sort("pair_id").head(config.max_train_pairs)
-    eval_pairs = eval_pairs.sort("pair_id").head(config.max_eval_pairs)
+    train = consistent_sample(train, config.max_train_pairs)
+    eval_pairs = consistent_sample(eval_pairs, config.max_eval_pairs)
     if sft_examples.height > config.max_sft_examples:
         sft_examples = sft_examples.sample(config.max_sft_examples, seed=config.seed)
     n_train, n_eval = train.height, eval_pairs.height
@@ -554,6 +573,7 @@ def train_policy(
             {
                 **run.row(),
                 MINED: mined,
+                HELD_OUT: sorted(eval_pairs["pair_id"].to_list()),
                 "max_length": config.max_length,
                 "config": asdict(config),
             },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,20 @@ TEMPLATE_HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "base_version": pl.Int64(),  # the registry version this template derives from
 }
 
+# Scores already computed: the same policy, template text and eval pairs always score the same,
+# so a night whose policy is reused scores only the candidates whose text changed.
+TEMPLATE_SCORE_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "skill_id": pl.String(),
+    "policy_id": pl.String(),
+    "template_sha": pl.String(),
+    "eval_sha": pl.String(),
+    "eval_accuracy": pl.Float64(),
+    "eval_margin": pl.Float64(),
+    "n_eval": pl.Int64(),
+    "scored_at": pl.Datetime("us", "UTC"),
+}
+
 DECISION_SCHEMA: dict[str, pl.DataType] = {
     "tenant_id": pl.String(),
     "skill_id": pl.String(),
@@ -43,6 +58,7 @@ DECISION_SCHEMA: dict[str, pl.DataType] = {
     "eval_margin": pl.Float64(),
     "n_eval": pl.Int64(),
     "adopted": pl.Boolean(),
+    "memo": pl.Boolean(),  # the score came from template_scores, not from the policy
     "note": pl.String(),
 }
 
@@ -335,6 +351,71 @@ def select_template(
     return best if beats(scored[best], current, epsilon) else None
 
 
+def _sha(*parts: str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def eval_set_sha(pairs: pl.DataFrame) -> str:
+    """Content hash of a set of eval pairs (order-free)."""
+    rows = sorted(zip(pairs["prompt"], pairs["chosen"], pairs["rejected"], strict=True))
+    return _sha(*(_sha(*row) for row in rows))
+
+
+class ScoreMemo:
+    """`template_scores` as a lookup: (tenant, skill, policy, template, eval set) → score."""
+
+    def __init__(self, rows: pl.DataFrame | None, created_at: datetime) -> None:
+        self.created_at = created_at
+        self.rows = (
+            rows.select(list(TEMPLATE_SCORE_SCHEMA)).cast(TEMPLATE_SCORE_SCHEMA)  # type: ignore[arg-type]
+            if rows is not None
+            else pl.DataFrame(schema=TEMPLATE_SCORE_SCHEMA)
+        )
+        self.known = {
+            (t, s, p, ts, es): TemplateScore(float(a), float(m), int(n))
+            for t, s, p, ts, es, a, m, n in self.rows.select(
+                list(TEMPLATE_SCORE_SCHEMA)[:-1]
+            ).iter_rows()
+        }
+        self.new: list[dict[str, Any]] = []
+        self.hits = 0
+
+    def score(
+        self,
+        key: tuple[str, str, str],
+        reward_fn: RewardFn,
+        template: str,
+        pairs: pl.DataFrame,
+        eval_sha: str,
+    ) -> tuple[TemplateScore, bool]:
+        """(score, came from the memo) of `template` on `pairs` for (tenant, skill, policy)."""
+        full = (*key, _sha(template), eval_sha)
+        if full in self.known:
+            self.hits += 1
+            return self.known[full], True
+        score = score_template(reward_fn, template, pairs)
+        self.known[full] = score
+        self.new.append(
+            dict(
+                zip(
+                    TEMPLATE_SCORE_SCHEMA,
+                    (*full, score.accuracy, score.margin, score.n, self.created_at),
+                    strict=True,
+                )
+            )
+        )
+        return score, False
+
+    def table(self) -> pl.DataFrame:
+        if not self.new:
+            return self.rows
+        return pl.concat([self.rows, pl.DataFrame(self.new, schema=TEMPLATE_SCORE_SCHEMA)])
+
+
 # --- history ----------------------------------------------------------------------------------
 
 
@@ -431,6 +512,9 @@ class RefineResult:
     history: pl.DataFrame
     decisions: pl.DataFrame
     adopted: int
+    scores: pl.DataFrame  # TEMPLATE_SCORE_SCHEMA: every score computed so far (the memo)
+    scored: int = 0  # templates scored by a policy in this call
+    memo_hits: int = 0  # templates whose score came from the memo
 
 
 def refine_templates(
@@ -442,10 +526,17 @@ def refine_templates(
     scorers: Mapping[str, tuple[str, RewardFn]],
     created_at: datetime,
     config: TemplateConfig | None = None,
+    scores: pl.DataFrame | None = None,
 ) -> RefineResult:
     """Score candidates per tenant × skill with the tenant's policy (`scorers`: tenant → (policy_id,
-    reward_fn)); a winner becomes a new current version, the previous one stays in the history."""
+    reward_fn)); a winner becomes a new current version, the previous one stays in the history.
+
+    `eval_pairs` are the held-out pairs to score on; `scores` is the memo of earlier calls
+    (`RefineResult.scores`): a template already scored by the same policy on the same pairs is
+    not scored again.
+    """
     config = config or TemplateConfig()
+    memo = ScoreMemo(scores, created_at)
     history = seed_registry_rows(history, registry, tenants, created_at)
     decisions: list[dict[str, Any]] = []
     new_rows: list[dict[str, Any]] = []
@@ -469,14 +560,26 @@ def refine_templates(
         now = current[(tenant, skill)]
         candidates = candidate_templates(registry[skill].template, ev, config)
         candidates = [c for c in candidates if c.template != now["template"]]
-        current_score = score_template(reward_fn, now["template"], pairs)
-        scored = [score_template(reward_fn, c.template, pairs) for c in candidates]
+        key, eval_sha = (tenant, skill, policy_id), eval_set_sha(pairs)
+        current_score, current_memo = memo.score(key, reward_fn, now["template"], pairs, eval_sha)
+        outcomes = [memo.score(key, reward_fn, c.template, pairs, eval_sha) for c in candidates]
+        scored = [score for score, _ in outcomes]
         winner = select_template(current_score, scored, config.margin_epsilon)
         decisions.append(
-            _decision(tenant, skill, f"current:v{now['version']}", current_score, False, "current")
+            _decision(
+                tenant,
+                skill,
+                f"current:v{now['version']}",
+                current_score,
+                False,
+                "current",
+                current_memo,
+            )
         )
-        for i, (cand, score) in enumerate(zip(candidates, scored, strict=True)):
-            decisions.append(_decision(tenant, skill, cand.name, score, i == winner, None))
+        for i, (cand, (score, from_memo)) in enumerate(zip(candidates, outcomes, strict=True)):
+            decisions.append(
+                _decision(tenant, skill, cand.name, score, i == winner, None, from_memo)
+            )
         if winner is None:
             continue
         cand, score = candidates[winner], scored[winner]
@@ -523,11 +626,20 @@ def refine_templates(
         history=history.sort("tenant_id", "skill_id", "version"),
         decisions=pl.DataFrame(decisions, schema=DECISION_SCHEMA),
         adopted=len(replaced),
+        scores=memo.table(),
+        scored=len(memo.new),
+        memo_hits=memo.hits,
     )
 
 
 def _decision(
-    tenant: str, skill: str, name: str, score: TemplateScore | None, adopted: bool, note: str | None
+    tenant: str,
+    skill: str,
+    name: str,
+    score: TemplateScore | None,
+    adopted: bool,
+    note: str | None,
+    memo: bool = False,
 ) -> dict[str, Any]:
     return {
         "tenant_id": tenant,
@@ -537,6 +649,7 @@ def _decision(
         "eval_margin": score.margin if score else None,
         "n_eval": score.n if score else 0,
         "adopted": adopted,
+        "memo": memo,
         "note": note,
     }
 

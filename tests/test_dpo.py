@@ -13,6 +13,7 @@ from pipeline.dpo import (
     PolicyScorer,
     build_model,
     build_tokenizer,
+    held_out_pairs,
     policy_id_for,
     sft_examples_from,
     train_policies,
@@ -96,6 +97,12 @@ def test_training_is_capped_to_a_consistent_sample(tmp_path: Path) -> None:
     assert run.policy_id == policy_id_for("acme", sample, config)
     saved = json.loads((Path(run.model_dir or "") / "run.json").read_text())
     assert saved["n_train_mined"] == train.height > 20
+    # The policy's held-out sample is recorded: templates are scored on exactly these pairs,
+    # however many eval pairs later nights mine.
+    held = evals.sort("pair_id").head(4)
+    assert saved["eval_pair_ids"] == held["pair_id"].to_list()
+    later = pl.concat([evals, planted_pairs(60, seed=5).filter(pl.col("split") == "eval")])
+    assert held_out_pairs(run.model_dir or "", later, config).equals(held)
     # The rule that reuses a policy compares the pairs mined, not the capped sample.
     grown = pl.concat([train, planted_pairs(60, seed=5).filter(pl.col("split") == "train")])
     assert grown.height > train.height * (1 + config.retrain_growth)

@@ -227,6 +227,49 @@ def test_refine_adopts_a_winner_and_keeps_every_version() -> None:
     assert back.height == again.history.height
 
 
+def test_a_template_scored_by_the_same_policy_on_the_same_pairs_is_not_scored_again() -> None:
+    calls: list[int] = []
+    scorer = _reward_for("Keep answers under")
+
+    def counting(
+        prompts: list[str], chosen: list[str], rejected: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(len(prompts))
+        return scorer(prompts, chosen, rejected)
+
+    args = (_registry(), ["acme"], EVIDENCE, _eval_pairs())
+    first = refine_templates(empty_history(), *args, {"acme": ("p1", counting)}, T0)
+    assert (first.scored, first.memo_hits, len(calls)) == (2, 0, 2)  # current + one candidate
+    assert first.scores.select("policy_id", "n_eval").rows() == [("p1", 4), ("p1", 4)]
+    assert first.adopted == 1
+
+    # Next night, same policy and pairs: the now-current refined template is in the memo (and is
+    # the only candidate text, so nothing else is scored).
+    again = refine_templates(
+        first.history, *args, {"acme": ("p1", counting)}, T1, scores=first.scores
+    )
+    assert (again.scored, again.memo_hits, len(calls)) == (0, 1, 2)
+    assert again.decisions["memo"].to_list() == [True]
+    assert again.scores.equals(first.scores)
+
+    # Another policy, or other eval pairs, is scored afresh.
+    other = refine_templates(
+        first.history, *args, {"acme": ("p2", counting)}, T1, scores=first.scores
+    )
+    assert (other.scored, other.memo_hits) == (1, 0) and other.scores.height == 3
+    fewer = refine_templates(
+        first.history,
+        _registry(),
+        ["acme"],
+        EVIDENCE,
+        _eval_pairs(3),
+        {"acme": ("p1", counting)},
+        T1,
+        scores=first.scores,
+    )
+    assert (fewer.scored, fewer.memo_hits) == (1, 0)
+
+
 def test_refine_keeps_the_old_template_when_no_candidate_wins() -> None:
     result = refine_templates(
         empty_history(),
