@@ -4,6 +4,7 @@ import json
 from datetime import UTC, datetime
 
 import dagster as dg
+import numpy as np
 import polars as pl
 
 from assets.metadata import frame_metadata
@@ -15,21 +16,32 @@ from pipeline.dpo import (
     STATUS_TRAINED,
     DPOPolicyConfig,
     PolicyScorer,
+    held_out_pairs,
     runs_frame,
     sft_examples_from,
     train_policies,
 )
+from pipeline.neighbors import (
+    NeighborIndex,
+    edge_schema,
+    index_schema,
+    texts_to_vectorize,
+    update_index,
+)
 from pipeline.pairs import (
-    EMBEDDING_SCHEMA,
+    HASH_SCHEMA,
     PAIR_SCHEMA,
+    PROMPT_KEYS,
     SCORE_SCHEMA,
     PairConfig,
     format_problems,
     mine_pairs,
+    prompt_texts,
     split_leakage,
 )
 from pipeline.templates import (
     TEMPLATE_HISTORY_SCHEMA,
+    TEMPLATE_SCORE_SCHEMA,
     RewardFn,
     TemplateConfig,
     gather_evidence,
@@ -98,14 +110,27 @@ class DPOPolicyRunConfig(dg.Config):
     description="(prompt, chosen, rejected) pairs in TRL format: corrections, regenerations, "
     "near-identical prompts, ranked siblings; train/eval split grouped by prompt.",
 )
-def preference_pairs(home: MemorypackHome) -> dg.MaterializeResult:
+def preference_pairs(
+    context: dg.AssetExecutionContext, home: MemorypackHome
+) -> dg.MaterializeResult:
+    config = PairConfig()
+    lake = home.lake
+    interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
+    scores = _read(home, "feedback_scores", SCORE_SCHEMA)
+    index = _prompt_index(home, interactions, config)
+    hashes = lake.read_or_empty("memory_embeddings", {**HASH_SCHEMA, "memory_kind": pl.String()})
     pairs = mine_pairs(
-        _read(home, "interactions", contracts.INTERACTION_SCHEMA),
-        _read(home, "feedback", contracts.FEEDBACK_SCHEMA),
-        _read(home, "feedback_scores", SCORE_SCHEMA),
-        _read(home, "memory_embeddings", EMBEDDING_SCHEMA),
-        PairConfig(),
+        interactions,
+        # only corrections make pairs: the other feedback never leaves the lake
+        lake.read_or_empty("feedback", contracts.FEEDBACK_SCHEMA)
+        .filter(pl.col("signal") == "correction")
+        .collect(),
+        scores,
+        hashes.filter(pl.col("memory_kind") == "interaction").select(list(HASH_SCHEMA)).collect(),
+        index.edges,
+        config,
     )
+    context.log.info(f"prompt index: searched {index.searched} new prompts")
     home.lake.write("preference_pairs", pairs)
     home.warehouse.refresh(
         "preference_pairs",
@@ -119,6 +144,9 @@ def preference_pairs(home: MemorypackHome) -> dg.MaterializeResult:
                 "by_source": dict(pairs.group_by("source").len().sort("source").iter_rows()),
                 "by_split": dict(pairs.group_by("split").len().sort("split").iter_rows()),
                 "tenants": pairs["tenant_id"].n_unique(),
+                "prompts_indexed": index.texts.height,
+                "prompts_searched": index.searched,
+                "near_identical_prompt_pairs": index.edges.height,
             },
             preview_columns=[
                 "tenant_id",
@@ -131,6 +159,42 @@ def preference_pairs(home: MemorypackHome) -> dg.MaterializeResult:
             ],
         )
     )
+
+
+def _prompt_index(
+    home: MemorypackHome, interactions: pl.DataFrame, config: PairConfig
+) -> NeighborIndex:
+    """The near-identical prompt index, updated for the prompts it has not searched yet."""
+    lake = home.lake
+    keys = list(PROMPT_KEYS)
+    embeddings = lake.read_or_empty(
+        "memory_embeddings", {**HASH_SCHEMA, "memory_kind": pl.String(), "model": pl.String()}
+    )
+    models = embeddings.select(pl.col("model").unique()).collect()["model"].drop_nulls()
+    if models.is_empty():
+        return NeighborIndex.empty(keys)
+    model = str(models.sort()[0])
+    hashes = embeddings.filter(pl.col("memory_kind") == "interaction").select(list(HASH_SCHEMA))
+    texts = prompt_texts(interactions, hashes.collect())
+    previous = None
+    if lake.exists("prompt_index"):
+        previous = NeighborIndex(
+            _read(home, "prompt_index", index_schema(keys)),
+            _read(home, "prompt_neighbors", edge_schema(keys)),
+        )
+    needed = texts_to_vectorize(texts, previous, keys, model)
+    vectors = (
+        lake.read("embedding_cache")
+        .filter((pl.col("model") == model) & pl.col("text_hash").is_in(needed.implode()))
+        .select("text_hash", "embedding")
+        .collect()
+        if needed.len()
+        else pl.DataFrame(schema={"text_hash": pl.String, "embedding": pl.List(pl.Float32)})
+    )
+    index = update_index(texts, vectors, previous, keys, config.similarity_threshold, model)
+    lake.write("prompt_index", index.texts)
+    lake.write("prompt_neighbors", index.edges)
+    return index
 
 
 @dg.asset(
@@ -218,15 +282,26 @@ def dpo_policy(
 
 
 def _scorers(runs: pl.DataFrame) -> dict[str, tuple[str, RewardFn]]:
+    """tenant → (policy_id, reward fn); a policy is loaded on its first use only, so a night whose
+    scores all come from the memo loads none."""
     loaded: dict[str, PolicyScorer] = {}
-    scorers: dict[str, tuple[str, RewardFn]] = {}
-    for tenant, policy_id, model_dir in runs.select(
-        "tenant_id", "policy_id", "model_dir"
-    ).iter_rows():
-        if model_dir not in loaded:
-            loaded[model_dir] = PolicyScorer.load(model_dir)
-        scorers[tenant] = (policy_id, loaded[model_dir])
-    return scorers
+
+    def reward_fn(model_dir: str) -> RewardFn:
+        def reward(
+            prompts: list[str], chosen: list[str], rejected: list[str]
+        ) -> tuple[np.ndarray, np.ndarray]:
+            if model_dir not in loaded:
+                loaded[model_dir] = PolicyScorer.load(model_dir)
+            return loaded[model_dir](prompts, chosen, rejected)
+
+        return reward
+
+    return {
+        tenant: (policy_id, reward_fn(model_dir))
+        for tenant, policy_id, model_dir in runs.select(
+            "tenant_id", "policy_id", "model_dir"
+        ).iter_rows()
+    }
 
 
 @dg.asset(
@@ -245,7 +320,13 @@ def refined_templates(
         & (pl.col("status") == STATUS_TRAINED)
         & pl.col("model_dir").is_not_null()
     )
-    pairs = _read(home, "preference_pairs", PAIR_SCHEMA)
+    evals = _read(home, "preference_pairs", PAIR_SCHEMA).filter(pl.col("split") == "eval")
+    # Each tenant's candidates are scored on its policy's own held-out sample (the pairs its
+    # eval accuracy was measured on), which also keeps the stage bounded whatever the volume.
+    held_out = [
+        held_out_pairs(model_dir, evals.filter(pl.col("tenant_id") == tenant), DPOPolicyConfig())
+        for tenant, model_dir in runs.select("tenant_id", "model_dir").iter_rows()
+    ]
     evidence = gather_evidence(
         _read(home, "interactions", contracts.INTERACTION_SCHEMA),
         _read(home, "feedback", contracts.FEEDBACK_SCHEMA),
@@ -259,12 +340,14 @@ def refined_templates(
         registry,
         tenants,
         evidence,
-        pairs.filter(pl.col("split") == "eval"),
+        pl.concat(held_out) if held_out else evals.clear(),
         _scorers(runs.filter(pl.col("tenant_id").is_in([t for t, _ in evidence]))),
         datetime.now(UTC),
         TemplateConfig(),
+        _read(home, "template_scores", TEMPLATE_SCORE_SCHEMA),
     )
     home.lake.write("template_history", result.history)
+    home.lake.write("template_scores", result.scores)
     home.warehouse.refresh(
         "template_history",
         home.lake,
@@ -276,6 +359,8 @@ def refined_templates(
             current,
             {
                 "adopted": result.adopted,
+                "templates_scored": result.scored,
+                "scores_from_memo": result.memo_hits,
                 "skills_with_evidence": len(evidence),
                 "versions": result.history.height,
                 "decisions": json.loads(result.decisions.write_json()),

@@ -7,7 +7,6 @@ import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
-import numpy as np
 import polars as pl
 
 from pipeline.contracts import Signal
@@ -55,13 +54,6 @@ SCORE_SCHEMA: dict[str, pl.DataType] = {
     "n_positive": pl.Int64(),
     "n_negative": pl.Int64(),
 }
-EMBEDDING_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id": pl.String(),
-    "memory_kind": pl.String(),
-    "text_hash": pl.String(),
-    "embedding": pl.List(pl.Float32()),
-}
 
 
 @dataclass(frozen=True)
@@ -76,8 +68,7 @@ class PairConfig:
     regenerate_min_quality: float = 0.0  # the regeneration's quality_score must exceed this
     similarity_threshold: float = 0.95  # cosine of the prompt embeddings, same tenant × skill
     min_quality_gap: float = 0.2  # quality_lower gap for near-identical prompts
-    max_neighbors: int = 5  # per prompt, bounds the pairs a large duplicate cluster can produce
-    block_size: int = 2048  # rows per block of the blocked similarity search
+    max_neighbors: int = 5  # per interaction, bounds the pairs a popular prompt can produce
 
 
 def _sha256_hex(values: pl.Series) -> pl.Series:
@@ -233,119 +224,153 @@ def ranked_pairs(interactions: pl.DataFrame, config: PairConfig | None = None) -
     )
 
 
-def _embedding_matrix(series: pl.Series) -> np.ndarray:
-    if isinstance(series.dtype, pl.List):
-        width = int(series.list.len().max() or 0)  # type: ignore[arg-type]
-        series = series.cast(pl.Array(pl.Float32, width))
-    matrix = series.to_numpy().astype(np.float32, copy=False)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
+PROMPT_KEYS = ("tenant_id", "skill_id")  # near-identical prompts are searched within these
+HASH_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "memory_id": pl.String(),
+    "text_hash": pl.String(),
+}
 
 
-def near_neighbor_pairs(
-    matrix: np.ndarray,
-    threshold: float,
-    max_neighbors: int,
-    block_size: int = 2048,
-    max_block_cells: int = 8_000_000,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs (i < j) with cosine ≥ threshold among unit rows, at most `max_neighbors` per i.
+def prompt_texts(interactions: pl.DataFrame, text_hashes: pl.DataFrame) -> pl.DataFrame:
+    """(tenant_id, skill_id, text_hash) of every interaction with a skill: what the prompt
+    neighbor index (`pipeline.neighbors`) covers. Unrated ones too: they may be rated tomorrow."""
+    return (
+        interactions.select("tenant_id", "event_id", "skill_id")
+        .filter(pl.col("skill_id").is_not_null())
+        .join(
+            text_hashes.select("tenant_id", pl.col("memory_id").alias("event_id"), "text_hash"),
+            on=["tenant_id", "event_id"],
+        )
+        .select(*PROMPT_KEYS, "text_hash")
+        .unique()
+    )
 
-    Blocked matrix products: a block holds at most `max_block_cells` similarities (≈ 100 MB with
-    its index arrays) whatever n, never the full n × n matrix.
-    """
-    n = matrix.shape[0]
-    left: list[np.ndarray] = []
-    right: list[np.ndarray] = []
-    k = max(1, min(max_neighbors, n - 1))
-    rows_per_block = max(1, min(block_size, max_block_cells // max(n, 1)))
-    columns = np.arange(n)
-    for start in range(0, n, rows_per_block):
-        stop = min(start + rows_per_block, n)
-        sims = matrix[start:stop] @ matrix.T
-        sims[columns[None, :] <= np.arange(start, stop)[:, None]] = -np.inf  # i < j, no self
-        if k < n:
-            top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        else:
-            top = np.broadcast_to(columns, sims.shape)
-        top_sims = np.take_along_axis(sims, top, axis=1)
-        hit_rows, hit_cols = np.nonzero(top_sims >= threshold)
-        left.append(hit_rows + start)
-        right.append(top[hit_rows, hit_cols])
-    if not left:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    return np.concatenate(left).astype(np.int64), np.concatenate(right).astype(np.int64)
+
+_BEST_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "skill_id": pl.String(),
+    "chosen_id": pl.String(),
+    "rejected_id": pl.String(),
+    "margin": pl.Float64(),
+}
+
+
+def _clearest_gaps(rated: pl.DataFrame, edges: pl.DataFrame, config: PairConfig) -> pl.DataFrame:
+    """(chosen_id, rejected_id, margin) of one tenant × skill: see `same_prompt_pairs`."""
+    keys = list(PROMPT_KEYS)
+    k = config.max_neighbors
+    links = pl.concat(  # prompt → every prompt its askers may be compared with (itself too)
+        [
+            edges.select(*keys, "text_hash_a", "text_hash_b", "similarity"),
+            edges.select(
+                *keys,
+                pl.col("text_hash_b").alias("text_hash_a"),
+                pl.col("text_hash_a").alias("text_hash_b"),
+                "similarity",
+            ),
+            rated.select(
+                *keys,
+                pl.col("text_hash").alias("text_hash_a"),
+                pl.col("text_hash").alias("text_hash_b"),
+                pl.lit(1.0, pl.Float32).alias("similarity"),
+            ).unique(),
+        ]
+    ).rename({"text_hash_a": "text_hash", "text_hash_b": "partner_hash"})
+    pool = links.join(
+        rated.select(
+            *keys,
+            pl.col("text_hash").alias("partner_hash"),
+            pl.col("event_id").alias("partner_id"),
+            pl.col("quality_lower").alias("partner_quality"),
+        ),
+        on=[*keys, "partner_hash"],
+    )
+    prompt = [*keys, "text_hash"]
+    extremes = pl.concat(
+        [
+            pool.sort(*prompt, "partner_quality", "partner_id", descending=descending)
+            .group_by(prompt, maintain_order=True)
+            .head(k + 1)
+            for descending in (
+                [False, False, False, True, False],
+                [False, False, False, False, False],
+            )
+        ]
+    ).unique([*prompt, "partner_id"])
+    gap = (pl.col("quality_lower") - pl.col("partner_quality")).abs()
+    chosen_first = pl.col("quality_lower") >= pl.col("partner_quality")
+    return (
+        rated.join(extremes, on=prompt)
+        .filter((pl.col("event_id") != pl.col("partner_id")) & (gap >= config.min_quality_gap))
+        .with_columns(margin=gap)
+        .sort(
+            "tenant_id",
+            "event_id",
+            "margin",
+            "similarity",
+            "partner_id",
+            descending=[False, False, True, True, False],
+        )
+        .group_by("tenant_id", "event_id", maintain_order=True)
+        .head(k)
+        .select(
+            "tenant_id",
+            "skill_id",
+            pl.when(chosen_first).then("event_id").otherwise("partner_id").alias("chosen_id"),
+            pl.when(chosen_first).then("partner_id").otherwise("event_id").alias("rejected_id"),
+            pl.col("margin").cast(pl.Float64),
+        )
+        .unique(["tenant_id", "chosen_id", "rejected_id"])
+    )
 
 
 def same_prompt_pairs(
     interactions: pl.DataFrame,
     scores: pl.DataFrame,
-    embeddings: pl.DataFrame,
+    text_hashes: pl.DataFrame,
+    edges: pl.DataFrame,
     config: PairConfig | None = None,
 ) -> pl.DataFrame:
-    """Same tenant × skill, near-identical prompts (embedding cosine), clearly different
+    """Same tenant × skill, identical or near-identical prompts, clearly different
     `quality_lower`: the better-rated output ≻ the worse one.
 
-    The search runs on ids, quality and vectors only; prompts and outputs are joined to the pairs
-    that pass the quality gap (at 1.2M interactions, carrying the texts through the search held
-    gigabytes).
+    `text_hashes` (tenant_id, memory_id, text_hash) says which prompt each interaction asked;
+    `edges` are the near-identical prompt pairs of each tenant × skill (cosine ≥
+    `similarity_threshold`, from `pipeline.neighbors`). Each interaction is paired with at most
+    `max_neighbors` others: those with the clearest quality gap (≥ `min_quality_gap`), then the
+    most similar prompt. Only the `max_neighbors + 1` best and worst rated interactions of a
+    prompt's pool can be among them, so a prompt asked thousands of times costs as much as one
+    asked `max_neighbors` times.
     """
     config = config or PairConfig()
-    if "memory_kind" in embeddings.columns:
-        embeddings = embeddings.filter(
-            pl.col("memory_kind").is_null() | (pl.col("memory_kind") == "interaction")
-        )
+    keys = list(PROMPT_KEYS)
     rated = (
         interactions.select("tenant_id", "event_id", "skill_id")
         .filter(pl.col("skill_id").is_not_null())
+        .join(
+            text_hashes.select("tenant_id", pl.col("memory_id").alias("event_id"), "text_hash"),
+            on=["tenant_id", "event_id"],
+        )
         .join(
             scores.filter(pl.col("n_feedback") > 0).select(
                 "tenant_id", pl.col("memory_id").alias("event_id"), "quality_lower"
             ),
             on=["tenant_id", "event_id"],
-            how="inner",
         )
-        .join(
-            embeddings.select("tenant_id", pl.col("memory_id").alias("event_id"), "embedding"),
-            on=["tenant_id", "event_id"],
-            how="inner",
-        )
-        .sort("tenant_id", "skill_id", "event_id")
     )
-    found: list[pl.DataFrame] = []
-    for group in rated.partition_by("tenant_id", "skill_id", maintain_order=True):
-        if group.height < 2:
-            continue
-        i, j = near_neighbor_pairs(
-            _embedding_matrix(group["embedding"]),
-            config.similarity_threshold,
-            config.max_neighbors,
-            config.block_size,
-        )
-        quality = group["quality_lower"].to_numpy()
-        keep = np.abs(quality[i] - quality[j]) >= config.min_quality_gap
-        i, j = i[keep], j[keep]
-        if i.size == 0:
-            continue
-        a_wins = quality[i] >= quality[j]
-        ids = group["event_id"]
-        found.append(
-            pl.DataFrame(
-                {
-                    "tenant_id": group["tenant_id"][i],
-                    "skill_id": group["skill_id"][i],
-                    "chosen_id": ids[np.where(a_wins, i, j)],
-                    "rejected_id": ids[np.where(a_wins, j, i)],
-                    "margin": np.abs(quality[i] - quality[j]),
-                }
-            )
-        )
-    if not found:
-        return pl.DataFrame(schema={c: PAIR_SCHEMA[c] for c in _MINED})
+    edges = edges.filter(pl.col("similarity") >= config.similarity_threshold)
+    by_group = edges.partition_by(keys, as_dict=True)
+    empty_edges = edges.clear()
+    # One tenant × skill at a time: memory is bounded by the largest group, not the tenant set.
+    found = [
+        _clearest_gaps(group, by_group.get(key, empty_edges), config)
+        for key, group in rated.partition_by(keys, as_dict=True, maintain_order=True).items()
+    ]
+    best = pl.concat(found) if found else pl.DataFrame(schema=_BEST_SCHEMA)
     texts = _interaction_cols(interactions).select("tenant_id", "event_id", "input", "output")
     return (
-        pl.concat(found)
-        .join(
+        best.join(
             texts.rename({"event_id": "chosen_id", "input": "prompt", "output": "chosen"}),
             on=["tenant_id", "chosen_id"],
             how="left",
@@ -439,18 +464,20 @@ def mine_pairs(
     interactions: pl.DataFrame,
     feedback: pl.DataFrame,
     scores: pl.DataFrame,
-    embeddings: pl.DataFrame | None = None,
+    text_hashes: pl.DataFrame | None = None,
+    prompt_edges: pl.DataFrame | None = None,
     config: PairConfig | None = None,
 ) -> pl.DataFrame:
-    """Every source, then `finalize_pairs`."""
+    """Every source, then `finalize_pairs` (near-identical prompts need `text_hashes` and the
+    prompt neighbor index's `prompt_edges`)."""
     config = config or PairConfig()
     parts = [
         correction_pairs(interactions, feedback, config),
         regenerate_pairs(interactions, scores, config),
         ranked_pairs(interactions, config),
     ]
-    if embeddings is not None and embeddings.height:
-        parts.append(same_prompt_pairs(interactions, scores, embeddings, config))
+    if text_hashes is not None and prompt_edges is not None:
+        parts.append(same_prompt_pairs(interactions, scores, text_hashes, prompt_edges, config))
     mined = pl.concat([p.select(_MINED).cast({c: PAIR_SCHEMA[c] for c in _MINED}) for p in parts])  # type: ignore[arg-type]
     return finalize_pairs(mined, config)
 

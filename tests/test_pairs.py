@@ -4,13 +4,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
 
 from pipeline import contracts
+from pipeline.neighbors import edge_schema
 from pipeline.pairs import (
     PAIR_SCHEMA,
+    PROMPT_KEYS,
     SCORE_SCHEMA,
     PairConfig,
     assign_split,
@@ -18,7 +19,6 @@ from pipeline.pairs import (
     finalize_pairs,
     format_problems,
     mine_pairs,
-    near_neighbor_pairs,
     ranked_pairs,
     regenerate_pairs,
     same_prompt_pairs,
@@ -134,20 +134,29 @@ def test_ranked_siblings_lower_rank_wins() -> None:
     assert pairs["margin"].to_list() == [0.5, 1.0, 0.5]
 
 
-def test_near_neighbor_search_is_blocked_and_exact() -> None:
-    rng = np.random.default_rng(0)
-    base = rng.normal(size=(50, 16)).astype(np.float32)
-    matrix = np.vstack([base, base[:5] + 0.001 * rng.normal(size=(5, 16)).astype(np.float32)])
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-    expected = [(k, 50 + k) for k in range(5)]
-    i, j = near_neighbor_pairs(matrix, 0.99, max_neighbors=3, block_size=7)
-    assert sorted(zip(i.tolist(), j.tolist(), strict=True)) == expected
-    # A memory budget smaller than one block of 7 rows: 2 rows per block, same answer.
-    i, j = near_neighbor_pairs(matrix, 0.99, max_neighbors=3, block_size=7, max_block_cells=110)
-    assert sorted(zip(i.tolist(), j.tolist(), strict=True)) == expected
+def _prompt_hashes(rows: dict[str, str]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"tenant_id": "acme", "memory_id": list(rows), "text_hash": list(rows.values())}
+    )
 
 
-def test_same_prompt_pairs_use_embeddings_and_quality_gap() -> None:
+def _edges(rows: list[tuple[str, str, str, float]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [
+            {
+                "tenant_id": "acme",
+                "skill_id": s,
+                "text_hash_a": a,
+                "text_hash_b": b,
+                "similarity": x,
+            }
+            for s, a, b, x in rows
+        ],
+        schema=edge_schema(PROMPT_KEYS),
+    )
+
+
+def test_same_prompt_pairs_use_near_identical_prompts_and_quality_gap() -> None:
     inter = interactions(
         [
             {
@@ -162,7 +171,7 @@ def test_same_prompt_pairs_use_embeddings_and_quality_gap() -> None:
             },
             {
                 "event_id": "c",
-                "input": "How do I reset my password?!",
+                "input": "How do I reset my password?",
                 "output": "Similar quality answer.",
             },
             {"event_id": "d", "input": "Totally different question", "output": "Other."},
@@ -183,27 +192,46 @@ def test_same_prompt_pairs_use_embeddings_and_quality_gap() -> None:
             ("e", -0.9, -0.9, 0, 5),
         ]
     )
-    v = np.ones(8, dtype=np.float32)
-    w = np.eye(8, dtype=np.float32)[0]
-    emb = pl.DataFrame(
-        {
-            "tenant_id": ["acme"] * 5,
-            "memory_id": ["a", "b", "c", "d", "e"],
-            "memory_kind": ["interaction"] * 5,
-            "text_hash": ["h"] * 5,
-            "embedding": [v.tolist(), (v + 0.01 * w).tolist(), v.tolist(), w.tolist(), v.tolist()],
-        },
-        schema_overrides={"embedding": pl.Array(pl.Float32, 8)},
+    hashes = _prompt_hashes({"a": "h1", "b": "h2", "c": "h1", "d": "h3", "e": "h1"})
+    edges = _edges(
+        [
+            ("concise_response", "h1", "h2", 0.97),  # near-identical
+            ("concise_response", "h1", "h3", 0.90),  # below the threshold
+        ]
     )
-    pairs = same_prompt_pairs(inter, sc, emb).sort("chosen_id", "rejected_id")
+    pairs = same_prompt_pairs(inter, sc, hashes, edges).sort("chosen_id", "rejected_id")
     # a≻b and c≻b (gap ≥ 0.2); a vs c too close; d is far; e is another skill.
     assert pairs.select("chosen_id", "rejected_id").rows() == [("a", "b"), ("c", "b")]
     assert pairs["margin"].to_list() == [pytest.approx(1.3), pytest.approx(1.25)]
     assert set(pairs["source"]) == {"same_prompt"}
     assert pairs.select("prompt", "chosen", "rejected").rows() == [
         ("How do I reset my password?", "Click reset, check mail.", "Passwords are complicated..."),
-        ("How do I reset my password?!", "Similar quality answer.", "Passwords are complicated..."),
+        ("How do I reset my password?", "Similar quality answer.", "Passwords are complicated..."),
     ]
+
+
+def test_a_popular_prompt_pairs_each_interaction_with_its_clearest_gaps() -> None:
+    n = 40  # one prompt asked 40 times, quality rising with the index
+    ids = [f"x{i:02d}" for i in range(n)]
+    inter = interactions([{"event_id": i, "input": "Q", "output": f"answer {i}"} for i in ids])
+    sc = scores([(i, 0.0, k / n, 1, 0) for k, i in enumerate(ids)])
+    hashes = _prompt_hashes(dict.fromkeys(ids, "h"))
+    config = PairConfig(max_neighbors=3, min_quality_gap=0.2)
+    pairs = same_prompt_pairs(inter, sc, hashes, _edges([]), config)
+    # Each interaction keeps the 3 partners farthest from it in quality (all ≥ 0.2 apart), so the
+    # worst is paired with the 3 best, the best with the 3 worst, none with a close neighbour.
+    assert pairs.filter(pl.col("rejected_id") == "x00")["chosen_id"].sort().to_list()[-3:] == [
+        "x37",
+        "x38",
+        "x39",
+    ]
+    assert pairs.filter(pl.col("chosen_id") == "x39")["rejected_id"].sort().to_list()[:3] == [
+        "x00",
+        "x01",
+        "x02",
+    ]
+    assert pairs["margin"].min() >= 0.2
+    assert pairs.height <= n * 3  # at most max_neighbors per interaction, never n²
 
 
 def _mined(
@@ -282,7 +310,7 @@ def test_mine_pairs_combines_sources() -> None:
         ]
     )
     sc = scores([("i1", -0.5, -0.8, 0, 2), ("i2", 0.5, 0.2, 2, 0)])
-    pairs = mine_pairs(inter, fb, sc, None)
+    pairs = mine_pairs(inter, fb, sc)
     # Both sources say Tomorrow ≻ Rambling for the same prompt: one pair, the correction kept.
     assert pairs.select("chosen", "rejected", "source").rows() == [
         ("Tomorrow.", "Rambling.", "correction")
@@ -321,7 +349,7 @@ def oasst_interactions(path: Path, tenant: str = "oasst") -> pl.DataFrame:
 @pytest.mark.skipif(not OASST.exists(), reason="OASST sample not available")
 def test_oasst_ranked_pairs_agree_with_human_ranks() -> None:
     inter = oasst_interactions(OASST)
-    pairs = mine_pairs(inter, feedback([]), scores([]), None)
+    pairs = mine_pairs(inter, feedback([]), scores([]))
     ranks = {
         r["event_id"]: json.loads(r["metadata"]).get("rank")
         for r in inter.select("event_id", "metadata").iter_rows(named=True)

@@ -1,0 +1,149 @@
+"""Near-identical texts: an incremental index of the distinct texts of each group whose vectors have
+cosine ≥ a threshold. A night searches only the texts it has not seen, against their whole group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from pipeline.embed import matrix
+
+# Similarities held in memory at once by a search (≈ 32 MB of float32), whatever the group size.
+MAX_BLOCK_CELLS = 8_000_000
+
+
+def index_schema(keys: Sequence[str]) -> dict[str, pl.DataType]:
+    """The texts already searched, per group, and the model their vectors came from."""
+    return {**{k: pl.String() for k in keys}, "text_hash": pl.String(), "model": pl.String()}
+
+
+def edge_schema(keys: Sequence[str]) -> dict[str, pl.DataType]:
+    """One row per pair of near-identical texts of a group (text_hash_a < text_hash_b)."""
+    return {
+        **{k: pl.String() for k in keys},
+        "text_hash_a": pl.String(),
+        "text_hash_b": pl.String(),
+        "similarity": pl.Float32(),
+    }
+
+
+@dataclass(frozen=True)
+class NeighborIndex:
+    texts: pl.DataFrame  # index_schema(keys)
+    edges: pl.DataFrame  # edge_schema(keys)
+    searched: int = 0  # texts searched by the call that made this index
+
+    @classmethod
+    def empty(cls, keys: Sequence[str]) -> NeighborIndex:
+        return cls(pl.DataFrame(schema=index_schema(keys)), pl.DataFrame(schema=edge_schema(keys)))
+
+
+def search(
+    query: np.ndarray, base: np.ndarray, threshold: float, max_block_cells: int = MAX_BLOCK_CELLS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(query row, base row, cosine) of every pair of unit rows with cosine ≥ threshold.
+
+    Exact: blocked matrix products, each block at most `max_block_cells` similarities.
+    """
+    rows_per_block = max(1, max_block_cells // max(len(base), 1))
+    found_q, found_b, found_s = [], [], []
+    for start in range(0, len(query), rows_per_block):
+        sims = query[start : start + rows_per_block] @ base.T
+        q, b = np.nonzero(sims >= threshold)
+        found_q.append(q + start)
+        found_b.append(b)
+        found_s.append(sims[q, b])
+    if not found_q:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32)
+    return (
+        np.concatenate(found_q).astype(np.int64),
+        np.concatenate(found_b).astype(np.int64),
+        np.concatenate(found_s).astype(np.float32),
+    )
+
+
+def update_index(
+    texts: pl.DataFrame,
+    vectors: pl.DataFrame,
+    previous: NeighborIndex | None,
+    keys: Sequence[str],
+    threshold: float,
+    model: str,
+) -> NeighborIndex:
+    """The index over `texts` (keys + text_hash), reusing `previous` for the texts it has searched.
+
+    Only texts new to their group are searched, against every text of the group, so edges between
+    two old texts are never recomputed. `vectors` (text_hash, embedding: unit rows) must hold every
+    text of each group that has a new one (`texts_to_vectorize`). An index made with another
+    model's vectors is discarded. Texts that left a group drop out with their edges.
+    """
+    keys = list(keys)
+    texts = texts.select(*keys, "text_hash").unique().sort(*keys, "text_hash")
+    if previous is None or (previous.texts["model"] != model).any():
+        previous = NeighborIndex.empty(keys)
+    new = texts.join(previous.texts, on=[*keys, "text_hash"], how="anti")
+    found = [_group_edges(g, new, vectors, keys, threshold) for g in _groups(new, texts, keys)]
+    kept = previous.edges
+    for side in ("a", "b"):  # edges whose texts are all still there
+        kept = kept.join(
+            texts.rename({"text_hash": f"text_hash_{side}"}), on=[*keys, f"text_hash_{side}"]
+        ).select(list(edge_schema(keys)))
+    edges = (
+        pl.concat([kept, *found])
+        .unique([*keys, "text_hash_a", "text_hash_b"], keep="first")
+        .sort(*keys, "text_hash_a", "text_hash_b")
+    )
+    return NeighborIndex(
+        texts=texts.with_columns(model=pl.lit(model, pl.String)),
+        edges=edges,
+        searched=new.height,
+    )
+
+
+def texts_to_vectorize(
+    texts: pl.DataFrame, previous: NeighborIndex | None, keys: Sequence[str], model: str
+) -> pl.Series:
+    """text_hash of every text in a group that has a text the index has not searched yet."""
+    keys = list(keys)
+    if previous is None or (previous.texts["model"] != model).any():
+        return texts["text_hash"].unique()
+    new = texts.join(previous.texts, on=[*keys, "text_hash"], how="anti")
+    touched = texts.join(new.select(keys).unique(), on=keys, how="semi")
+    return touched["text_hash"].unique()
+
+
+def _groups(new: pl.DataFrame, texts: pl.DataFrame, keys: list[str]) -> list[pl.DataFrame]:
+    """Every text of each group that has a new text."""
+    touched = new.select(keys).unique()
+    return texts.join(touched, on=keys, how="semi").partition_by(keys, maintain_order=True)
+
+
+def _group_edges(
+    group: pl.DataFrame,
+    new: pl.DataFrame,
+    vectors: pl.DataFrame,
+    keys: list[str],
+    threshold: float,
+) -> pl.DataFrame:
+    located = group.join(vectors.select("text_hash", "embedding"), on="text_hash", how="left")
+    if located["embedding"].null_count():
+        missing = located.filter(pl.col("embedding").is_null())["text_hash"].head(3).to_list()
+        raise ValueError(f"neighbor index: no vector for texts {missing}")
+    base = matrix(located)
+    is_new = located.join(new, on=[*keys, "text_hash"], how="semi")["text_hash"]
+    query_rows = np.flatnonzero(located["text_hash"].is_in(is_new.implode()).to_numpy())
+    q, b, sims = search(base[query_rows], base, threshold)
+    q = query_rows[q]
+    keep = q != b
+    hashes = located["text_hash"]
+    first, second = hashes.gather(q[keep]), hashes.gather(b[keep])
+    edge = pl.DataFrame({"x": first, "y": second, "similarity": sims[keep]})
+    return edge.select(
+        *[pl.lit(group[k][0], pl.String).alias(k) for k in keys],
+        pl.min_horizontal("x", "y").alias("text_hash_a"),
+        pl.max_horizontal("x", "y").alias("text_hash_b"),
+        pl.col("similarity").cast(pl.Float32),
+    )
