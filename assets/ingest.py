@@ -12,10 +12,10 @@ from assets.metadata import PREVIEW_ROWS, frame_metadata
 from assets.partitions import DAILY
 from assets.resources import MemorypackHome
 from pipeline import contracts
-from pipeline.ingest import ingest_folder, typed_tables
+from pipeline.ingest import TYPED_TABLES, ingest_folder, typed_tables
 
 CONSERVATION = "lines_read_equals_accepted_plus_duplicates_plus_quarantined"
-TYPED_TABLES = {
+TYPED_COMMENTS = {
     "interactions": "AI calls: what was asked, what it answered (one memory each).",
     "feedback": "Signals about interactions and memories (votes, corrections, validations).",
     "memory_statements": "Statements learned about a person: instructions, patterns, inferences.",
@@ -121,29 +121,64 @@ def raw_events(
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(name, deps=["raw_events"], group_name="ingest", description=text)
-        for name, text in TYPED_TABLES.items()
+        for name, text in TYPED_COMMENTS.items()
     ],
     check_specs=[
-        dg.AssetCheckSpec("matches_contract", asset=name, blocking=True) for name in TYPED_TABLES
+        dg.AssetCheckSpec("matches_contract", asset=name, blocking=True) for name in TYPED_COMMENTS
     ],
 )
 def typed_event_tables(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    """interactions, feedback, memory_statements: typed, deduplicated tables over all events."""
-    tables = typed_tables(home.lake.read_or_empty("events", contracts.EVENT_SCHEMA))
-    for name, frame in tables.items():
-        home.lake.write(name, frame)
-        home.warehouse.refresh(name, home.lake, comment=TYPED_TABLES[name])
-        figures: dict[str, object] = {"tenants": frame["tenant_id"].n_unique()}
+    """interactions, feedback, memory_statements: typed tables over all events, one lake partition
+    per load date. Only load dates whose events were (re)written since are rebuilt, so a night
+    costs what it ingested, not the history."""
+    lake = home.lake
+    names = list(TYPED_TABLES)
+    if any(home.paths.table(name).exists() for name in names):  # the earlier single-file layout
+        for name in names:
+            lake.drop(name)
+            lake.drop(name, lake.partition_keys(name))
+    keys = lake.stale_partitions("events", names)
+    gone = {k for name in names for k in lake.partition_keys(name)} - set(
+        lake.partition_keys("events")
+    )
+    written: dict[str, list[pl.DataFrame]] = {name: [] for name in names}
+    for key in keys:
+        for name, frame in typed_tables(
+            pl.scan_parquet(home.paths.partition("events", key))
+        ).items():
+            lake.write_partition(name, key, frame, derived_from="events")
+            written[name].append(frame)
+    for name in names:
+        lake.drop(name, sorted(gone))
+        home.warehouse.refresh(name, lake, comment=TYPED_COMMENTS[name], keys=keys or None)
+    context.log.info(f"typed tables rebuilt for load dates {keys or 'none'}")
+    for name in names:
+        columns = TYPED_TABLES[name][1]
+        frame = pl.concat(
+            [pl.DataFrame(schema={c: contracts.EVENT_SCHEMA[c] for c in columns}), *written[name]]
+        )
+        table = lake.read_or_empty(name, contracts.EVENT_SCHEMA)
+        figures: dict[str, object] = {
+            "rebuilt_load_dates": keys,
+            "tenants": table.select(pl.col("tenant_id").n_unique()).collect().item(),
+        }
         if name == "feedback":
-            figures["by_signal"] = dict(frame.group_by("signal").len().sort("signal").iter_rows())
+            figures["by_signal"] = _counts_by(table, "signal")
         if name == "memory_statements":
-            figures["by_type"] = dict(
-                frame.group_by("memory_type").len().sort("memory_type").iter_rows()
-            )
-        yield dg.MaterializeResult(asset_key=name, metadata=frame_metadata(frame, figures))
+            figures["by_type"] = _counts_by(table, "memory_type")
+        metadata = frame_metadata(frame, figures)
+        metadata["dagster/row_count"] = dg.MetadataValue.int(
+            table.select(pl.len()).collect().item()
+        )
+        yield dg.MaterializeResult(asset_key=name, metadata=metadata)
+        # Checks the rows this run wrote; earlier partitions were checked when they were written.
         yield _contract_check(name, frame)
+
+
+def _counts_by(table: pl.LazyFrame, column: str) -> dict[str, int]:
+    return dict(table.group_by(column).len().sort(column).collect().iter_rows())
 
 
 def _contract_check(name: str, frame: pl.DataFrame) -> dg.AssetCheckResult:

@@ -455,18 +455,21 @@ def ingest_folder(
     )
 
 
+TYPED_TABLES: dict[str, tuple[EventType, list[str]]] = {
+    "interactions": (EventType.INTERACTION, INTERACTION_COLUMNS),
+    "feedback": (EventType.FEEDBACK, FEEDBACK_COLUMNS),
+    "memory_statements": (EventType.MEMORY, MEMORY_COLUMNS),
+}
+
+
 def typed_tables(events: pl.LazyFrame) -> dict[str, pl.DataFrame]:
-    """The typed, deduplicated tables over all events (SPEC §3)."""
-    by_type = {
-        "interactions": (EventType.INTERACTION, INTERACTION_COLUMNS),
-        "feedback": (EventType.FEEDBACK, FEEDBACK_COLUMNS),
-        "memory_statements": (EventType.MEMORY, MEMORY_COLUMNS),
-    }
+    """The typed tables (SPEC §3) of some events: one load date's, in the lake, where `events` are
+    already unique per (tenant_id, event_id) across load dates (see `deduplicate`)."""
     return {
         name: events.filter(pl.col("event_type") == kind.value)
         .select(columns)
         .unique(subset=["tenant_id", "event_id"], keep="first")
         .sort("tenant_id", "ts", "event_id")
         .collect()
-        for name, (kind, columns) in by_type.items()
+        for name, (kind, columns) in TYPED_TABLES.items()
     }

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -12,6 +13,9 @@ import duckdb
 import polars as pl
 
 from pipeline.config import PARTITION_COLUMNS, Paths
+
+# Beside a derived partition: which version of its source partition it was built from.
+SOURCE_MARKER = "_source"
 
 
 def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> Path:
@@ -33,9 +37,19 @@ class Lake:
         return write_parquet_atomic(frame, self.paths.table(name))
 
     def write_partition(
-        self, name: str, key: str, frame: pl.DataFrame, column: str | None = None
+        self,
+        name: str,
+        key: str,
+        frame: pl.DataFrame,
+        column: str | None = None,
+        derived_from: str | None = None,
     ) -> Path:
-        return write_parquet_atomic(frame, self.paths.partition(name, key, column))
+        """Write one partition; `derived_from` names the table whose same partition it was built
+        from, so that `stale_partitions` knows when it must be rebuilt."""
+        path = write_parquet_atomic(frame, self.paths.partition(name, key, column))
+        if derived_from is not None:
+            (path.parent / SOURCE_MARKER).write_text(self._identity(derived_from, key))
+        return path
 
     def exists(self, name: str) -> bool:
         return self.paths.table(name).exists() or any(self.partition_keys(name))
@@ -61,6 +75,31 @@ class Lake:
         if not root.exists():
             return []
         return sorted(p.parent.name.split("=", 1)[1] for p in root.glob("*=*/data.parquet"))
+
+    def _identity(self, source: str, key: str) -> str:
+        # Atomic writes give every version of a file a new inode: (inode, size, mtime) names it.
+        stat = self.paths.partition(source, key).stat()
+        return f"{source}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
+
+    def stale_partitions(self, source: str, targets: Sequence[str]) -> list[str]:
+        """Keys of `source` partitions that a target table lacks, or built from another version of
+        that source partition (see `write_partition(derived_from=…)`): what to rebuild."""
+        stale = []
+        for key in self.partition_keys(source):
+            identity = self._identity(source, key)
+            for target in targets:
+                marker = self.paths.partition(target, key).parent / SOURCE_MARKER
+                if not marker.exists() or marker.read_text() != identity:
+                    stale.append(key)
+                    break
+        return stale
+
+    def drop(self, name: str, keys: Sequence[str] = ()) -> None:
+        """Remove the given partitions of a table, or (no keys) its single-file form."""
+        if not keys:
+            self.paths.table(name).unlink(missing_ok=True)
+        for key in keys:
+            shutil.rmtree(self.paths.partition(name, key).parent, ignore_errors=True)
 
 
 def _source(paths: Paths, name: str) -> str:

@@ -69,6 +69,25 @@ def test_partition_rerun_is_idempotent(tmp_path: Path) -> None:
     )
 
 
+def test_typed_tables_rebuild_only_the_load_dates_that_were_ingested(tmp_path: Path) -> None:
+    _landing(tmp_path)
+    paths = Paths(tmp_path)
+    assert _materialize(tmp_path, partition_key="2026-11-01").success
+    first_day = paths.partition("interactions", "2026-11-01")
+    written = first_day.stat().st_mtime_ns
+    second = _materialize(tmp_path, partition_key="2026-11-02")
+    assert second.success
+    assert first_day.stat().st_mtime_ns == written  # the earlier load date is not rewritten
+    meta = second.asset_materializations_for_node("typed_event_tables")
+    by_asset = {m.asset_key.path[-1]: m.metadata for m in meta}
+    assert by_asset["interactions"]["rebuilt_load_dates"].value == ["2026-11-02"]
+    assert by_asset["interactions"]["dagster/row_count"].value == 1  # the table, not the run
+    assert by_asset["memory_statements"]["dagster/row_count"].value == 1
+    assert _materialize(tmp_path, partition_key="2026-11-01").success  # re-ingested: rebuilt
+    assert first_day.stat().st_mtime_ns > written
+    assert _counts(tmp_path)["interactions"] == 1
+
+
 def test_range_runs_as_one_run_with_checks(tmp_path: Path) -> None:
     _landing(tmp_path)
     result = _materialize(

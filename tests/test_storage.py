@@ -52,3 +52,18 @@ def test_refresh_with_keys_rebuilds_when_the_columns_changed(tmp_path: Path) -> 
     with warehouse.connect(read_only=True) as con:
         columns = [row[0] for row in con.execute("DESCRIBE events").fetchall()]
     assert "note" in columns
+
+
+def test_stale_partitions_follow_the_source_writes(tmp_path: Path) -> None:
+    lake = Lake(Paths.from_env(tmp_path))
+    for key in ("2026-11-01", "2026-11-02"):
+        lake.write_partition("events", key, _day(key, ["a"]))
+    assert lake.stale_partitions("events", ["typed"]) == ["2026-11-01", "2026-11-02"]
+    for key in ("2026-11-01", "2026-11-02"):
+        lake.write_partition("typed", key, _day(key, ["a"]), derived_from="events")
+    assert lake.stale_partitions("events", ["typed"]) == []
+    lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["a", "b"]))  # re-ingested
+    assert lake.stale_partitions("events", ["typed"]) == ["2026-11-02"]
+    assert lake.stale_partitions("events", ["typed", "other"]) == ["2026-11-01", "2026-11-02"]
+    lake.drop("typed", ["2026-11-01"])
+    assert lake.partition_keys("typed") == ["2026-11-02"]
