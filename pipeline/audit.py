@@ -17,6 +17,7 @@ import polars as pl
 
 from pipeline.contracts import MemoryType
 from pipeline.decay import DEFAULT_DECAY, DecayConfig
+from pipeline.frames import fmt
 
 _TS = pl.Datetime("us", "UTC")
 
@@ -121,7 +122,7 @@ def promotion_candidates(
         .with_columns(
             proposed_type=pl.col("memory_type").replace_strict(PROMOTIONS, return_dtype=pl.String),
             repeats=pl.col("reinforcement_count"),
-            reason=pl.format(
+            reason=fmt(
                 "seen {} more times, no conflict, confidence {} (today {}): ask whether to treat it as a preference",
                 pl.col("reinforcement_count"),
                 pl.col("evidence_confidence").round(2),
@@ -173,7 +174,7 @@ def audit(
     high = _finding(
         live.filter(pl.col("confidence") > config.high_confidence_above),
         AuditCheck.HIGH_CONFIDENCE_REVIEW,
-        pl.format("confidence {}: still accurate?", pl.col("confidence").round(2)),
+        fmt("confidence {}: still accurate?", pl.col("confidence").round(2)),
     )
     stale_patterns = _finding(
         live.filter(
@@ -181,19 +182,17 @@ def audit(
             & (pl.col("age_days") >= config.stale_pattern_days)
         ),
         AuditCheck.STALE_PATTERN,
-        pl.format(
-            "not reinforced or confirmed for {} days: still relevant?", pl.col("age_days").floor()
-        ),
+        fmt("not reinforced or confirmed for {} days: still relevant?", pl.col("age_days").floor()),
     )
     reconfirm = _finding(
         live.filter(pl.col("needs_reconfirmation")),
         AuditCheck.NEEDS_RECONFIRMATION,
-        pl.format("high impact, confidence {}: ask before acting", pl.col("confidence").round(2)),
+        fmt("high impact, confidence {}: ask before acting", pl.col("confidence").round(2)),
     )
     conflict_rows = _finding(
         memories.join(conflicted_ids(conflicts), on=["tenant_id", "memory_id"], how="inner"),
         AuditCheck.CONFLICT,
-        pl.format("conflicts with {}: which should win?", pl.col("conflicts_with")),
+        fmt("conflicts with {}: which should win?", pl.col("conflicts_with")),
     )
     # A single inference is archived the moment its age passes the limit: this period's archive is
     # the ones whose moment fell within the last `period_days`.
@@ -206,7 +205,7 @@ def audit(
     archived_rows = _finding(
         archived_now,
         AuditCheck.ARCHIVED_INFERENCE,
-        pl.format(
+        fmt(
             "archived on {} (single inference older than {} days)",
             (pl.col("last_confirmed") + timedelta(days=archive_age)).dt.date(),
             pl.lit(int(archive_age)),
@@ -225,7 +224,7 @@ def audit(
             memory_type=pl.lit(MemoryType.SINGLE_INFERENCE.value),
             status=pl.lit("archived"),
             age_days=pl.lit(None, dtype=pl.Float64),
-            detail=pl.format(
+            detail=fmt(
                 "Archived {} old observations ({}); highest remaining confidence {}",
                 pl.col("n_memories"),
                 pl.col("categories"),

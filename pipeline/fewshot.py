@@ -9,6 +9,7 @@ import polars as pl
 
 from pipeline.contracts import Signal
 from pipeline.embed import matrix
+from pipeline.frames import fmt
 
 _TS = pl.Datetime("us", "UTC")
 GROUP_KEYS = ["tenant_id", "system", "kind", "skill_id"]
@@ -162,7 +163,7 @@ def mmr_select(
 
 
 def _why(frame: pl.DataFrame) -> pl.Expr:
-    votes = pl.format(
+    votes = fmt(
         "quality_lower {} from {} votes",
         pl.col("quality_lower").round(2),
         pl.col("n_feedback"),
@@ -170,7 +171,7 @@ def _why(frame: pl.DataFrame) -> pl.Expr:
     corrected = (
         pl.when(pl.col("is_corrected")).then(pl.lit("; corrected output")).otherwise(pl.lit(""))
     )
-    return pl.concat_str([votes, corrected, pl.format("; mmr {}", pl.col("mmr").round(2))])
+    return pl.concat_str([votes, corrected, fmt("; mmr {}", pl.col("mmr").round(2))])
 
 
 def few_shot_sets(

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 from scipy import sparse
 
+from pipeline.frames import fmt
 from pipeline.scoring import DEFAULT_SCORING, ScoringConfig, deduplicate_votes, vote_values
 
 _TS = pl.Datetime("us", "UTC")
@@ -339,7 +340,7 @@ def learning_effectiveness(stats: pl.DataFrame) -> dict[str, dict[str, float]]:
         .agg(pos=pl.col("n_positive").sum(), neg=pl.col("n_negative").sum())
         .filter(pl.col("pos") + pl.col("neg") > 0)
         .select(
-            key=pl.format("{}/{}", "tenant_id", "skill_id"),
+            key=fmt("{}/{}", "tenant_id", "skill_id"),
             value=pl.col("pos") / (pl.col("pos") + pl.col("neg")),
         )
         .sort("key")
@@ -351,7 +352,7 @@ def learning_effectiveness(stats: pl.DataFrame) -> dict[str, dict[str, float]]:
             value=(pl.col("mean_reward") * pl.col("n_feedback")).sum() / pl.col("n_feedback").sum()
         )
         .select(
-            key=pl.format("{}/{}", "tenant_id", pl.col("user_id").fill_null("(anonymous)")),
+            key=fmt("{}/{}", "tenant_id", pl.col("user_id").fill_null("(anonymous)")),
             value="value",
         )
         .sort("key")
