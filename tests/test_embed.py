@@ -82,7 +82,7 @@ def test_second_run_embeds_nothing_and_never_loads_the_model(
     )
     texts = memory_texts(no_interactions(), statements)
     first = embed_with_cache(texts, None, now=now, config=config)
-    name = "all-MiniLM-L6-v2" + ("+onnx-int8" if backend == "onnx-int8" else "")
+    name = "all-MiniLM-L6-v2" + ("+onnx-int8.v2" if backend == "onnx-int8" else "")
     assert (first.n_new, first.n_cached, first.dim, first.model) == (2, 0, 384, name)
     assert first.embeddings.schema["embedding"] == pl.Array(pl.Float32, 384)
     assert first.cache.columns == ["text_hash", "embedding", "model", "dim", "embedded_at"]

@@ -175,7 +175,7 @@ def test_pack_is_published_verified_and_free_of_pii(world) -> None:
         assert manifest["tenant_id"] == tenant and manifest["pack_format"] == 1
         # The vectors' own model: the default backend is ONNX Runtime int8
         assert manifest["models"]["embedding"] == {
-            "model": "all-MiniLM-L6-v2+onnx-int8",
+            "model": "all-MiniLM-L6-v2+onnx-int8.v2",
             "dim": 384,
         }
         for file in pack.path.iterdir():

@@ -131,7 +131,7 @@ def tenant_frames(tenant: str, offset: int = 0) -> dict[str, pl.DataFrame]:
             "memory_kind": ["interaction"] * 4 + ["statement"] * 3,
             "text_hash": [f"h{i}" for i in range(7)],
             "embedding": [_vector(offset + i) for i in range(7)],
-            "model": ["all-MiniLM-L6-v2+onnx-int8"] * 7,
+            "model": ["all-MiniLM-L6-v2+onnx-int8.v2"] * 7,
         },
         schema_overrides={"embedding": pl.Array(pl.Float32, DIM)},
     )

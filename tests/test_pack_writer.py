@@ -59,7 +59,7 @@ def test_publish_writes_a_complete_manifest(paths: Paths) -> None:
     assert manifest["inputs"]["events"] == {"feedback": 1, "interaction": 1, "memory": 1}
     assert manifest["inputs"]["decay_snapshot"] == "2026-11-07"
     assert manifest["models"] == {
-        "embedding": {"model": "all-MiniLM-L6-v2+onnx-int8", "dim": DIM},
+        "embedding": {"model": "all-MiniLM-L6-v2+onnx-int8.v2", "dim": DIM},
         "policy_id": "acme-policy-1",
     }
     assert manifest["metrics"]["dpo"]["eval_accuracy"] == 0.75
