@@ -330,11 +330,13 @@ def promotion_candidates_eligible(home: MemorypackHome) -> dg.AssetCheckResult:
 def skill_stats(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.MaterializeResult:
     lake = home.lake
     interactions, _, feedback = _inputs(lake)
-    embeddings = _optional(lake, "memory_embeddings")
-    if embeddings is None:
+    embeddings = home.embeddings("interaction")
+    if embeddings.is_empty():
         context.log.info("no memory_embeddings table: skills get one-hot vectors")
     stats = skills.skill_stats(interactions, feedback)
-    vectors = skills.skill_vectors(interactions, embeddings)
+    vectors = skills.skill_vectors(
+        interactions, embeddings, home.vectors(embeddings) if embeddings.height else None
+    )
     preferences = skills.user_preferences(interactions, feedback, vectors)
     for name, frame in (
         ("skill_stats", stats),

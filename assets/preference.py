@@ -29,7 +29,6 @@ from pipeline.neighbors import (
     update_index,
 )
 from pipeline.pairs import (
-    HASH_SCHEMA,
     PAIR_SCHEMA,
     PROMPT_KEYS,
     SCORE_SCHEMA,
@@ -118,7 +117,6 @@ def preference_pairs(
     interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
     scores = _read(home, "feedback_scores", SCORE_SCHEMA)
     index = _prompt_index(home, interactions, config)
-    hashes = lake.read_or_empty("memory_embeddings", {**HASH_SCHEMA, "memory_kind": pl.String()})
     pairs = mine_pairs(
         interactions,
         # only corrections make pairs: the other feedback never leaves the lake
@@ -126,7 +124,7 @@ def preference_pairs(
         .filter(pl.col("signal") == "correction")
         .collect(),
         scores,
-        hashes.filter(pl.col("memory_kind") == "interaction").select(list(HASH_SCHEMA)).collect(),
+        home.embeddings("interaction"),
         index.edges,
         config,
     )
@@ -167,15 +165,12 @@ def _prompt_index(
     """The near-identical prompt index, updated for the prompts it has not searched yet."""
     lake = home.lake
     keys = list(PROMPT_KEYS)
-    embeddings = lake.read_or_empty(
-        "memory_embeddings", {**HASH_SCHEMA, "memory_kind": pl.String(), "model": pl.String()}
-    )
-    models = embeddings.select(pl.col("model").unique()).collect()["model"].drop_nulls()
+    embeddings = home.embeddings("interaction")
+    models = embeddings["model"].drop_nulls().unique().sort()
     if models.is_empty():
         return NeighborIndex.empty(keys)
-    model = str(models.sort()[0])
-    hashes = embeddings.filter(pl.col("memory_kind") == "interaction").select(list(HASH_SCHEMA))
-    texts = prompt_texts(interactions, hashes.collect())
+    model = str(models[0])
+    texts = prompt_texts(interactions, embeddings)
     previous = None
     if lake.exists("prompt_index"):
         previous = NeighborIndex(
@@ -183,14 +178,7 @@ def _prompt_index(
             _read(home, "prompt_neighbors", edge_schema(keys)),
         )
     needed = texts_to_vectorize(texts, previous, keys, model)
-    vectors = (
-        lake.read("embedding_cache")
-        .filter((pl.col("model") == model) & pl.col("text_hash").is_in(needed.implode()))
-        .select("text_hash", "embedding")
-        .collect()
-        if needed.len()
-        else pl.DataFrame(schema={"text_hash": pl.String, "embedding": pl.List(pl.Float32)})
-    )
+    vectors = home.embedding_cache.vectors(model, needed)
     index = update_index(texts, vectors, previous, keys, config.similarity_threshold, model)
     lake.write("prompt_index", index.texts)
     lake.write("prompt_neighbors", index.edges)

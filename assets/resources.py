@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dagster as dg
+import polars as pl
 
 from pipeline.config import DEFAULT_HOME, Paths
 from pipeline.storage import Lake, Warehouse
+from pipeline.vectors import EmbeddingCache, TextVectors
 
 
 class MemorypackHome(dg.ConfigurableResource):
@@ -31,6 +33,33 @@ class MemorypackHome(dg.ConfigurableResource):
     @property
     def warehouse(self) -> Warehouse:
         return Warehouse(self.paths)
+
+    @property
+    def embedding_cache(self) -> EmbeddingCache:
+        return EmbeddingCache(self.paths.embedding_cache)
+
+    def embeddings(self, kind: str | None = None) -> pl.DataFrame:
+        """memory_embeddings (which cached text each memory has; no vectors), maybe of one kind."""
+        table = self.lake.read_or_empty(
+            "memory_embeddings",
+            {
+                "tenant_id": pl.String(),
+                "memory_id": pl.String(),
+                "memory_kind": pl.String(),
+                "text_hash": pl.String(),
+                "model": pl.String(),
+            },
+        )
+        if kind is not None:
+            table = table.filter(pl.col("memory_kind") == kind)
+        return table.collect()
+
+    def vectors(self, embeddings: pl.DataFrame, *more: pl.Series) -> TextVectors:
+        """The cached vectors of `embeddings`' texts (and of the hashes in `more`), in their model."""
+        models = embeddings["model"].drop_nulls().unique().sort()
+        model = str(models[0]) if models.len() else ""
+        hashes = pl.concat([embeddings["text_hash"], *more]) if more else embeddings["text_hash"]
+        return self.embedding_cache.vectors(model, hashes)
 
 
 def home_resource() -> MemorypackHome:

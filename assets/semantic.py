@@ -14,10 +14,16 @@ from pipeline.conflicts import (
     find_conflicts,
     reference_problems,
     subject_texts,
-    with_vectors,
+    with_hashes,
 )
 from pipeline.consolidate import consolidate, membership_problems
-from pipeline.embed import EmbedConfig, embed_with_cache, matrix, memory_texts
+from pipeline.embed import (
+    EmbedConfig,
+    available_backend,
+    embed_with_cache,
+    memory_texts,
+    model_name,
+)
 from pipeline.fewshot import (
     SCORES_SCHEMA,
     FewShotConfig,
@@ -39,18 +45,11 @@ def _read(home: MemorypackHome, name: str, schema: dict[str, pl.DataType]) -> pl
     return home.lake.read_or_empty(name, schema).collect()
 
 
-def _read_optional(home: MemorypackHome, name: str) -> pl.DataFrame | None:
-    return home.lake.read(name).collect() if home.lake.exists(name) else None
-
-
-def _embeddings(home: MemorypackHome) -> pl.DataFrame:
-    return home.lake.read("memory_embeddings").collect()
-
-
-def _embed_config(home: MemorypackHome) -> EmbedConfig:
-    """One config for every embedding asset, so that all of a run's vectors come from one backend
-    (one model name in the cache); the ONNX export is made once and kept in the home."""
-    return EmbedConfig(export_dir=home.paths.models / "embeddings")
+def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
+    """One config (and so one model name in the cache) for every embedding asset of a run; the
+    ONNX export is made once and kept in the home."""
+    config = EmbedConfig(export_dir=home.paths.models / "embeddings")
+    return config, model_name(None, available_backend(config.backend))
 
 
 @dg.asset(
@@ -63,24 +62,30 @@ def _embed_config(home: MemorypackHome) -> EmbedConfig:
 def memory_embeddings(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
-    statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
-    texts = memory_texts(interactions, statements)
-    result = embed_with_cache(
-        texts,
-        _read_optional(home, "embedding_cache"),
-        config=_embed_config(home),
-        progress=context.log.info,
+    lake = home.lake
+    known = home.embeddings() if lake.exists("memory_embeddings") else None
+    texts = memory_texts(
+        lake.read_or_empty("interactions", contracts.INTERACTION_SCHEMA),
+        lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA),
+        known,
     )
-    home.lake.write("embedding_cache", result.cache)
-    home.lake.write("memory_embeddings", result.embeddings)
+    config, name = _embed_config(home)
+    cache = home.embedding_cache
+    result = embed_with_cache(
+        texts, cache.scan(name), name=name, config=config, progress=context.log.info
+    )
+    cache.append(name, result.fresh)
+    lake.write("memory_embeddings", result.embeddings)
     home.warehouse.refresh(
         "memory_embeddings",
-        home.lake,
-        comment=f"One {result.dim}-d unit vector per memory ({result.model}); text_hash keys the cache.",
+        lake,
+        comment=f"Which {result.dim}-d vector ({result.model}) each memory has: its text_hash in "
+        "the embedding cache.",
     )
-    vectors = matrix(result.embeddings)
-    norms = np.linalg.norm(vectors, axis=1) if len(vectors) else np.ones(0)
+    cached = cache.hashes(name)
+    without_vector = int((~result.embeddings["text_hash"].is_in(cached.implode())).sum())
+    fresh = result.fresh["embedding"].to_numpy() if result.n_new else np.ones((0, result.dim))
+    norms = np.linalg.norm(fresh, axis=1)
     duplicates = texts.height - texts.unique(["tenant_id", "memory_id"]).height
     yield dg.MaterializeResult(
         metadata=frame_metadata(
@@ -90,7 +95,8 @@ def memory_embeddings(
                 "dim": result.dim,
                 "new_texts_embedded": result.n_new,
                 "texts_from_cache": result.n_cached,
-                "cache_rows": result.cache.height,
+                "memories_reused": known.height if known is not None else 0,
+                "cache_rows": cached.len(),
                 "embed_seconds": round(result.seconds, 2),
                 "texts_per_second": round(result.texts_per_second, 1),
             },
@@ -99,12 +105,12 @@ def memory_embeddings(
     )
     yield dg.AssetCheckResult(
         check_name=ONE_ROW_PER_MEMORY,
-        passed=bool(
-            duplicates == 0
-            and result.embeddings["embedding"].null_count() == 0
-            and np.allclose(norms, 1.0, atol=1e-3)
-        ),
-        metadata={"duplicate_ids": duplicates, "min_norm": float(norms.min(initial=1.0))},
+        passed=bool(duplicates == 0 and without_vector == 0 and np.allclose(norms, 1.0, atol=1e-3)),
+        metadata={
+            "duplicate_ids": duplicates,
+            "memories_without_vector": without_vector,
+            "min_norm_of_new_vectors": float(norms.min(initial=1.0)),
+        },
     )
 
 
@@ -121,16 +127,20 @@ def memory_conflicts(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
+    embeddings = home.embeddings("statement")
+    config, name = _embed_config(home)
+    cache = home.embedding_cache
     subjects = embed_with_cache(
         subject_texts(statements),
-        _read_optional(home, "embedding_cache"),
-        config=_embed_config(home),
+        cache.scan(name),
+        name=name,
+        config=config,
         progress=context.log.info,
     )
-    if subjects.n_new:
-        home.lake.write("embedding_cache", subjects.cache)
+    cache.append(name, subjects.fresh)
+    hashed = with_hashes(statements, embeddings, subjects.embeddings)
     conflicts = (
-        find_conflicts(with_vectors(statements, _embeddings(home), subjects.embeddings))
+        find_conflicts(hashed, vectors=home.vectors(embeddings, hashed["subject_hash"]))
         if statements.height
         else pl.DataFrame(schema=CONFLICT_SCHEMA)
     )
@@ -175,7 +185,8 @@ def consolidated_summaries(
     statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
     interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
     conflicts = _read(home, "memory_conflicts", CONFLICT_SCHEMA)
-    result = consolidate(statements, interactions, _embeddings(home), conflicts)
+    embeddings = home.embeddings()
+    result = consolidate(statements, interactions, embeddings, conflicts, home.vectors(embeddings))
     home.lake.write("consolidated_summaries", result.summaries)
     home.lake.write("memory_reinforcement", result.reinforcement)
     home.warehouse.refresh(
@@ -222,10 +233,16 @@ def consolidated_summaries(
 def few_shot_sets(home: MemorypackHome) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     config = FewShotConfig()
     interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
-    feedback = _read(home, "feedback", contracts.FEEDBACK_SCHEMA)
+    # corrected outputs are all the sets need of the feedback
+    feedback = (
+        home.lake.read_or_empty("feedback", contracts.FEEDBACK_SCHEMA)
+        .filter(pl.col("signal") == "correction")
+        .collect()
+    )
     scores = _read(home, "feedback_scores", SCORES_SCHEMA)
-    embeddings = _embeddings(home)
-    sets = select_few_shot(interactions, feedback, scores, embeddings, config)
+    embeddings = home.embeddings("interaction")
+    vectors = home.vectors(embeddings)
+    sets = select_few_shot(interactions, feedback, scores, embeddings, vectors, config)
     home.lake.write("few_shot_sets", sets)
     home.warehouse.refresh(
         "few_shot_sets",
@@ -233,7 +250,7 @@ def few_shot_sets(home: MemorypackHome) -> Iterator[dg.MaterializeResult | dg.As
         comment="Few-shot examples per tenant × system × kind × skill, ranked, with why.",
     )
     negatives = negative_examples(sets, scores)
-    duplicates = near_duplicates(sets, embeddings, config.duplicate_similarity)
+    duplicates = near_duplicates(sets, embeddings, vectors, config.duplicate_similarity)
     yield dg.MaterializeResult(
         metadata=frame_metadata(
             sets,

@@ -30,8 +30,10 @@ from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.guards import run_guards
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
+from pipeline.vectors import EmbeddingCache
 
 TENANT = "bench"
+MODEL = "all-MiniLM-L6-v2"
 RUN_DATE = date(2026, 11, 20)
 AS_OF = datetime(2026, 11, 21, tzinfo=UTC)
 TS = pl.Datetime("us", "UTC")
@@ -169,6 +171,7 @@ def synthesize(paths: Paths, n_memories: int, dim: int, seed: int = 0) -> None:
     )
     matrix = rng.normal(size=(n_memories, dim)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    hashes = [f"t{i:08d}" for i in range(n_memories)]  # every memory its own text
     lake.write(
         "memory_embeddings",
         pl.DataFrame(
@@ -176,13 +179,22 @@ def synthesize(paths: Paths, n_memories: int, dim: int, seed: int = 0) -> None:
                 "tenant_id": TENANT,
                 "memory_id": ids,
                 "memory_kind": kinds_of,
-                "embedding": pl.Series("embedding", matrix),
+                "text_hash": hashes,
+                "model": MODEL,
             }
         ),
     )
-    lake.write(
-        "embedding_cache",
-        pl.DataFrame({"text_hash": ["x"], "model": ["all-MiniLM-L6-v2"], "dim": [dim]}),
+    EmbeddingCache(paths.embedding_cache).append(
+        MODEL,
+        pl.DataFrame(
+            {
+                "text_hash": hashes,
+                "embedding": pl.Series("embedding", matrix),
+                "model": MODEL,
+                "dim": pl.Series([dim] * n_memories, dtype=pl.Int32),
+                "embedded_at": pl.Series([AS_OF] * n_memories, dtype=TS),
+            }
+        ),
     )
     good = interactions.join(
         pl.read_parquet(paths.table("feedback_scores")).select(

@@ -39,6 +39,10 @@ class Paths:
         return self.home / "lake"
 
     @property
+    def embedding_cache(self) -> Path:
+        return self.lake / "embedding_cache"
+
+    @property
     def warehouse(self) -> Path:
         return self.home / "warehouse.duckdb"
 

@@ -8,7 +8,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.contracts import MemoryType
-from pipeline.embed import matrix, normalise_text, text_hashes
+from pipeline.embed import normalise_text, text_hashes
+from pipeline.vectors import TextVectors
 
 # The trust order of the seeds (explicit > correction > confirmed > inferred > single > temporary):
 # a lower rank wins a conflict; within one level the newer memory wins.
@@ -170,11 +171,13 @@ def _similar(vectors: np.ndarray | None, keys: pl.Series) -> np.ndarray:
     return (codes[:, None] == codes[None, :]).astype(np.float32)
 
 
-def _semantic_pairs(group: pl.DataFrame, config: ConflictConfig) -> pl.DataFrame:
+def _semantic_pairs(
+    group: pl.DataFrame, config: ConflictConfig, vectors: TextVectors | None
+) -> pl.DataFrame:
     """Opposite-polarity and correction pairs inside one tenant × contact."""
     n = group.height
-    sub_vec = matrix(group, "subject_embedding") if "subject_embedding" in group.columns else None
-    full_vec = matrix(group, "embedding") if "embedding" in group.columns else None
+    sub_vec = vectors.of(group["subject_hash"]) if vectors is not None else None
+    full_vec = vectors.of(group["text_hash"]) if vectors is not None else None
     subject_sim = _similar(sub_vec, group["subject"])
     full_sim = _similar(full_vec, group["content"].str.to_lowercase())
     equal_subject = _similar(None, group["subject"]) > 0
@@ -227,12 +230,16 @@ def _semantic_pairs(group: pl.DataFrame, config: ConflictConfig) -> pl.DataFrame
     return pl.concat(rows)
 
 
-def find_conflicts(statements: pl.DataFrame, config: ConflictConfig | None = None) -> pl.DataFrame:
+def find_conflicts(
+    statements: pl.DataFrame,
+    config: ConflictConfig | None = None,
+    vectors: TextVectors | None = None,
+) -> pl.DataFrame:
     """All conflicting pairs (CONFLICT_SCHEMA), one row per pair with its most specific reason.
 
-    `statements` has the MEMORY_SCHEMA columns; optional `embedding` (the content) and
-    `subject_embedding` (the `subject` of `with_subjects`) columns turn exact subject matching
-    into similarity matching.
+    `statements` has the MEMORY_SCHEMA columns; with `vectors`, it also has `text_hash` (the
+    content's) and `subject_hash` (the `subject` of `with_subjects`'s, see `with_hashes`), and
+    exact subject matching becomes similarity matching.
     """
     config = config or ConflictConfig()
     if statements.is_empty():
@@ -243,7 +250,7 @@ def find_conflicts(statements: pl.DataFrame, config: ConflictConfig | None = Non
     for (tenant, contact), group in crowded.group_by(
         ["tenant_id", "contact_id"], maintain_order=True
     ):
-        pairs = _semantic_pairs(group, config)
+        pairs = _semantic_pairs(group, config, vectors)
         if pairs.height:
             semantic.append(
                 pairs.select(
@@ -352,15 +359,15 @@ def subject_texts(statements: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(text_hashes(frame["text"]))
 
 
-def with_vectors(
-    statements: pl.DataFrame, embeddings: pl.DataFrame, subject_embeddings: pl.DataFrame
+def with_hashes(
+    statements: pl.DataFrame, embeddings: pl.DataFrame, subject_hashes: pl.DataFrame
 ) -> pl.DataFrame:
-    """Statements + subjects + `embedding` (content) + `subject_embedding`, ready for find_conflicts."""
+    """Statements + subjects + `text_hash` (content) + `subject_hash`, for find_conflicts(vectors=…)."""
     keys = ["tenant_id", "event_id"]
-    content = embeddings.select("tenant_id", pl.col("memory_id").alias("event_id"), "embedding")
-    subjects = subject_embeddings.select(
+    content = embeddings.select("tenant_id", pl.col("memory_id").alias("event_id"), "text_hash")
+    subjects = subject_hashes.select(
         "tenant_id",
         pl.col("memory_id").alias("event_id"),
-        pl.col("embedding").alias("subject_embedding"),
+        pl.col("text_hash").alias("subject_hash"),
     )
     return with_subjects(statements).join(content, on=keys).join(subjects, on=keys)

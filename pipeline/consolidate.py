@@ -14,7 +14,7 @@ from sklearn.neighbors import radius_neighbors_graph
 from pipeline.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.contracts import MemoryType
 from pipeline.decay import BASE_CONFIDENCE, CONFIDENCE_CAP
-from pipeline.embed import matrix
+from pipeline.vectors import TextVectors
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,7 @@ def _label_groups(
     conflicts: pl.DataFrame,
     config: ConsolidationConfig,
     dedupe: bool,
+    vectors: TextVectors,
 ) -> pl.DataFrame:
     """Adds `cluster` (a global integer) to members, clustering within each group of `keys`."""
     sized = members.with_columns(
@@ -202,26 +203,41 @@ def _label_groups(
         if dedupe:
             # Identical texts are trivially one cluster: cluster distinct texts only.
             distinct = group.unique("text_hash", keep="first", maintain_order=True)
-            labels = cluster_labels(matrix(distinct), threshold, None, config.max_block)
+            labels = cluster_labels(
+                vectors.of(distinct["text_hash"]), threshold, None, config.max_block
+            )
             lookup = distinct.select("text_hash", pl.Series("cluster", labels + offset))
             labelled = group.join(lookup, on="text_hash", how="left", maintain_order="left")
         else:
             links = _cannot_link_indices(group, by_group.get(tuple(key), empty))
-            labels = cluster_labels(matrix(group), threshold, links, config.max_block)
+            labels = cluster_labels(
+                vectors.of(group["text_hash"]), threshold, links, config.max_block
+            )
             labelled = group.with_columns(pl.Series("cluster", labels + offset))
         offset += int(labels.max()) + 1 if len(labels) else 0
         out.append(labelled)
     return pl.concat(out)
 
 
-def _centroid_similarity(members: pl.DataFrame) -> pl.Series:
-    """e_i · Σ_cluster e_j: the member with the largest value is the cluster's medoid."""
-    vectors = matrix(members)
-    cluster = members["cluster"].to_numpy()
-    _, inverse = np.unique(cluster, return_inverse=True)
-    sums = np.zeros((int(inverse.max()) + 1 if len(inverse) else 0, vectors.shape[1]), np.float32)
-    np.add.at(sums, inverse, vectors)
-    return pl.Series("centrality", np.einsum("ij,ij->i", vectors, sums[inverse]))
+def _centroid_similarity(members: pl.DataFrame, vectors: TextVectors) -> pl.Series:
+    """e_i · Σ_cluster e_j: the member with the largest value is the cluster's medoid.
+
+    Computed once per distinct (cluster, text), weighting each text by its number of members, so
+    a cluster of 10,000 identical requests costs one vector.
+    """
+    texts = members.group_by("cluster", "text_hash").agg(pl.len().alias("n"))
+    vectors_of = vectors.of(texts["text_hash"])
+    _, inverse = np.unique(texts["cluster"].to_numpy(), return_inverse=True)
+    sums = np.zeros((int(inverse.max()) + 1 if len(inverse) else 0, vectors.dim), np.float32)
+    np.add.at(sums, inverse, vectors_of * texts["n"].to_numpy()[:, None].astype(np.float32))
+    centrality = texts.select(
+        "cluster",
+        "text_hash",
+        pl.Series("centrality", np.einsum("ij,ij->i", vectors_of, sums[inverse])),
+    )
+    return members.join(centrality, on=["cluster", "text_hash"], how="left", maintain_order="left")[
+        "centrality"
+    ]
 
 
 def _summaries(members: pl.DataFrame, scope: str, config: ConsolidationConfig) -> pl.DataFrame:
@@ -300,7 +316,7 @@ def statement_members(
         polarity(pl.col("content")).alias("polarity"),
         numbers(subject(pl.col("content"))).alias("subject_numbers"),
     ).join(
-        embeddings.select("tenant_id", "memory_id", "text_hash", "embedding"),
+        embeddings.select("tenant_id", "memory_id", "text_hash"),
         on=["tenant_id", "memory_id"],
         how="inner",
     )
@@ -322,7 +338,7 @@ def interaction_members(
         pl.col("tags"),
         pl.lit(0, pl.Int32).alias("priority"),
     ).join(
-        embeddings.select("tenant_id", "memory_id", "text_hash", "embedding"),
+        embeddings.select("tenant_id", "memory_id", "text_hash"),
         on=["tenant_id", "memory_id"],
         how="inner",
     )
@@ -377,10 +393,12 @@ def consolidate(
     interactions: pl.DataFrame,
     embeddings: pl.DataFrame,
     conflicts: pl.DataFrame,
+    vectors: TextVectors,
     config: ConsolidationConfig | None = None,
 ) -> Consolidation:
     """Statements per tenant × contact (conflicting pairs split), interactions per tenant ×
-    system × kind; `embeddings` is the memory_embeddings table."""
+    system × kind; `embeddings` is the memory_embeddings table (which text each memory has),
+    `vectors` the vectors of those texts."""
     config = config or ConsolidationConfig()
     parts = []
     member_frames = []
@@ -403,10 +421,10 @@ def consolidate(
     ):
         if members.is_empty():
             continue
-        labelled = _label_groups(members, keys, threshold, conflicts, config, dedupe)
+        labelled = _label_groups(members, keys, threshold, conflicts, config, dedupe, vectors)
         labelled = labelled.with_columns(pl.col("cluster") + offset)
         offset = int(labelled["cluster"].max()) + 1  # type: ignore[arg-type]
-        labelled = labelled.with_columns(_centroid_similarity(labelled))
+        labelled = labelled.with_columns(_centroid_similarity(labelled, vectors))
         summaries = _summaries(labelled, scope, config)
         member_frames.append(
             labelled.join(summaries.select("cluster", "cluster_id"), on="cluster").select(

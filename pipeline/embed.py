@@ -80,15 +80,15 @@ def cache_schema(dim: int) -> dict[str, pl.DataType]:
     }
 
 
-def embeddings_schema(dim: int) -> dict[str, pl.DataType]:
-    return {
-        "tenant_id": pl.String(),
-        "memory_id": pl.String(),
-        "memory_kind": pl.String(),
-        "text_hash": pl.String(),
-        "embedding": pl.Array(pl.Float32, dim),
-        "model": pl.String(),  # which model (and backend) made the vector: the pack names it
-    }
+# memory_embeddings: which cached vector each memory has (the vectors live in the cache, one per
+# distinct text: at 1M interactions 227k vectors, not 1.3M copies).
+MEMORY_EMBEDDING_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "memory_id": pl.String(),
+    "memory_kind": pl.String(),
+    "text_hash": pl.String(),
+    "model": pl.String(),  # which model (and backend) made the vector: the pack names it
+}
 
 
 def normalise_text(expr: pl.Expr) -> pl.Expr:
@@ -119,24 +119,49 @@ def text_hashes(texts: pl.Series) -> pl.Series:
     return pl.DataFrame({"text": texts}).join(lookup, on="text", how="left")["text_hash"]
 
 
-def memory_texts(interactions: pl.DataFrame, statements: pl.DataFrame) -> pl.DataFrame:
-    """One row per memory: statements embed `content`, interactions embed `input` (the request)."""
-    parts = [
-        interactions.select(
-            "tenant_id",
-            pl.col("event_id").alias("memory_id"),
-            pl.lit("interaction").alias("memory_kind"),
-            normalise_text(pl.col("input")).alias("text"),
-        ),
-        statements.select(
-            "tenant_id",
-            pl.col("event_id").alias("memory_id"),
-            pl.lit("statement").alias("memory_kind"),
-            normalise_text(pl.col("content")).alias("text"),
-        ),
-    ]
-    frame = pl.concat(parts).sort("tenant_id", "memory_kind", "memory_id")
-    return frame.with_columns(text_hashes(frame["text"]))
+def memory_texts(
+    interactions: pl.DataFrame | pl.LazyFrame,
+    statements: pl.DataFrame | pl.LazyFrame,
+    known: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """One row per memory: statements embed `content`, interactions embed `input` (the request).
+
+    `known` (tenant_id, memory_id, memory_kind, text_hash: the last memory_embeddings) saves the
+    work for memories seen before: an event's text never changes, so only new memories are
+    normalised and hashed. Those rows carry no `text`; a memory that is gone drops out.
+    """
+    memories = pl.concat(
+        [
+            interactions.lazy().select(
+                "tenant_id",
+                pl.col("event_id").alias("memory_id"),
+                pl.lit("interaction").alias("memory_kind"),
+                pl.col("input").alias("raw"),
+            ),
+            statements.lazy().select(
+                "tenant_id",
+                pl.col("event_id").alias("memory_id"),
+                pl.lit("statement").alias("memory_kind"),
+                pl.col("content").alias("raw"),
+            ),
+        ]
+    )
+    keys = ["tenant_id", "memory_id", "memory_kind"]
+    old = pl.DataFrame(schema=MEMORY_TEXT_SCHEMA)
+    if known is not None and known.height:
+        old = (
+            memories.select(keys)
+            .join(known.lazy().select(*keys, "text_hash"), on=keys)
+            .with_columns(text=pl.lit(None, pl.String))
+            .select(list(MEMORY_TEXT_SCHEMA))
+            .collect()
+        )
+        memories = memories.join(old.lazy().select(keys), on=keys, how="anti")
+    new = memories.select(*keys, normalise_text(pl.col("raw")).alias("text")).collect()
+    new = new.with_columns(text_hashes(new["text"]))
+    return pl.concat([old, new.select(list(MEMORY_TEXT_SCHEMA))]).sort(
+        "tenant_id", "memory_kind", "memory_id"
+    )
 
 
 def resolve_model_path(path: str | os.PathLike[str] | None = None) -> Path:
@@ -452,8 +477,8 @@ def encode(
 
 @dataclass(frozen=True)
 class EmbedResult:
-    embeddings: pl.DataFrame  # one row per memory (embeddings_schema)
-    cache: pl.DataFrame  # the whole cache after this run (cache_schema)
+    embeddings: pl.DataFrame  # one row per text row: its keys, text_hash and model (no vector)
+    fresh: pl.DataFrame  # the vectors this call computed (cache_schema): append them to the cache
     n_new: int  # distinct texts embedded in this run
     n_cached: int  # distinct texts served from the cache
     model: str
@@ -471,7 +496,7 @@ def vectors_column(vectors: np.ndarray, name: str = "embedding") -> pl.Series:
 
 def embed_with_cache(
     texts: pl.DataFrame,
-    cache: pl.DataFrame | None,
+    cache: pl.DataFrame | pl.LazyFrame | None,
     model: Any = None,
     name: str | None = None,
     now: datetime | None = None,
@@ -479,35 +504,30 @@ def embed_with_cache(
     progress: Progress | None = None,
     model_path: str | os.PathLike[str] | None = None,
 ) -> EmbedResult:
-    """Vectors for every row of `texts` (text, text_hash, …); only unseen hashes are encoded.
+    """Encode the texts of `texts` (text, text_hash, …) that `cache` has no vector for.
 
     Without `model`, the model at `model_path` (see `resolve_model_path`) is loaded for
     `config.backend` only when there is something to encode: a run with nothing new never loads
-    it. The cache's model name says which backend made a vector (see `model_name`). Cache rows
-    of another model with the same dimension are kept but never served; rows of another
-    dimension cannot share the column and are dropped.
+    it. The cache's model name says which backend made a vector (see `model_name`); rows of
+    other models are never served. Only the cache's hashes are read, never its vectors.
     """
     config = config or EmbedConfig()
     backend = backend_of(model) if model is not None else available_backend(config.backend)
     name = name or model_name(model_path, backend)
     now = now or datetime.now(UTC)
-    cached_dims = (
-        cache.filter(pl.col("model") == name)["dim"].unique().to_list()
-        if cache is not None and cache.height
-        else []
+    mine = (
+        cache.lazy().filter(pl.col("model") == name).select("text_hash", "dim").collect()
+        if cache is not None
+        else pl.DataFrame(schema={"text_hash": pl.String, "dim": pl.Int32})
     )
+    cached_dims = mine["dim"].unique().to_list()
     wanted = texts.select("text_hash", "text").unique("text_hash", maintain_order=True)
     if model is None and len(cached_dims) != 1:  # dimension unknown without the model
         model = load_model(model_path, backend, config.export_dir)
     dim = model_dim(model) if model is not None else int(cached_dims[0])
-    schema = cache_schema(dim)
-    kept = pl.DataFrame(schema=schema)
-    if cache is not None and cache.height and cache.schema.get("embedding") == schema["embedding"]:
-        kept = cache.select(list(schema)).cast(pl.Schema(schema))
-    usable = kept.filter(pl.col("model") == name)
-    missing = wanted.join(usable.select("text_hash"), on="text_hash", how="anti")
+    missing = wanted.join(mine.select("text_hash"), on="text_hash", how="anti")
     started = time.perf_counter()
-    fresh = pl.DataFrame(schema=schema)
+    fresh = pl.DataFrame(schema=cache_schema(dim))
     if missing.height:
         model = model if model is not None else load_model(model_path, backend, config.export_dir)
         vectors = encode(missing["text"], model=model, config=config, progress=progress)
@@ -518,32 +538,13 @@ def embed_with_cache(
             dim=pl.lit(dim, pl.Int32),
             embedded_at=pl.lit(now, _TS),
         )
-    seconds = time.perf_counter() - started
-    updated = pl.concat([kept, fresh]).unique(
-        ["text_hash", "model"], keep="first", maintain_order=True
-    )
-    lookup = pl.concat([usable, fresh]).select("text_hash", "embedding")
     keys = [c for c in ("tenant_id", "memory_id", "memory_kind") if c in texts.columns]
-    embeddings = (
-        texts.select(*keys, "text_hash")
-        .join(lookup, on="text_hash", how="left", maintain_order="left")
-        .with_columns(model=pl.lit(name, pl.String))
-    )
     return EmbedResult(
-        embeddings=embeddings,
-        cache=updated,
+        embeddings=texts.select(*keys, "text_hash").with_columns(model=pl.lit(name, pl.String)),
+        fresh=fresh,
         n_new=missing.height,
         n_cached=wanted.height - missing.height,
         model=name,
         dim=dim,
-        seconds=seconds,
+        seconds=time.perf_counter() - started,
     )
-
-
-def matrix(frame: pl.DataFrame, column: str = "embedding") -> np.ndarray:
-    """The (n, dim) float32 matrix of an Array(Float32, dim) column."""
-    if frame.height == 0:
-        dtype = frame.schema.get(column)
-        width = dtype.size if isinstance(dtype, pl.Array) else 0
-        return np.zeros((0, width), dtype=np.float32)
-    return np.ascontiguousarray(frame[column].to_numpy(), dtype=np.float32)

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.contracts import Signal
-from pipeline.embed import matrix
 from pipeline.frames import fmt
+from pipeline.vectors import TextVectors
 
 _TS = pl.Datetime("us", "UTC")
 GROUP_KEYS = ["tenant_id", "system", "kind", "skill_id"]
@@ -101,7 +101,7 @@ def candidates(
         )
         .join(corrected_outputs(feedback), on=["tenant_id", "memory_id"], how="left")
         .join(
-            embeddings.select("tenant_id", "memory_id", "embedding"),
+            embeddings.select("tenant_id", "memory_id", "text_hash"),
             on=["tenant_id", "memory_id"],
             how="inner",
         )
@@ -179,16 +179,18 @@ def few_shot_sets(
     feedback: pl.DataFrame,
     scores: pl.DataFrame,
     embeddings: pl.DataFrame,
+    vectors: TextVectors,
     config: FewShotConfig | None = None,
 ) -> pl.DataFrame:
-    """Top-k diverse examples per tenant × system × kind × skill (FEW_SHOT_SCHEMA)."""
+    """Top-k diverse examples per tenant × system × kind × skill (FEW_SHOT_SCHEMA); `embeddings`
+    says which text each memory has, `vectors` holds those texts' vectors."""
     config = config or FewShotConfig()
     pool = candidates(interactions, feedback, scores, embeddings, config)
     parts = []
     for _, group in pool.group_by(GROUP_KEYS, maintain_order=True):
         chosen, values = mmr_select(
             group["selection_score"].to_numpy(),
-            matrix(group),
+            vectors.of(group["text_hash"]),
             config.k,
             config.mmr_lambda,
             config.duplicate_similarity,
@@ -226,14 +228,16 @@ def negative_examples(sets: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def near_duplicates(sets: pl.DataFrame, embeddings: pl.DataFrame, threshold: float) -> int:
+def near_duplicates(
+    sets: pl.DataFrame, embeddings: pl.DataFrame, vectors: TextVectors, threshold: float
+) -> int:
     """Pairs inside one set whose inputs are more similar than `threshold` (should be 0)."""
     joined = sets.join(
-        embeddings.select("tenant_id", "memory_id", "embedding"), on=["tenant_id", "memory_id"]
+        embeddings.select("tenant_id", "memory_id", "text_hash"), on=["tenant_id", "memory_id"]
     )
     total = 0
     for _, group in joined.group_by(GROUP_KEYS):
-        vectors = matrix(group)
-        sims = np.triu(vectors @ vectors.T, k=1)
+        rows = vectors.of(group["text_hash"])
+        sims = np.triu(rows @ rows.T, k=1)
         total += int((sims > threshold).sum())
     return total

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from pipeline.embed import matrix
+from pipeline.vectors import TextVectors
 
 # Similarities held in memory at once by a search (≈ 32 MB of float32), whatever the group size.
 MAX_BLOCK_CELLS = 8_000_000
@@ -67,7 +67,7 @@ def search(
 
 def update_index(
     texts: pl.DataFrame,
-    vectors: pl.DataFrame,
+    vectors: TextVectors,
     previous: NeighborIndex | None,
     keys: Sequence[str],
     threshold: float,
@@ -76,8 +76,8 @@ def update_index(
     """The index over `texts` (keys + text_hash), reusing `previous` for the texts it has searched.
 
     Only texts new to their group are searched, against every text of the group, so edges between
-    two old texts are never recomputed. `vectors` (text_hash, embedding: unit rows) must hold every
-    text of each group that has a new one (`texts_to_vectorize`). An index made with another
+    two old texts are never recomputed. `vectors` must hold every text of each group that has a
+    new one (`texts_to_vectorize`). An index made with another
     model's vectors is discarded. Texts that left a group drop out with their edges.
     """
     keys = list(keys)
@@ -124,23 +124,22 @@ def _groups(new: pl.DataFrame, texts: pl.DataFrame, keys: list[str]) -> list[pl.
 def _group_edges(
     group: pl.DataFrame,
     new: pl.DataFrame,
-    vectors: pl.DataFrame,
+    vectors: TextVectors,
     keys: list[str],
     threshold: float,
 ) -> pl.DataFrame:
-    located = group.join(vectors.select("text_hash", "embedding"), on="text_hash", how="left")
-    if located["embedding"].null_count():
-        missing = located.filter(pl.col("embedding").is_null())["text_hash"].head(3).to_list()
-        raise ValueError(f"neighbor index: no vector for texts {missing}")
-    base = matrix(located)
-    is_new = located.join(new, on=[*keys, "text_hash"], how="semi")["text_hash"]
-    query_rows = np.flatnonzero(located["text_hash"].is_in(is_new.implode()).to_numpy())
+    hashes = group["text_hash"]
+    base = vectors.of(hashes)
+    is_new = hashes.is_in(
+        group.join(new, on=[*keys, "text_hash"], how="semi")["text_hash"].implode()
+    )
+    query_rows = np.flatnonzero(is_new.to_numpy())
     q, b, sims = search(base[query_rows], base, threshold)
     q = query_rows[q]
     keep = q != b
-    hashes = located["text_hash"]
-    first, second = hashes.gather(q[keep]), hashes.gather(b[keep])
-    edge = pl.DataFrame({"x": first, "y": second, "similarity": sims[keep]})
+    edge = pl.DataFrame(
+        {"x": hashes.gather(q[keep]), "y": hashes.gather(b[keep]), "similarity": sims[keep]}
+    )
     return edge.select(
         *[pl.lit(group[k][0], pl.String).alias(k) for k in keys],
         pl.min_horizontal("x", "y").alias("text_hash_a"),

@@ -225,11 +225,6 @@ def ranked_pairs(interactions: pl.DataFrame, config: PairConfig | None = None) -
 
 
 PROMPT_KEYS = ("tenant_id", "skill_id")  # near-identical prompts are searched within these
-HASH_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id": pl.String(),
-    "text_hash": pl.String(),
-}
 
 
 def prompt_texts(interactions: pl.DataFrame, text_hashes: pl.DataFrame) -> pl.DataFrame:

@@ -18,6 +18,7 @@ from scipy import sparse
 
 from pipeline.frames import fmt
 from pipeline.scoring import DEFAULT_SCORING, ScoringConfig, deduplicate_votes, vote_values
+from pipeline.vectors import TextVectors
 
 _TS = pl.Datetime("us", "UTC")
 
@@ -50,13 +51,6 @@ SKILL_STATS_COLUMNS = [
     "last_used_at",
     "last_feedback_at",
 ]
-EMBEDDING_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id": pl.String(),
-    "memory_kind": pl.String(),
-    "text_hash": pl.String(),
-    "embedding": pl.List(pl.Float32()),
-}
 
 
 def skill_feedback(
@@ -167,45 +161,52 @@ def _one_hot(skills: pl.DataFrame, dim: int) -> np.ndarray:
 
 
 def _tenant_skill_vectors(
-    used: pl.DataFrame, embeddings: pl.DataFrame | None, config: SkillConfig
+    used: pl.DataFrame,
+    embeddings: pl.DataFrame | None,
+    vectors: TextVectors | None,
+    config: SkillConfig,
 ) -> tuple[pl.DataFrame, np.ndarray]:
     skills = used.group_by("skill_id").agg(n_interactions=pl.len().cast(pl.Int64)).sort("skill_id")
-    embedded = (
+    texts = (
         used.join(embeddings, left_on="event_id", right_on="memory_id", how="inner")
-        if embeddings is not None
+        .group_by("skill_id", "text_hash")
+        .agg(pl.len().alias("n"))
+        if embeddings is not None and vectors is not None
         else None
     )
-    if embedded is None or embedded.is_empty():
-        vectors = _one_hot(skills, config.fallback_dim)
+    if texts is None or vectors is None or texts.is_empty():
         return skills.with_columns(
             vector_source=pl.lit("one_hot"), n_embedded=pl.lit(0, pl.Int64)
-        ), vectors
-    # Mean embedding per skill as a sparse (skills × interactions) averaging matrix times the embeddings.
+        ), _one_hot(skills, config.fallback_dim)
+    # Mean embedding per skill: a sparse (skills × distinct texts) averaging matrix, each text
+    # weighted by how many of the skill's interactions asked it, times the texts' vectors.
     index = {s: i for i, s in enumerate(skills["skill_id"].to_list())}
-    rows = embedded["skill_id"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
-    matrix = _matrix(embedded["embedding"])
-    counts = np.bincount(rows, minlength=skills.height).astype(np.float64)
+    rows = texts["skill_id"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
+    n = texts["n"].to_numpy().astype(np.float64)
+    counts = np.bincount(rows, weights=n, minlength=skills.height)
     averaging = sparse.csr_matrix(
-        (1.0 / counts[rows], (rows, np.arange(len(rows)))), shape=(skills.height, len(rows))
+        (n / counts[rows], (rows, np.arange(len(rows)))), shape=(skills.height, len(rows))
     )
-    vectors = np.asarray(averaging @ matrix, dtype=np.float32)
+    means = np.asarray(averaging @ vectors.of(texts["text_hash"]).astype(np.float64), np.float32)
     return (
         skills.with_columns(
             vector_source=pl.lit("embedding"), n_embedded=pl.Series(counts.astype(np.int64))
         ),
-        vectors,
+        means,
     )
 
 
 def skill_vectors(
     interactions: pl.DataFrame | pl.LazyFrame,
     embeddings: pl.DataFrame | pl.LazyFrame | None,
+    vectors: TextVectors | None = None,
     config: SkillConfig = SkillConfig(),
 ) -> pl.DataFrame:
     """tenant_id, skill_id, vector (unit length), n_interactions, n_embedded, vector_source.
 
-    A skill's vector is the mean embedding of its interactions (`memory_embeddings`); a tenant without
-    embeddings gets one-hot vectors, so preferences still work, just without similarity between skills.
+    A skill's vector is the mean embedding of its interactions (`embeddings`: memory_embeddings,
+    which text each memory has; `vectors`: those texts' vectors); a tenant without embeddings
+    gets one-hot vectors, so preferences still work, just without similarity between skills.
     """
     used = (
         interactions.lazy()
@@ -216,7 +217,7 @@ def skill_vectors(
     emb = (
         embeddings.lazy()
         .filter(pl.col("memory_kind") == "interaction")
-        .select("tenant_id", "memory_id", "embedding")
+        .select("tenant_id", "memory_id", "text_hash")
         .collect()
         if embeddings is not None
         else None
@@ -229,11 +230,11 @@ def skill_vectors(
         tenant_emb = (
             emb.filter(pl.col("tenant_id") == tenant).drop("tenant_id") if emb is not None else None
         )
-        skills, vectors = _tenant_skill_vectors(part, tenant_emb, config)
+        skills, means = _tenant_skill_vectors(part, tenant_emb, vectors, config)
         frames.append(
             skills.with_columns(
                 tenant_id=pl.lit(tenant, dtype=pl.String),
-                vector=pl.Series(_normalise(vectors).tolist(), dtype=pl.List(pl.Float32)),
+                vector=pl.Series(_normalise(means).tolist(), dtype=pl.List(pl.Float32)),
             )
         )
     columns = ["tenant_id", "skill_id", "vector", "n_interactions", "n_embedded", "vector_source"]

@@ -13,9 +13,10 @@ from pipeline.conflicts import (
     reference_problems,
     subject,
     subject_texts,
-    with_vectors,
+    with_hashes,
 )
 from pipeline.embed import embed_with_cache, load_model, memory_texts
+from pipeline.vectors import TextVectors
 
 
 def statement(
@@ -60,8 +61,11 @@ def model() -> Any:
 
 def embedded_conflicts(statements: pl.DataFrame, model: Any) -> pl.DataFrame:
     texts = embed_with_cache(memory_texts(no_interactions(), statements), None, model)
-    subjects = embed_with_cache(subject_texts(statements), texts.cache, model)
-    return find_conflicts(with_vectors(statements, texts.embeddings, subjects.embeddings))
+    subjects = embed_with_cache(subject_texts(statements), texts.fresh, model)
+    vectors = TextVectors.from_frame(pl.concat([texts.fresh, subjects.fresh]))
+    return find_conflicts(
+        with_hashes(statements, texts.embeddings, subjects.embeddings), vectors=vectors
+    )
 
 
 def test_polarity_and_subject_are_pure_text_rules() -> None:

@@ -10,6 +10,7 @@ import pytest
 from pipeline import contracts
 from pipeline.consolidate import cluster_labels, consolidate, membership_problems
 from pipeline.embed import embed_with_cache, load_model, memory_texts
+from pipeline.vectors import TextVectors
 from tests.test_conflicts import embedded_conflicts, statement, statements_frame
 
 
@@ -62,9 +63,12 @@ def result(model: Any) -> Any:
         ],
         schema=contracts.INTERACTION_SCHEMA,
     )
-    embeddings = embed_with_cache(memory_texts(interactions, statements), None, model).embeddings
+    embedded = embed_with_cache(memory_texts(interactions, statements), None, model)
     conflicts = embedded_conflicts(statements, model)
-    return statements, consolidate(statements, interactions, embeddings, conflicts)
+    vectors = TextVectors.from_frame(embedded.fresh)
+    return statements, consolidate(
+        statements, interactions, embedded.embeddings, conflicts, vectors
+    )
 
 
 def _clusters(summaries: pl.DataFrame, scope: str) -> set[tuple[str, ...]]:

@@ -17,10 +17,10 @@ from pipeline.embed import (
     embed_with_cache,
     encode,
     load_model,
-    matrix,
     memory_texts,
     normalise_text,
 )
+from pipeline.vectors import EmbeddingCache, TextVectors
 from tests.test_conflicts import no_interactions, statement, statements_frame
 
 # Two paraphrase pairs, then unrelated texts; lengths differ so that batches pad.
@@ -69,7 +69,7 @@ def test_encode_returns_unit_float32_rows_in_input_order(model: Any) -> None:
 
 @pytest.mark.parametrize("backend", ["torch", "onnx-int8"])
 def test_second_run_embeds_nothing_and_never_loads_the_model(
-    backend: Backend, export_dir: Path, monkeypatch: pytest.MonkeyPatch
+    backend: Backend, export_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     config = EmbedConfig(backend=backend, export_dir=export_dir)
     now = datetime(2026, 11, 3, tzinfo=UTC)
@@ -84,24 +84,38 @@ def test_second_run_embeds_nothing_and_never_loads_the_model(
     first = embed_with_cache(texts, None, now=now, config=config)
     name = "all-MiniLM-L6-v2" + ("+onnx-int8.v2" if backend == "onnx-int8" else "")
     assert (first.n_new, first.n_cached, first.dim, first.model) == (2, 0, 384, name)
-    assert first.embeddings.schema["embedding"] == pl.Array(pl.Float32, 384)
-    assert first.cache.columns == ["text_hash", "embedding", "model", "dim", "embedded_at"]
+    assert first.embeddings.columns == [
+        "tenant_id",
+        "memory_id",
+        "memory_kind",
+        "text_hash",
+        "model",
+    ]
+    assert first.fresh.columns == ["text_hash", "embedding", "model", "dim", "embedded_at"]
+    assert first.fresh.schema["embedding"] == pl.Array(pl.Float32, 384)
+    cache = EmbeddingCache(tmp_path / "cache")
+    cache.append(name, first.fresh)
 
     def refuse(*_: Any) -> Any:
         raise AssertionError("model loaded although every text is cached")
 
     monkeypatch.setattr(embed, "load_model", refuse)
-    second = embed_with_cache(texts, first.cache, now=now, config=config)
-    assert (second.n_new, second.n_cached) == (0, 2)
-    assert np.array_equal(matrix(second.embeddings), matrix(first.embeddings))
-    assert second.cache.height == 2
+    second = embed_with_cache(texts, cache.scan(name), now=now, config=config)
+    assert (second.n_new, second.n_cached, second.fresh.height) == (0, 2, 0)
+    assert second.embeddings.equals(first.embeddings)
+    # "Prefers email" and "prefers EMAIL" share one cached vector.
+    assert second.embeddings["text_hash"].n_unique() == 2 == cache.hashes(name).len()
 
     monkeypatch.undo()
     more = statements_frame([*statements.to_dicts(), statement("d", "Birthday is in March")])
     third = embed_with_cache(
-        memory_texts(no_interactions(), more), second.cache, now=now, config=config
+        memory_texts(no_interactions(), more), cache.scan(name), now=now, config=config
     )
-    assert (third.n_new, third.n_cached, third.cache.height) == (1, 2, 3)
+    assert (third.n_new, third.n_cached, third.fresh.height) == (1, 2, 1)
+    cache.append(name, third.fresh)
+    vectors = cache.vectors(name)
+    assert len(vectors) == 3 and vectors.dim == 384
+    assert np.allclose(np.linalg.norm(vectors.matrix, axis=1), 1.0, atol=1e-3)
 
 
 def test_model_path_is_configurable(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
@@ -193,4 +207,62 @@ def test_falls_back_to_torch_without_onnxruntime(
     assert (result.model, result.n_new) == ("all-MiniLM-L6-v2", 1)
     assert "using torch instead" in caplog.text
     assert not onnx_dir.exists()
-    assert np.allclose(matrix(result.embeddings), encode(["has a dog"], model=model), atol=1e-6)
+    assert np.allclose(
+        TextVectors.from_frame(result.fresh).matrix, encode(["has a dog"], model=model), atol=1e-6
+    )
+
+
+def test_known_memories_are_not_normalised_or_hashed_again() -> None:
+    statements = statements_frame([statement("a", "Prefers email"), statement("b", "Has a dog")])
+    first = memory_texts(no_interactions(), statements)
+    known = first.with_columns(pl.lit("stale").alias("model"))
+    grown = statements_frame([*statements.to_dicts(), statement("c", "Likes  TEA")])
+    again = memory_texts(no_interactions(), grown.filter(pl.col("event_id") != "b"), known)
+    assert again["memory_id"].to_list() == ["a", "c"]  # b is gone, c is new
+    assert again["text"].to_list() == [None, "likes tea"]  # a's text is not recomputed
+    assert again["text_hash"][0] == first["text_hash"][0]
+
+
+def test_the_cache_is_append_only_per_model_and_compacts(tmp_path: Path) -> None:
+    from pipeline import vectors as vectors_module
+
+    def rows(hashes: list[str], dim: int) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "text_hash": hashes,
+                "embedding": np.eye(len(hashes), dim, dtype=np.float32),
+                "model": "m",
+                "dim": dim,
+            },
+            schema_overrides={"embedding": pl.Array(pl.Float32, dim), "dim": pl.Int32},
+        )
+
+    cache = EmbeddingCache(tmp_path)
+    for k in range(vectors_module.MAX_PARTS + 1):
+        cache.append("m", rows([f"h{k}"], 4))
+    cache.append("other/model", rows(["x"], 8))  # another dimension, its own folder
+    assert len(list((tmp_path / "m").glob("part-*"))) == 1  # compacted
+    assert sorted(cache.hashes("m").to_list()) == sorted(f"h{k}" for k in range(33))
+    assert cache.vectors("other/model").dim == 8
+    picked = cache.vectors("m", pl.Series(["h3", "h1"]))
+    assert len(picked) == 2 and picked.of(pl.Series(["h1", "h3", "h1"])).shape == (3, 4)
+    with pytest.raises(KeyError, match="no vector"):
+        picked.of(pl.Series(["h2"]))
+    assert cache.scan("never") is None and len(cache.vectors("never")) == 0
+
+
+def test_a_cache_in_the_earlier_single_file_layout_is_split_by_model(tmp_path: Path) -> None:
+    legacy = pl.DataFrame(
+        {
+            "text_hash": ["a", "b", "a"],
+            "embedding": [[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]],
+            "model": ["m1", "m1", "m2"],
+            "dim": [2, 2, 2],
+        },
+        schema_overrides={"embedding": pl.Array(pl.Float32, 2), "dim": pl.Int32},
+    )
+    legacy.write_parquet(tmp_path / "data.parquet")
+    cache = EmbeddingCache(tmp_path)
+    assert sorted(cache.hashes("m1").to_list()) == ["a", "b"]
+    assert np.allclose(cache.vectors("m2").of(pl.Series(["a"])), [[0.6, 0.8]])
+    assert not (tmp_path / "data.parquet").exists()

@@ -16,6 +16,7 @@ from pipeline.fewshot import (
     near_duplicates,
     negative_examples,
 )
+from pipeline.vectors import TextVectors
 from tests.test_conflicts import statements_frame
 from tests.test_consolidate import interaction
 
@@ -87,18 +88,20 @@ def sets() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         ]
     )
     model = load_model()
-    embeddings = embed_with_cache(
-        memory_texts(interactions, statements_frame([])), None, model
-    ).embeddings
+    embedded = embed_with_cache(memory_texts(interactions, statements_frame([])), None, model)
+    vectors = TextVectors.from_frame(embedded.fresh)
     return (
-        few_shot_sets(interactions, feedback, score, embeddings, FewShotConfig(k=5)),
+        few_shot_sets(
+            interactions, feedback, score, embedded.embeddings, vectors, FewShotConfig(k=5)
+        ),
         score,
-        embeddings,
+        embedded.embeddings,
+        vectors,
     )
 
 
 def test_sets_rank_by_quality_without_negatives_or_near_duplicates(sets: Any) -> None:
-    out, score, embeddings = sets
+    out, score, embeddings, vectors = sets
     support = out.filter(pl.col("system") == "support")
     assert support["memory_id"].to_list() == ["fixed", "good", "tie_new", "tie_old"]
     assert support["rank"].to_list() == [1, 2, 3, 4]
@@ -106,12 +109,12 @@ def test_sets_rank_by_quality_without_negatives_or_near_duplicates(sets: Any) ->
     assert "dup" not in out["memory_id"].to_list()  # near-duplicate of "good"
     assert "unrated" not in out["memory_id"].to_list()
     assert negative_examples(out, score).is_empty()
-    assert near_duplicates(out, embeddings, FewShotConfig().duplicate_similarity) == 0
+    assert near_duplicates(out, embeddings, vectors, FewShotConfig().duplicate_similarity) == 0
     assert out.filter(pl.col("system") == "framescan")["memory_id"].to_list() == ["other"]
 
 
 def test_corrected_output_replaces_the_wrong_one(sets: Any) -> None:
-    out, _, _ = sets
+    out, _, _, _ = sets
     row = out.filter(pl.col("memory_id") == "fixed").row(0, named=True)
     assert (
         row["is_corrected"] and row["output"] == "It left our warehouse today and arrives Friday."

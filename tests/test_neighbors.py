@@ -6,6 +6,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from pipeline.neighbors import NeighborIndex, search, texts_to_vectorize, update_index
+from pipeline.vectors import TextVectors
 
 KEYS = ["tenant_id", "skill_id"]
 
@@ -14,7 +15,7 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
-def _world(n: int, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _world(n: int, seed: int = 0) -> tuple[pl.DataFrame, TextVectors]:
     """n texts in two groups; every 5th text has a near-copy (cosine ≈ 0.999) in its group."""
     rng = np.random.default_rng(seed)
     base = rng.normal(size=(n, 16))
@@ -28,12 +29,12 @@ def _world(n: int, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
         {"text_hash": hashes, "embedding": _unit(vectors)},
         schema_overrides={"embedding": pl.Array(pl.Float32, 16)},
     )
-    return texts, cache
+    return texts, TextVectors.from_frame(cache)
 
 
 def test_search_is_exact_whatever_the_block_size() -> None:
     _, cache = _world(50)
-    m = np.ascontiguousarray(cache["embedding"].to_numpy())
+    m = cache.matrix
     sims = m @ m.T
     expected = sorted(zip(*np.nonzero(sims >= 0.9), strict=True))
     for cells in (7, 100, 10_000):
@@ -54,7 +55,17 @@ def test_an_update_equals_a_fresh_build_and_searches_only_new_texts() -> None:
     earlier = update_index(first, cache, None, KEYS, 0.95, "m")
     needed = texts_to_vectorize(texts, earlier, KEYS, "m")
     grown = update_index(
-        texts, cache.filter(pl.col("text_hash").is_in(needed.implode())), earlier, KEYS, 0.95, "m"
+        texts,
+        TextVectors.from_frame(
+            pl.DataFrame({"text_hash": needed}).join(
+                pl.DataFrame({"text_hash": cache.index["text_hash"], "embedding": cache.matrix}),
+                on="text_hash",
+            )
+        ),
+        earlier,
+        KEYS,
+        0.95,
+        "m",
     )
     assert grown.searched == texts.height - 40
     assert_frame_equal(grown.edges, fresh.edges, check_exact=False, rel_tol=1e-5)
@@ -76,5 +87,6 @@ def test_texts_that_leave_drop_their_edges_and_another_model_rebuilds() -> None:
 
 def test_a_missing_vector_is_an_error_not_a_silent_gap() -> None:
     texts, cache = _world(10)
-    with pytest.raises(ValueError, match="no vector"):
-        update_index(texts, cache.head(3), NeighborIndex.empty(KEYS), KEYS, 0.95, "m")
+    few = TextVectors(cache.index.head(3), cache.matrix[:3])
+    with pytest.raises(KeyError, match="no vector"):
+        update_index(texts, few, NeighborIndex.empty(KEYS), KEYS, 0.95, "m")

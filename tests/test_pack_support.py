@@ -11,6 +11,7 @@ import polars as pl
 
 from pipeline.config import Paths
 from pipeline.storage import Lake
+from pipeline.vectors import EmbeddingCache
 
 RUN_DATE = "2026-11-07"
 AS_OF = datetime(2026, 11, 8, tzinfo=UTC)
@@ -129,7 +130,7 @@ def tenant_frames(tenant: str, offset: int = 0) -> dict[str, pl.DataFrame]:
             "tenant_id": [tenant] * 7,
             "memory_id": ids,
             "memory_kind": ["interaction"] * 4 + ["statement"] * 3,
-            "text_hash": [f"h{i}" for i in range(7)],
+            "text_hash": [f"{tenant}-h{i}" for i in range(7)],
             "embedding": [_vector(offset + i) for i in range(7)],
             "model": ["all-MiniLM-L6-v2+onnx-int8.v2"] * 7,
         },
@@ -291,6 +292,14 @@ def make_lake(
         frame = pl.concat([f[name] for f in per_tenant], how="vertical_relaxed")
         if name == "decay_snapshots":
             lake.write_partition(name, RUN_DATE, frame)
+        elif name == "memory_embeddings":  # the vectors live in the cache, one per text
+            lake.write(name, frame.drop("embedding"))
+            EmbeddingCache(paths.embedding_cache).append(
+                frame["model"][0],
+                frame.select(
+                    "text_hash", "embedding", "model", dim=pl.lit(DIM, pl.Int32)
+                ).with_columns(embedded_at=pl.lit(datetime(2026, 11, 1, tzinfo=UTC), TS)),
+            )
         else:
             lake.write(name, frame)
     for day in range(7):

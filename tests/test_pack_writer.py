@@ -17,6 +17,7 @@ from pipeline.pack.guards import run_guards
 from pipeline.pack.store import list_versions, prune, rollback
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
+from pipeline.vectors import EmbeddingCache
 from tests.test_pack_support import AS_OF, DIM, PLANTED, make_lake
 
 
@@ -76,12 +77,11 @@ def test_memories_and_embeddings_line_up(paths: Paths) -> None:
     matrix = np.load(result.path / "embeddings.npy")
     assert matrix.dtype == np.float32 and matrix.shape == (6, DIM)
     np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, rtol=1e-5)
-    lake_vectors = {
-        row["memory_id"]: np.asarray(row["embedding"], dtype=np.float32)
-        for row in pl.read_parquet(paths.table("memory_embeddings")).to_dicts()
-    }
+    embedded = pl.read_parquet(paths.table("memory_embeddings"))
+    cache = EmbeddingCache(paths.embedding_cache).vectors(embedded["model"][0])
+    text_of = dict(embedded.select("memory_id", "text_hash").iter_rows())
     for i, memory in enumerate(memories):
-        expected = lake_vectors[memory["memory_id"]]
+        expected = cache.of(pl.Series([text_of[memory["memory_id"]]]))[0]
         np.testing.assert_allclose(matrix[i], expected / np.linalg.norm(expected), rtol=1e-5)
     by_id = {m["memory_id"]: m for m in memories}
     assert by_id["a-m0"]["confidence"] == 1.0 and by_id["a-m0"]["has_conflict"]

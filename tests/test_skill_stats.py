@@ -16,6 +16,7 @@ from pipeline.skill_stats import (
     skill_vectors,
     user_preferences,
 )
+from pipeline.vectors import TextVectors
 
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
 
@@ -137,7 +138,7 @@ def test_skill_vectors_are_mean_embeddings() -> None:
         },
         schema_overrides={"embedding": pl.Array(pl.Float32, 3)},
     )
-    vectors = skill_vectors(INTERACTIONS, embeddings)
+    vectors = skill_vectors(INTERACTIONS, embeddings, TextVectors.from_frame(embeddings))
     concise = vectors.filter(pl.col("skill_id") == "concise").row(0, named=True)
     assert concise["vector_source"] == "embedding"
     assert concise["n_interactions"] == 3 and concise["n_embedded"] == 2  # x1 has no embedding

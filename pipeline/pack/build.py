@@ -13,6 +13,7 @@ import polars as pl
 from pipeline.decay import BASE_CONFIDENCE
 from pipeline.pii import redact_frame
 from pipeline.storage import Lake
+from pipeline.vectors import EmbeddingCache, TextVectors
 
 _TS = pl.Datetime("us", "UTC")
 _STR = pl.String()
@@ -205,6 +206,7 @@ class PackInputs:
     load_dates: list[str] = field(default_factory=list)
     ingest_totals: dict[str, int] = field(default_factory=dict)
     event_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    vectors: TextVectors | None = None  # the vectors of memory_embeddings' texts
 
     @property
     def run_date(self) -> date:
@@ -270,6 +272,11 @@ def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
             frame = frame.filter(pl.col("load_date").cast(pl.Date) <= run_date)
         tables[name] = frame
     inputs = PackInputs(as_of, tables, missing, snapshot_key)
+    embedded = tables.get("memory_embeddings")
+    if embedded is not None and embedded.height:
+        model = str(embedded["model"].drop_nulls().mode().sort().first())
+        cache = EmbeddingCache(lake.paths.embedding_cache)
+        inputs.vectors = cache.vectors(model, embedded["text_hash"])
     if lake.exists("ingest_stats"):
         stats = lake.read("ingest_stats").collect()
         stats = stats.filter(pl.col("load_date").cast(pl.Date) <= run_date)
@@ -426,33 +433,27 @@ def _memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
     )
 
 
-def _embeddings(
-    inputs: PackInputs, tenant: str, memories: pl.DataFrame
-) -> tuple[np.ndarray, list[str]]:
+def _embeddings(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> np.ndarray:
     """Row i ↔ memories row i, float32, unit length (a memory without an embedding is a zero row)."""
-    problems: list[str] = []
+    vectors = inputs.vectors
+    if vectors is None or not len(vectors):
+        return np.zeros((memories.height, 0), dtype=np.float32)
     table = _tenant_rows(
-        inputs, "memory_embeddings", tenant, {"memory_id": _STR, "embedding": _VEC}
+        inputs, "memory_embeddings", tenant, {"memory_id": _STR, "text_hash": _STR}
     )
     aligned = memories.select("memory_id").join(
-        table.unique("memory_id").select("memory_id", pl.col("embedding").cast(_VEC)),
+        table.unique("memory_id").select("memory_id", "text_hash"),
         on="memory_id",
         how="left",
         maintain_order="left",
     )
-    lengths = aligned["embedding"].list.len()
-    dims = lengths.drop_nulls().unique().to_list()
-    if len(dims) > 1:
-        problems.append(f"embeddings have mixed dimensions {sorted(dims)}")
-    dim = int(max(dims)) if dims else 0
-    matrix = np.zeros((memories.height, dim), dtype=np.float32)
-    present = (lengths == dim).fill_null(False).to_numpy()
-    if dim and present.any():
-        values = aligned["embedding"].filter(pl.Series(present)).explode().to_numpy()
-        matrix[present] = values.astype(np.float32).reshape(-1, dim)
+    present = vectors.has(aligned["text_hash"]).fill_null(False).to_numpy()
+    matrix = np.zeros((memories.height, vectors.dim), dtype=np.float32)
+    if present.any():
+        matrix[present] = vectors.of(aligned["text_hash"].filter(pl.Series(present)))
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
-    return matrix, problems
+    return matrix
 
 
 def _vectors(inputs: PackInputs, tenant: str) -> pl.DataFrame:
@@ -538,7 +539,7 @@ def _models_and_metrics(
 def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
     """Every file of one tenant's pack, only that tenant's rows, with PII redacted."""
     memories = _memories(inputs, tenant)
-    embeddings, problems = _embeddings(inputs, tenant, memories)
+    embeddings = _embeddings(inputs, tenant, memories)
     frames: dict[str, pl.DataFrame] = {"memories.parquet": memories}
     frames["conflicts.parquet"] = _conflicts(inputs, tenant, memories)
     for file_name, (table, schema, keys) in PASS_THROUGH.items():
@@ -577,5 +578,5 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         "by_file": by_file,
     }
     return PackContent(
-        tenant, inputs.as_of, frames, embeddings, models, metrics, input_info, redactions, problems
+        tenant, inputs.as_of, frames, embeddings, models, metrics, input_info, redactions
     )
