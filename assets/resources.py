@@ -40,16 +40,14 @@ class MemorypackHome(dg.ConfigurableResource):
 
     def embeddings(self, kind: str | None = None) -> pl.DataFrame:
         """memory_embeddings (which cached text each memory has; no vectors), maybe of one kind."""
-        table = self.lake.read_or_empty(
-            "memory_embeddings",
-            {
-                "tenant_id": pl.String(),
-                "memory_id": pl.String(),
-                "memory_kind": pl.String(),
-                "text_hash": pl.String(),
-                "model": pl.String(),
-            },
-        )
+        schema = {
+            "tenant_id": pl.String(),
+            "memory_id": pl.String(),
+            "memory_kind": pl.String(),
+            "text_hash": pl.String(),
+            "model": pl.String(),
+        }
+        table = self.lake.read_or_empty("memory_embeddings", schema).select(list(schema))
         if kind is not None:
             table = table.filter(pl.col("memory_kind") == kind)
         return table.collect()

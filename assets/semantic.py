@@ -63,14 +63,16 @@ def memory_embeddings(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     lake = home.lake
-    known = home.embeddings() if lake.exists("memory_embeddings") else None
+    config, name = _embed_config(home)
+    cache = home.embedding_cache
+    cached = cache.hashes(name)
+    # Memories seen before whose vector is cached need no new text key (events never change).
+    known = home.embeddings().filter(pl.col("text_hash").is_in(cached.implode()))
     texts = memory_texts(
         lake.read_or_empty("interactions", contracts.INTERACTION_SCHEMA),
         lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA),
         known,
     )
-    config, name = _embed_config(home)
-    cache = home.embedding_cache
     result = embed_with_cache(
         texts, cache.scan(name), name=name, config=config, progress=context.log.info
     )
@@ -82,7 +84,7 @@ def memory_embeddings(
         comment=f"Which {result.dim}-d vector ({result.model}) each memory has: its text_hash in "
         "the embedding cache.",
     )
-    cached = cache.hashes(name)
+    cached = pl.concat([cached, result.fresh["text_hash"]])
     without_vector = int((~result.embeddings["text_hash"].is_in(cached.implode())).sum())
     fresh = result.fresh["embedding"].to_numpy() if result.n_new else np.ones((0, result.dim))
     norms = np.linalg.norm(fresh, axis=1)
@@ -95,7 +97,7 @@ def memory_embeddings(
                 "dim": result.dim,
                 "new_texts_embedded": result.n_new,
                 "texts_from_cache": result.n_cached,
-                "memories_reused": known.height if known is not None else 0,
+                "memories_reused": known.height,
                 "cache_rows": cached.len(),
                 "embed_seconds": round(result.seconds, 2),
                 "texts_per_second": round(result.texts_per_second, 1),

@@ -126,9 +126,10 @@ def memory_texts(
 ) -> pl.DataFrame:
     """One row per memory: statements embed `content`, interactions embed `input` (the request).
 
-    `known` (tenant_id, memory_id, memory_kind, text_hash: the last memory_embeddings) saves the
-    work for memories seen before: an event's text never changes, so only new memories are
-    normalised and hashed. Those rows carry no `text`; a memory that is gone drops out.
+    `known` (tenant_id, memory_id, memory_kind, text_hash: the last memory_embeddings, limited
+    by the caller to texts whose vector is cached) saves the work for memories seen before: an
+    event's text never changes, so only the others are normalised and hashed. Known rows carry
+    no `text` (`embed_with_cache` refuses to encode them); a memory that is gone drops out.
     """
     memories = pl.concat(
         [
@@ -526,6 +527,11 @@ def embed_with_cache(
         model = load_model(model_path, backend, config.export_dir)
     dim = model_dim(model) if model is not None else int(cached_dims[0])
     missing = wanted.join(mine.select("text_hash"), on="text_hash", how="anti")
+    if missing["text"].null_count():
+        raise ValueError(
+            f"{missing['text'].null_count()} texts to embed have no text (a `known` row of "
+            "memory_texts whose vector is not in this cache)"
+        )
     started = time.perf_counter()
     fresh = pl.DataFrame(schema=cache_schema(dim))
     if missing.height:

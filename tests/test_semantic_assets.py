@@ -1,11 +1,13 @@
 """The semantic assets on a tiny lake: values, checks, and a second run that embeds nothing."""
 
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import duckdb
+import numpy as np
 import polars as pl
 
 from assets.resources import MemorypackHome
@@ -14,6 +16,7 @@ from pipeline import contracts
 from pipeline.config import Paths
 from pipeline.embed import EmbedConfig, available_backend, model_name
 from pipeline.storage import Lake
+from pipeline.vectors import EmbeddingCache
 from tests.test_conflicts import statement, statements_frame
 from tests.test_consolidate import interaction
 from tests.test_fewshot import correction, scores
@@ -134,3 +137,24 @@ def test_semantic_assets_materialize_and_rerun_embeds_nothing(tmp_path: Path) ->
     assert _metadata(second, "memory_embeddings")["new_texts_embedded"] == 0
     assert _metadata(second, "memory_conflicts")["subject_texts_embedded"] == 0
     assert lake.read("few_shot_sets").collect().equals(sets)
+    assert _metadata(second, "memory_embeddings")["memories_reused"] == 7
+
+
+def test_a_memory_whose_vector_left_the_cache_is_embedded_from_its_text(tmp_path: Path) -> None:
+    """Known memories skip re-hashing only while their vector is cached: after a model change
+    (here: the cache wiped) every text is embedded again from its real text."""
+    _lake(tmp_path)
+    assert _materialize(tmp_path).success
+    paths = Paths(tmp_path)
+    before = EmbeddingCache(paths.embedding_cache)
+    model = Lake(paths).read("memory_embeddings").collect()["model"][0]
+    vectors = before.vectors(model)
+    shutil.rmtree(paths.embedding_cache)
+    again = _materialize(tmp_path)
+    assert again.success
+    meta = _metadata(again, "memory_embeddings")
+    assert (meta["new_texts_embedded"], meta["memories_reused"]) == (7, 0)
+    after = EmbeddingCache(paths.embedding_cache).vectors(model)
+    hashes = vectors.index["text_hash"]
+    assert np.allclose(after.of(hashes), vectors.of(hashes), atol=1e-5)
+    assert len(np.unique(after.matrix.round(4), axis=0)) == len(after)  # not one vector for all
