@@ -11,6 +11,7 @@ from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.conflicts import (
     CONFLICT_SCHEMA,
+    ConflictConfig,
     find_conflicts,
     reference_problems,
     subject_texts,
@@ -33,12 +34,14 @@ from pipeline.fewshot import (
 from pipeline.fewshot import (
     few_shot_sets as select_few_shot,
 )
+from pipeline.frames import changed_groups, group_fingerprints, replace_groups
 
 GROUP = "semantic"
 ONE_ROW_PER_MEMORY = "one_unit_vector_per_memory"
 ONE_CLUSTER_PER_STATEMENT = "every_statement_in_exactly_one_cluster"
 CONFLICTS_REFERENCE_MEMORIES = "conflicts_reference_same_tenant_and_contact"
 NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
+CONTACT = ["tenant_id", "contact_id"]
 
 
 def _read(home: MemorypackHome, name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -128,25 +131,40 @@ def memory_embeddings(
 def memory_conflicts(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    lake = home.lake
     statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
-    embeddings = home.embeddings("statement")
     config, name = _embed_config(home)
+    conflict_config = ConflictConfig()
+    # Conflicts never cross a tenant × contact: only contacts whose statements changed (or a new
+    # model or config) are looked at again; the others keep last night's rows.
+    prints = group_fingerprints(statements, CONTACT, "event_id", f"{name}|{conflict_config}")
+    had = lake.exists("conflict_groups") and lake.exists("memory_conflicts")
+    todo = changed_groups(prints, lake.read("conflict_groups").collect() if had else None, CONTACT)
+    changed = statements.join(todo, on=CONTACT, how="semi", nulls_equal=True)
+    embeddings = home.embeddings("statement").join(
+        changed.select("tenant_id", memory_id="event_id"), on=["tenant_id", "memory_id"]
+    )
     cache = home.embedding_cache
     subjects = embed_with_cache(
-        subject_texts(statements),
+        subject_texts(changed),
         cache.scan(name),
         name=name,
         config=config,
         progress=context.log.info,
     )
     cache.append(name, subjects.fresh)
-    hashed = with_hashes(statements, embeddings, subjects.embeddings)
-    conflicts = (
-        find_conflicts(hashed, vectors=home.vectors(embeddings, hashed["subject_hash"]))
-        if statements.height
+    hashed = with_hashes(changed, embeddings, subjects.embeddings)
+    fresh = (
+        find_conflicts(hashed, conflict_config, home.vectors(embeddings, hashed["subject_hash"]))
+        if changed.height
         else pl.DataFrame(schema=CONFLICT_SCHEMA)
     )
-    home.lake.write("memory_conflicts", conflicts)
+    previous = _read(home, "memory_conflicts", CONFLICT_SCHEMA) if had else None
+    conflicts = replace_groups(previous, fresh, todo, prints, CONTACT).sort(
+        "tenant_id", "contact_id", "memory_id_a", "memory_id_b", nulls_last=True
+    )
+    lake.write("memory_conflicts", conflicts)
+    lake.write("conflict_groups", prints)
     home.warehouse.refresh(
         "memory_conflicts",
         home.lake,
@@ -160,6 +178,8 @@ def memory_conflicts(
             {
                 "by_reason": by_reason,
                 "contacts_with_conflicts": conflicts.select("tenant_id", "contact_id").n_unique(),
+                "contacts": prints.height,
+                "contacts_recomputed": todo.height,
                 "subject_texts_embedded": subjects.n_new,
             },
             preview_columns=["contact_id", "memory_id_a", "memory_id_b", "preferred_id", "reason"],

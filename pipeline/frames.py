@@ -24,3 +24,46 @@ def fmt(template: str, *values: str | pl.Expr) -> pl.Expr:
         if value is not None:
             parts.append((pl.col(value) if isinstance(value, str) else value).cast(pl.String))
     return pl.concat_str(parts)
+
+
+def group_fingerprints(frame: pl.DataFrame, keys: list[str], ids: str, salt: str) -> pl.DataFrame:
+    """keys + n + digest + salt: one row per group, the digest a hash of its sorted ids.
+
+    A stage whose output per group depends only on the group's (immutable) events, its config and
+    its model (`salt`) reuses last night's output for every group whose fingerprint is unchanged.
+    """
+    return frame.group_by(keys).agg(
+        pl.len().cast(pl.Int64).alias("n"),
+        pl.col(ids).sort().str.join("\x1f").hash(seed=7).alias("digest"),
+        pl.lit(salt, pl.String).alias("salt"),
+    )
+
+
+def changed_groups(
+    current: pl.DataFrame, previous: pl.DataFrame | None, keys: list[str]
+) -> pl.DataFrame:
+    """The keys of `current` groups that are new or whose fingerprint changed since `previous`."""
+    if previous is None or previous.is_empty():
+        return current.select(keys)
+    return current.join(
+        previous.select(*keys, "n", "digest", "salt"),
+        on=[*keys, "n", "digest", "salt"],
+        how="anti",
+        nulls_equal=True,
+    ).select(keys)
+
+
+def replace_groups(
+    previous: pl.DataFrame | None,
+    fresh: pl.DataFrame,
+    recomputed: pl.DataFrame,
+    present: pl.DataFrame,
+    keys: list[str],
+) -> pl.DataFrame:
+    """Last night's rows of the groups that were not recomputed and still exist, plus `fresh`."""
+    if previous is None:
+        return fresh
+    kept = previous.join(recomputed, on=keys, how="anti", nulls_equal=True).join(
+        present.select(keys), on=keys, how="semi", nulls_equal=True
+    )
+    return pl.concat([kept.select(fresh.columns).cast(fresh.schema), fresh])

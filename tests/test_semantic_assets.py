@@ -138,6 +138,28 @@ def test_semantic_assets_materialize_and_rerun_embeds_nothing(tmp_path: Path) ->
     assert _metadata(second, "memory_conflicts")["subject_texts_embedded"] == 0
     assert lake.read("few_shot_sets").collect().equals(sets)
     assert _metadata(second, "memory_embeddings")["memories_reused"] == 7
+    assert (_metadata(second, "memory_conflicts")["contacts_recomputed"]) == 0
+    assert lake.read("memory_conflicts").collect().equals(conflicts)
+
+
+def test_conflicts_are_recomputed_only_for_contacts_with_new_statements(tmp_path: Path) -> None:
+    _lake(tmp_path)
+    assert _materialize(tmp_path).success
+    lake = Lake(Paths(tmp_path))
+    statements = lake.read("memory_statements").collect()
+    extra = statements_frame(
+        [statement("n1", "Never schedule calls on Friday", "explicit_instruction", contact="c9")]
+    )
+    lake.write("memory_statements", pl.concat([statements, extra]))
+    again = _materialize(tmp_path)
+    assert again.success
+    meta = _metadata(again, "memory_conflicts")
+    assert (meta["contacts_recomputed"], meta["contacts"]) == (1, 2)
+    incremental = lake.read("memory_conflicts").collect()
+    for name in ("conflict_groups", "memory_conflicts"):  # the same home computed from scratch
+        shutil.rmtree(Paths(tmp_path).lake / name)
+    assert _materialize(tmp_path).success
+    assert lake.read("memory_conflicts").collect().equals(incremental)
 
 
 def test_a_memory_whose_vector_left_the_cache_is_embedded_from_its_text(tmp_path: Path) -> None:
@@ -147,14 +169,14 @@ def test_a_memory_whose_vector_left_the_cache_is_embedded_from_its_text(tmp_path
     assert _materialize(tmp_path).success
     paths = Paths(tmp_path)
     before = EmbeddingCache(paths.embedding_cache)
-    model = Lake(paths).read("memory_embeddings").collect()["model"][0]
-    vectors = before.vectors(model)
+    embedded = Lake(paths).read("memory_embeddings").collect()
+    model, hashes = embedded["model"][0], embedded["text_hash"].unique()
+    vectors = before.vectors(model, hashes)
     shutil.rmtree(paths.embedding_cache)
     again = _materialize(tmp_path)
     assert again.success
     meta = _metadata(again, "memory_embeddings")
     assert (meta["new_texts_embedded"], meta["memories_reused"]) == (7, 0)
-    after = EmbeddingCache(paths.embedding_cache).vectors(model)
-    hashes = vectors.index["text_hash"]
+    after = EmbeddingCache(paths.embedding_cache).vectors(model, hashes)
     assert np.allclose(after.of(hashes), vectors.of(hashes), atol=1e-5)
     assert len(np.unique(after.matrix.round(4), axis=0)) == len(after)  # not one vector for all
