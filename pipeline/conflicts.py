@@ -163,71 +163,121 @@ def _supersedes_pairs(statements: pl.DataFrame) -> pl.DataFrame:
     ).filter(pl.col("id_1") != pl.col("id_2"))
 
 
-def _similar(vectors: np.ndarray | None, keys: pl.Series) -> np.ndarray:
-    """Cosine similarity matrix; without vectors, exact equality of the keys."""
-    if vectors is not None:
-        return vectors @ vectors.T
-    codes = keys.cast(pl.Categorical).to_physical().to_numpy()
-    return (codes[:, None] == codes[None, :]).astype(np.float32)
+def _codes(values: pl.Series) -> np.ndarray:
+    """Equal values ↔ equal integer codes (exact matching without strings in numpy)."""
+    return values.cast(pl.Categorical).to_physical().to_numpy()
 
 
-def _semantic_pairs(
-    group: pl.DataFrame, config: ConflictConfig, vectors: TextVectors | None
-) -> pl.DataFrame:
-    """Opposite-polarity and correction pairs inside one tenant × contact."""
-    n = group.height
-    sub_vec = vectors.of(group["subject_hash"]) if vectors is not None else None
-    full_vec = vectors.of(group["text_hash"]) if vectors is not None else None
-    subject_sim = _similar(sub_vec, group["subject"])
-    full_sim = _similar(full_vec, group["content"].str.to_lowercase())
-    equal_subject = _similar(None, group["subject"]) > 0
-    same_numbers = _similar(None, group["subject_numbers"]) > 0
-    subject_sim = np.where(equal_subject, 1.0, subject_sim)
-    pol = group["polarity"].to_numpy()
-    opposite = pol[:, None] != pol[None, :]
-    is_correction = (group["memory_type"] == MemoryType.CORRECTION).to_numpy()
-    is_pattern = group["memory_type"].is_in([str(t) for t in PATTERN_TYPES]).to_numpy()
-    ts = group["ts"].to_physical().to_numpy()
-    nonempty = (group["subject"].str.len_chars() > 0).to_numpy()
-    valid = same_numbers & nonempty[:, None] & nonempty[None, :]
+@dataclass(frozen=True)
+class _Columns:
+    """The columns `_group_pairs` reads, as numpy arrays over all crowded statements."""
+
+    subject: np.ndarray
+    content: np.ndarray
+    numbers: np.ndarray
+    polarity: np.ndarray
+    is_correction: np.ndarray
+    is_pattern: np.ndarray
+    ts: np.ndarray
+    nonempty: np.ndarray
+    subject_vectors: np.ndarray | None
+    content_vectors: np.ndarray | None
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame, vectors: TextVectors | None) -> _Columns:
+        return cls(
+            subject=_codes(frame["subject"]),
+            content=_codes(frame["content"].str.to_lowercase()),
+            numbers=_codes(frame["subject_numbers"]),
+            polarity=frame["polarity"].to_numpy(),
+            is_correction=(frame["memory_type"] == MemoryType.CORRECTION).to_numpy(),
+            is_pattern=frame["memory_type"].is_in([str(t) for t in PATTERN_TYPES]).to_numpy(),
+            ts=frame["ts"].to_physical().to_numpy(),
+            nonempty=(frame["subject"].str.len_chars() > 0).to_numpy(),
+            subject_vectors=vectors.rows(frame["subject_hash"]) if vectors else None,
+            content_vectors=vectors.rows(frame["text_hash"]) if vectors else None,
+        )
+
+
+def _group_pairs(
+    c: _Columns, start: int, end: int, config: ConflictConfig, vectors: TextVectors | None
+) -> list[tuple[np.ndarray, np.ndarray, str, np.ndarray]]:
+    """Opposite-polarity and correction pairs (global i < j) among rows start..end (one contact)."""
+    part = slice(start, end)
+    equal_subject = c.subject[part, None] == c.subject[None, part]
+    if vectors is not None and c.subject_vectors is not None and c.content_vectors is not None:
+        sub = vectors.matrix[c.subject_vectors[part]]
+        full = vectors.matrix[c.content_vectors[part]]
+        subject_sim = np.where(equal_subject, 1.0, sub @ sub.T)
+        full_sim = full @ full.T
+    else:  # without vectors: exact equality
+        subject_sim = equal_subject.astype(np.float32)
+        full_sim = (c.content[part, None] == c.content[None, part]).astype(np.float32)
+    opposite = c.polarity[part, None] != c.polarity[None, part]
+    nonempty = c.nonempty[part]
+    valid = (c.numbers[part, None] == c.numbers[None, part]) & nonempty[:, None] & nonempty[None, :]
     polarity_hit = valid & opposite & (subject_sim >= config.subject_similarity)
     # i corrects j: i is a correction, j an older pattern on the same subject, not in agreement.
     agreeing = ~opposite & (full_sim >= config.agreement_similarity)
     correction_hit = (
         valid
-        & is_correction[:, None]
-        & is_pattern[None, :]
-        & (ts[None, :] < ts[:, None])
+        & c.is_correction[part, None]
+        & c.is_pattern[None, part]
+        & (c.ts[None, part] < c.ts[part, None])
         & (subject_sim >= config.correction_subject_similarity)
         & ~agreeing
     )
     correction_hit = correction_hit | correction_hit.T
-    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
-    rows = []
+    found = []
     for reason, hit in (("correction", correction_hit), ("opposite_polarity", polarity_hit)):
-        i, j = np.nonzero(hit & upper)
+        i, j = np.nonzero(np.triu(hit, k=1))
         if len(i):
-            ids = group["event_id"].to_numpy()
-            rows.append(
-                pl.DataFrame(
-                    {
-                        "id_x": ids[i],
-                        "id_y": ids[j],
-                        "reason": [reason] * len(i),
-                        "subject_similarity": subject_sim[i, j].astype(np.float32),
-                    }
-                )
-            )
-    if not rows:
-        return pl.DataFrame(
-            schema={
-                "id_x": pl.String,
-                "id_y": pl.String,
-                "reason": pl.String,
-                "subject_similarity": pl.Float32,
-            }
-        )
-    return pl.concat(rows)
+            found.append((i + start, j + start, reason, subject_sim[i, j].astype(np.float32)))
+    return found
+
+
+def _semantic_pairs(
+    frame: pl.DataFrame, config: ConflictConfig, vectors: TextVectors | None
+) -> pl.DataFrame:
+    """Opposite-polarity and correction pairs inside each tenant × contact (id_1 < id_2)."""
+    crowded = (
+        frame.filter(pl.len().over("tenant_id", "contact_id") > 1)
+        .sort("tenant_id", "contact_id", "event_id", nulls_last=True)
+        .with_columns(pl.struct("tenant_id", "contact_id").rle_id().alias("_group"))
+    )
+    group = crowded["_group"].to_numpy()
+    ends = np.append(np.flatnonzero(np.diff(group)) + 1, len(group)).astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    columns = _Columns.of(crowded, vectors)
+    found = [
+        pairs
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
+        for pairs in _group_pairs(columns, start, end, config, vectors)
+    ]
+    ids = crowded["event_id"]
+    i = np.concatenate([f[0] for f in found]) if found else np.zeros(0, np.int64)
+    j = np.concatenate([f[1] for f in found]) if found else np.zeros(0, np.int64)
+    return pl.DataFrame(
+        {
+            "tenant_id": crowded["tenant_id"].gather(i),
+            "contact_id": crowded["contact_id"].gather(i),
+            "id_x": ids.gather(i),
+            "id_y": ids.gather(j),
+            "reason": pl.Series([r for f in found for r in [f[2]] * len(f[0])], dtype=pl.String),
+            "subject_similarity": pl.Series(
+                np.concatenate([f[3] for f in found]) if found else np.zeros(0, np.float32),
+                dtype=pl.Float32,
+            ),
+        }
+    ).select(
+        "tenant_id",
+        "contact_id",
+        pl.min_horizontal("id_x", "id_y").alias("id_1"),
+        pl.max_horizontal("id_x", "id_y").alias("id_2"),
+        "reason",
+        pl.lit(None, pl.String).alias("superseder"),
+        "subject_similarity",
+    )
 
 
 def find_conflicts(
@@ -245,25 +295,7 @@ def find_conflicts(
     if statements.is_empty():
         return pl.DataFrame(schema=CONFLICT_SCHEMA)
     frame = statements if "subject" in statements.columns else with_subjects(statements)
-    semantic = []
-    crowded = frame.filter(pl.len().over("tenant_id", "contact_id") > 1)
-    for (tenant, contact), group in crowded.group_by(
-        ["tenant_id", "contact_id"], maintain_order=True
-    ):
-        pairs = _semantic_pairs(group, config, vectors)
-        if pairs.height:
-            semantic.append(
-                pairs.select(
-                    pl.lit(tenant, pl.String).alias("tenant_id"),
-                    pl.lit(contact, pl.String).alias("contact_id"),
-                    pl.min_horizontal("id_x", "id_y").alias("id_1"),
-                    pl.max_horizontal("id_x", "id_y").alias("id_2"),
-                    "reason",
-                    pl.lit(None, pl.String).alias("superseder"),
-                    "subject_similarity",
-                )
-            )
-    pairs = pl.concat([_supersedes_pairs(frame), *semantic])
+    pairs = pl.concat([_supersedes_pairs(frame), _semantic_pairs(frame, config, vectors)])
     if pairs.is_empty():
         return pl.DataFrame(schema=CONFLICT_SCHEMA)
     reason_order = {r: i for i, r in enumerate(REASONS)}

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
-from sklearn.cluster import AgglomerativeClustering
-from sklearn.neighbors import radius_neighbors_graph
+from scipy.spatial.distance import squareform
 
 from pipeline.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.contracts import MemoryType
@@ -87,17 +88,35 @@ def _principal_order(vectors: np.ndarray) -> np.ndarray:
 def _complete_linkage(
     vectors: np.ndarray, threshold: float, cannot_link: np.ndarray | None
 ) -> np.ndarray:
-    if len(vectors) == 1:
+    n = len(vectors)
+    if n == 1:
         return np.zeros(1, dtype=np.int64)
     distance = np.clip(1.0 - vectors @ vectors.T, 0.0, 2.0).astype(np.float64)
     if cannot_link is not None and len(cannot_link):
         distance[cannot_link[:, 0], cannot_link[:, 1]] = CANNOT_LINK
         distance[cannot_link[:, 1], cannot_link[:, 0]] = CANNOT_LINK
     np.fill_diagonal(distance, 0.0)
-    model = AgglomerativeClustering(
-        n_clusters=None, metric="precomputed", linkage="complete", distance_threshold=threshold
-    )
-    return np.asarray(model.fit_predict(distance), dtype=np.int64)
+    if n == 2:
+        return np.array([0, 0 if distance[0, 1] <= threshold else 1], dtype=np.int64)
+    flat = fcluster(linkage(squareform(distance, checks=False), "complete"), threshold, "distance")
+    _, labels = np.unique(flat, return_inverse=True)
+    return labels.astype(np.int64)
+
+
+def _components(vectors: np.ndarray, threshold: float, max_block_cells: int) -> np.ndarray:
+    """Connected components of the graph "cosine distance ≤ threshold", one block of rows at a
+    time (a group of 56k texts at 0.15 has 172M such pairs: never held at once)."""
+    n = len(vectors)
+    component = np.arange(n)
+    rows = max(1, max_block_cells // n)
+    for start in range(0, n, rows):
+        q, b = np.nonzero(vectors[start : start + rows] @ vectors.T >= 1.0 - threshold)
+        graph = csr_matrix(
+            (np.ones(len(q), dtype=np.int8), (component[q + start], component[b])), shape=(n, n)
+        )
+        _, merged = connected_components(graph, directed=False)
+        component = merged[component]
+    return np.unique(component, return_inverse=True)[1]
 
 
 def cluster_labels(
@@ -105,72 +124,65 @@ def cluster_labels(
     threshold: float,
     cannot_link: np.ndarray | None = None,
     max_block: int = ConsolidationConfig.max_block,
+    max_block_cells: int = 8_000_000,
 ) -> np.ndarray:
     """Cluster labels (0..k-1) of unit vectors: complete linkage at a cosine-distance threshold.
 
     `cannot_link` holds index pairs (m × 2) that must end in different clusters (conflicts).
     """
     n = len(vectors)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    if n == 1:
-        return np.zeros(1, dtype=np.int64)
-    # Euclidean radius on unit vectors ≡ cosine distance: |a-b|² = 2·(1-cos).
-    graph = radius_neighbors_graph(
-        vectors, radius=float(np.sqrt(2.0 * threshold)), mode="connectivity", include_self=False
-    )
-    n_components, component = connected_components(graph, directed=False)
+    if n <= max_block:
+        return _complete_linkage(vectors, threshold, cannot_link) if n else np.zeros(0, np.int64)
+    component = _components(vectors, threshold, max_block_cells)
     labels = np.full(n, -1, dtype=np.int64)
     next_label = 0
     links = cannot_link if cannot_link is not None else np.zeros((0, 2), dtype=np.int64)
-    sizes = np.bincount(component, minlength=n_components)
-    singles = np.flatnonzero(sizes[component] == 1)
-    labels[singles] = np.arange(next_label, next_label + len(singles))
-    next_label += len(singles)
-    for comp in np.flatnonzero(sizes > 1):
-        members = np.flatnonzero(component == comp)
+    for members in np.split(
+        np.argsort(component, kind="stable"), np.flatnonzero(np.diff(np.sort(component))) + 1
+    ):
         order = (
             members if len(members) <= max_block else members[_principal_order(vectors[members])]
         )
         if len(members) > max_block:
-            log.warning(
-                "component of %d memories clustered in blocks of %d", len(members), max_block
-            )
+            log.info("component of %d texts clustered in blocks of %d", len(members), max_block)
         for begin in range(0, len(order), max_block):
             block = order[begin : begin + max_block]
-            local = {int(g): i for i, g in enumerate(block)}
-            inside = [
-                (local[int(a)], local[int(b)])
-                for a, b in links
-                if int(a) in local and int(b) in local
-            ]
-            sub = _complete_linkage(
-                vectors[block], threshold, np.asarray(inside, dtype=np.int64).reshape(-1, 2)
-            )
+            local = np.full(n, -1, dtype=np.int64)
+            local[block] = np.arange(len(block))
+            inside = links[(local[links[:, 0]] >= 0) & (local[links[:, 1]] >= 0)]
+            sub = _complete_linkage(vectors[block], threshold, local[inside])
             labels[block] = sub + next_label
             next_label += int(sub.max()) + 1
     return labels
 
 
-def _cannot_link_indices(group: pl.DataFrame, conflicts: pl.DataFrame) -> np.ndarray:
-    """Index pairs of one group that may not share a cluster.
-
-    Conflicting pairs, and pairs that cannot be repeats of each other even when their vectors
-    are close: opposite polarity ("Don't schedule meetings after 5pm" / "Schedule meetings
-    before 9am" ≈ 0.7) or different numbers ("after 5pm" / "after 6pm").
-    """
-    polarity = group["polarity"].to_numpy()
-    digits = group["subject_numbers"].cast(pl.Categorical).to_physical().to_numpy()
-    mask = (polarity[:, None] != polarity[None, :]) | (digits[:, None] != digits[None, :])
-    if conflicts.height:
-        index = group.select("tenant_id", "memory_id", pl.int_range(pl.len()).alias("i"))
-        pairs = conflicts.join(
-            index.rename({"memory_id": "memory_id_a", "i": "i_a"}), on=["tenant_id", "memory_id_a"]
-        ).join(
-            index.rename({"memory_id": "memory_id_b", "i": "i_b"}), on=["tenant_id", "memory_id_b"]
+def _cannot_links(units: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFrame:
+    """Global (i, j) index pairs of `units` rows that may not share a cluster, by a conflict."""
+    index = units.select("tenant_id", "memory_id", pl.int_range(pl.len()).alias("i"))
+    if conflicts.is_empty():
+        return pl.DataFrame(schema={"i": pl.Int64, "j": pl.Int64})
+    return (
+        conflicts.join(index.rename({"memory_id": "memory_id_a"}), on=["tenant_id", "memory_id_a"])
+        .join(index.rename({"memory_id": "memory_id_b", "i": "j"}), on=["tenant_id", "memory_id_b"])
+        .select(
+            pl.min_horizontal("i", "j").cast(pl.Int64).alias("i"),
+            pl.max_horizontal("i", "j").cast(pl.Int64).alias("j"),
         )
-        mask[pairs["i_a"].to_numpy(), pairs["i_b"].to_numpy()] = True
-    i, j = np.nonzero(np.triu(mask, k=1) | np.triu(mask.T, k=1))
+        .sort("i")
+    )
+
+
+def _group_links(
+    start: int, end: int, polarity: np.ndarray, digits: np.ndarray, conflicts: np.ndarray
+) -> np.ndarray:
+    """Local index pairs of rows start..end that cannot be repeats of each other even when their
+    vectors are close: opposite polarity ("Don't schedule meetings after 5pm" / "Schedule meetings
+    before 9am" ≈ 0.7), different numbers ("after 5pm" / "after 6pm"), or a conflict."""
+    pol, dig = polarity[start:end], digits[start:end]
+    mask = (pol[:, None] != pol[None, :]) | (dig[:, None] != dig[None, :])
+    lo, hi = np.searchsorted(conflicts[:, 0], [start, end])
+    mask[conflicts[lo:hi, 0] - start, conflicts[lo:hi, 1] - start] = True
+    i, j = np.nonzero(np.triu(mask | mask.T, k=1))
     return np.stack([i, j], axis=1).astype(np.int64)
 
 
@@ -183,40 +195,43 @@ def _label_groups(
     dedupe: bool,
     vectors: TextVectors,
 ) -> pl.DataFrame:
-    """Adds `cluster` (a global integer) to members, clustering within each group of `keys`."""
-    sized = members.with_columns(
-        (pl.col("text_hash").n_unique() if dedupe else pl.len()).over(keys).alias("_size")
+    """Adds `cluster` (a global integer) to members, clustering within each group of `keys`.
+
+    With `dedupe`, identical texts are trivially one cluster: only distinct texts are clustered.
+    Otherwise (statements) the cannot-link rules of `_group_links` apply.
+    """
+    units = members.unique([*keys, "text_hash"], keep="first") if dedupe else members
+    units = units.sort(*keys, "memory_id", nulls_last=True).with_columns(
+        pl.struct(keys).rle_id().alias("_group")
     )
-    # A group with one (distinct) text is one cluster: label those without a Python loop.
-    lone = sized.filter(pl.col("_size") == 1).drop("_size")
-    lone = lone.with_columns(pl.struct(keys).rank("dense").cast(pl.Int64).sub(1).alias("cluster"))
-    out = [lone]
-    offset = int(lone["cluster"].max()) + 1 if lone.height else 0  # type: ignore[arg-type]
-    by_group = (
-        conflicts.partition_by(["tenant_id", "contact_id"], as_dict=True)
-        if conflicts.height and not dedupe
-        else {}
+    rows = vectors.rows(units["text_hash"])
+    group = units["_group"].to_numpy()
+    ends = np.append(np.flatnonzero(np.diff(group)) + 1, len(group))
+    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    if not dedupe:
+        polarity = units["polarity"].to_numpy()
+        digits = units["subject_numbers"].cast(pl.Categorical).to_physical().to_numpy()
+        links = _cannot_links(units, conflicts).to_numpy().reshape(-1, 2)
+    labels = np.empty(len(group), dtype=np.int64)
+    next_label = 0
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        if end - start == 1:
+            labels[start] = next_label
+            next_label += 1
+            continue
+        cannot = None if dedupe else _group_links(start, end, polarity, digits, links)
+        sub = cluster_labels(vectors.matrix[rows[start:end]], threshold, cannot, config.max_block)
+        labels[start:end] = sub + next_label
+        next_label += int(sub.max()) + 1
+    labelled = units.drop("_group").with_columns(pl.Series("cluster", labels))
+    if not dedupe:
+        return labelled
+    return members.join(
+        labelled.select(*keys, "text_hash", "cluster"),
+        on=[*keys, "text_hash"],
+        how="left",
+        nulls_equal=True,
     )
-    empty = conflicts.clear()
-    crowded = sized.filter(pl.col("_size") > 1).drop("_size")
-    for key, group in crowded.group_by(keys, maintain_order=True):
-        if dedupe:
-            # Identical texts are trivially one cluster: cluster distinct texts only.
-            distinct = group.unique("text_hash", keep="first", maintain_order=True)
-            labels = cluster_labels(
-                vectors.of(distinct["text_hash"]), threshold, None, config.max_block
-            )
-            lookup = distinct.select("text_hash", pl.Series("cluster", labels + offset))
-            labelled = group.join(lookup, on="text_hash", how="left", maintain_order="left")
-        else:
-            links = _cannot_link_indices(group, by_group.get(tuple(key), empty))
-            labels = cluster_labels(
-                vectors.of(group["text_hash"]), threshold, links, config.max_block
-            )
-            labelled = group.with_columns(pl.Series("cluster", labels + offset))
-        offset += int(labels.max()) + 1 if len(labels) else 0
-        out.append(labelled)
-    return pl.concat(out)
 
 
 def _centroid_similarity(members: pl.DataFrame, vectors: TextVectors) -> pl.Series:
