@@ -17,7 +17,12 @@ from pipeline.conflicts import (
     subject_texts,
     with_hashes,
 )
-from pipeline.consolidate import consolidate, membership_problems
+from pipeline.consolidate import (
+    Consolidation,
+    ConsolidationConfig,
+    consolidate,
+    membership_problems,
+)
 from pipeline.embed import (
     EmbedConfig,
     available_backend,
@@ -204,13 +209,36 @@ def memory_conflicts(
 def consolidated_summaries(
     home: MemorypackHome,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    lake = home.lake
     statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
     interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
     conflicts = _read(home, "memory_conflicts", CONFLICT_SCHEMA)
     embeddings = home.embeddings()
-    result = consolidate(statements, interactions, embeddings, conflicts, home.vectors(embeddings))
-    home.lake.write("consolidated_summaries", result.summaries)
-    home.lake.write("memory_reinforcement", result.reinforcement)
+    config = ConsolidationConfig()
+    _, model = _embed_config(home)
+    previous = None
+    if all(
+        lake.exists(t)
+        for t in ("consolidated_summaries", "memory_reinforcement", "consolidation_groups")
+    ):
+        previous = Consolidation(
+            lake.read("consolidated_summaries").collect(),
+            lake.read("memory_reinforcement").collect(),
+            lake.read("consolidation_groups").collect(),
+        )
+    result = consolidate(
+        statements,
+        interactions,
+        embeddings,
+        conflicts,
+        home.vectors(embeddings),
+        config,
+        previous,
+        salt=f"{model}|{config}",
+    )
+    lake.write("consolidated_summaries", result.summaries)
+    lake.write("memory_reinforcement", result.reinforcement)
+    lake.write("consolidation_groups", result.groups)
     home.warehouse.refresh(
         "consolidated_summaries",
         home.lake,
@@ -234,6 +262,8 @@ def consolidated_summaries(
                 "reinforced_statements": result.reinforcement.filter(
                     pl.col("reinforcement_count") > 0
                 ).height,
+                "clusters_recomputed": result.clusters_recomputed,
+                "clusters_reused": result.clusters_reused,
             },
             preview_columns=["scope", "contact_id", "summary", "n_members", "confidence"],
         )

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
-from scipy.spatial.distance import squareform
 
+from pipeline.clustering import MAX_BLOCK, assign_to_clusters, cluster_labels
 from pipeline.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.contracts import MemoryType
 from pipeline.decay import BASE_CONFIDENCE, CONFIDENCE_CAP
+from pipeline.frames import changed_groups, group_fingerprints, replace_groups
 from pipeline.vectors import TextVectors
-
-log = logging.getLogger(__name__)
 
 _TS = pl.Datetime("us", "UTC")
 TYPE_COUNT_FIELDS = [*(str(t) for t in MemoryType), "interaction"]
-# A distance no threshold reaches: how a cannot-link pair enters complete linkage.
-CANNOT_LINK = 4.0
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "tenant_id": pl.String(),
@@ -70,90 +63,13 @@ class ConsolidationConfig:
     # clusters never cross them, so this is exact — and a component larger than this is clustered
     # in blocks of this size along its first principal axis (can split a near-duplicate pair
     # across blocks, never merges an unrelated one).
-    max_block: int = 2_000
+    max_block: int = MAX_BLOCK
     # §4.2: base confidence per type when a statement carries none, and the type caps.
     base_confidence: dict[str, float] = field(default_factory=lambda: dict(BASE_CONFIDENCE))
     confidence_cap: dict[str, float] = field(default_factory=lambda: dict(CONFIDENCE_CAP))
     # §4.2: each repeat adds +0.1 (capped at the type cap); interactions: importance or 0.5.
     reinforcement_step: float = 0.1
     interaction_default_confidence: float = 0.5
-
-
-def _principal_order(vectors: np.ndarray) -> np.ndarray:
-    centred = vectors - vectors.mean(axis=0)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    return np.argsort(centred @ vt[0], kind="stable")
-
-
-def _complete_linkage(
-    vectors: np.ndarray, threshold: float, cannot_link: np.ndarray | None
-) -> np.ndarray:
-    n = len(vectors)
-    if n == 1:
-        return np.zeros(1, dtype=np.int64)
-    distance = np.clip(1.0 - vectors @ vectors.T, 0.0, 2.0).astype(np.float64)
-    if cannot_link is not None and len(cannot_link):
-        distance[cannot_link[:, 0], cannot_link[:, 1]] = CANNOT_LINK
-        distance[cannot_link[:, 1], cannot_link[:, 0]] = CANNOT_LINK
-    np.fill_diagonal(distance, 0.0)
-    if n == 2:
-        return np.array([0, 0 if distance[0, 1] <= threshold else 1], dtype=np.int64)
-    flat = fcluster(linkage(squareform(distance, checks=False), "complete"), threshold, "distance")
-    _, labels = np.unique(flat, return_inverse=True)
-    return labels.astype(np.int64)
-
-
-def _components(vectors: np.ndarray, threshold: float, max_block_cells: int) -> np.ndarray:
-    """Connected components of the graph "cosine distance ≤ threshold", one block of rows at a
-    time (a group of 56k texts at 0.15 has 172M such pairs: never held at once)."""
-    n = len(vectors)
-    component = np.arange(n)
-    rows = max(1, max_block_cells // n)
-    for start in range(0, n, rows):
-        q, b = np.nonzero(vectors[start : start + rows] @ vectors.T >= 1.0 - threshold)
-        graph = csr_matrix(
-            (np.ones(len(q), dtype=np.int8), (component[q + start], component[b])), shape=(n, n)
-        )
-        _, merged = connected_components(graph, directed=False)
-        component = merged[component]
-    return np.unique(component, return_inverse=True)[1]
-
-
-def cluster_labels(
-    vectors: np.ndarray,
-    threshold: float,
-    cannot_link: np.ndarray | None = None,
-    max_block: int = ConsolidationConfig.max_block,
-    max_block_cells: int = 8_000_000,
-) -> np.ndarray:
-    """Cluster labels (0..k-1) of unit vectors: complete linkage at a cosine-distance threshold.
-
-    `cannot_link` holds index pairs (m × 2) that must end in different clusters (conflicts).
-    """
-    n = len(vectors)
-    if n <= max_block:
-        return _complete_linkage(vectors, threshold, cannot_link) if n else np.zeros(0, np.int64)
-    component = _components(vectors, threshold, max_block_cells)
-    labels = np.full(n, -1, dtype=np.int64)
-    next_label = 0
-    links = cannot_link if cannot_link is not None else np.zeros((0, 2), dtype=np.int64)
-    for members in np.split(
-        np.argsort(component, kind="stable"), np.flatnonzero(np.diff(np.sort(component))) + 1
-    ):
-        order = (
-            members if len(members) <= max_block else members[_principal_order(vectors[members])]
-        )
-        if len(members) > max_block:
-            log.info("component of %d texts clustered in blocks of %d", len(members), max_block)
-        for begin in range(0, len(order), max_block):
-            block = order[begin : begin + max_block]
-            local = np.full(n, -1, dtype=np.int64)
-            local[block] = np.arange(len(block))
-            inside = links[(local[links[:, 0]] >= 0) & (local[links[:, 1]] >= 0)]
-            sub = _complete_linkage(vectors[block], threshold, local[inside])
-            labels[block] = sub + next_label
-            next_label += int(sub.max()) + 1
-    return labels
 
 
 def _cannot_links(units: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFrame:
@@ -363,7 +279,9 @@ def interaction_members(
 class Consolidation:
     summaries: pl.DataFrame  # SUMMARY_SCHEMA
     reinforcement: pl.DataFrame  # REINFORCEMENT_SCHEMA, one row per statement
-    members: pl.DataFrame  # tenant_id, memory_id, scope, cluster_id
+    groups: pl.DataFrame  # fingerprints of the statement groups (frames.group_fingerprints)
+    clusters_recomputed: int = 0  # clusters whose summary was (re)made by this call
+    clusters_reused: int = 0  # clusters whose summary was carried over from `previous`
 
 
 def reinforcement(members: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFrame:
@@ -403,6 +321,10 @@ def reinforcement(members: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFram
     )
 
 
+STATEMENT_KEYS = ["tenant_id", "contact_id"]
+INTERACTION_KEYS = ["tenant_id", "system", "kind"]
+
+
 def consolidate(
     statements: pl.DataFrame,
     interactions: pl.DataFrame,
@@ -410,64 +332,183 @@ def consolidate(
     conflicts: pl.DataFrame,
     vectors: TextVectors,
     config: ConsolidationConfig | None = None,
+    previous: Consolidation | None = None,
+    salt: str = "",
 ) -> Consolidation:
     """Statements per tenant × contact (conflicting pairs split), interactions per tenant ×
     system × kind; `embeddings` is the memory_embeddings table (which text each memory has),
-    `vectors` the vectors of those texts."""
+    `vectors` the vectors of those texts.
+
+    With `previous` (last night's result, made with the same `salt`: model and config), the work
+    is incremental: a contact whose statements did not change keeps its clusters; a new
+    interaction text joins an existing cluster within the threshold of every member
+    (`assign_to_clusters`) or a new one; only clusters whose members changed are summarised again.
+    """
     config = config or ConsolidationConfig()
-    parts = []
-    member_frames = []
-    offset = 0
-    for scope, members, keys, threshold, dedupe in (
-        (
-            "statement",
-            statement_members(statements, embeddings, config),
-            ["tenant_id", "contact_id"],
-            config.statement_distance,
-            False,
-        ),
-        (
-            "interaction",
-            interaction_members(interactions, embeddings, config),
-            ["tenant_id", "system", "kind"],
-            config.interaction_distance,
-            True,
-        ),
-    ):
-        if members.is_empty():
-            continue
-        labelled = _label_groups(members, keys, threshold, conflicts, config, dedupe, vectors)
-        labelled = labelled.with_columns(pl.col("cluster") + offset)
-        offset = int(labelled["cluster"].max()) + 1  # type: ignore[arg-type]
-        labelled = labelled.with_columns(_centroid_similarity(labelled, vectors))
-        summaries = _summaries(labelled, scope, config)
-        member_frames.append(
-            labelled.join(summaries.select("cluster", "cluster_id"), on="cluster").select(
-                "tenant_id", "memory_id", pl.lit(scope).alias("scope"), "cluster_id", "ts"
-            )
-        )
-        parts.append(summaries.drop("cluster"))
-    summaries = pl.concat(parts) if parts else pl.DataFrame(schema=SUMMARY_SCHEMA)
-    members = (
-        pl.concat(member_frames)
-        if member_frames
-        else pl.DataFrame(
-            schema={
-                "tenant_id": pl.String,
-                "memory_id": pl.String,
-                "scope": pl.String,
-                "cluster_id": pl.String,
-                "ts": _TS,
-            }
-        )
+    previous = previous if previous is not None and _same_salt(previous, salt) else None
+    statements_part, groups, reinforced = _statement_scope(
+        statement_members(statements, embeddings, config),
+        conflicts,
+        vectors,
+        config,
+        previous,
+        salt,
     )
-    statement_rows = members.filter(pl.col("scope") == "statement")
+    interactions_part = _interaction_scope(
+        interaction_members(interactions, embeddings, config), vectors, config, previous
+    )
+    parts = [statements_part, interactions_part]
     return Consolidation(
-        summaries=summaries.cast(pl.Schema(SUMMARY_SCHEMA)).sort(
-            "tenant_id", "scope", "cluster_id"
+        summaries=pl.concat([p.summaries for p in parts])
+        .cast(pl.Schema(SUMMARY_SCHEMA))
+        .sort("tenant_id", "scope", "cluster_id"),
+        reinforcement=reinforced,
+        groups=groups,
+        clusters_recomputed=sum(p.recomputed for p in parts),
+        clusters_reused=sum(p.reused for p in parts),
+    )
+
+
+@dataclass(frozen=True)
+class _Scope:
+    summaries: pl.DataFrame
+    recomputed: int
+    reused: int
+
+
+def _same_salt(previous: Consolidation, salt: str) -> bool:
+    return previous.groups.is_empty() or bool((previous.groups["salt"] == salt).all())
+
+
+def _summarised(
+    labelled: pl.DataFrame, scope: str, vectors: TextVectors, config: ConsolidationConfig
+) -> pl.DataFrame:
+    """Summaries (with the integer `cluster`) of labelled members."""
+    if labelled.is_empty():
+        return pl.DataFrame(schema={"cluster": pl.Int64, **SUMMARY_SCHEMA})
+    return _summaries(labelled.with_columns(_centroid_similarity(labelled, vectors)), scope, config)
+
+
+def _statement_scope(
+    members: pl.DataFrame,
+    conflicts: pl.DataFrame,
+    vectors: TextVectors,
+    config: ConsolidationConfig,
+    previous: Consolidation | None,
+    salt: str,
+) -> tuple[_Scope, pl.DataFrame, pl.DataFrame]:
+    keys = STATEMENT_KEYS
+    groups = group_fingerprints(members, keys, "memory_id", salt)
+    todo = changed_groups(groups, previous.groups if previous else None, keys)
+    changed = members.join(todo, on=keys, how="semi", nulls_equal=True)
+    labelled = (
+        _label_groups(changed, keys, config.statement_distance, conflicts, config, False, vectors)
+        if changed.height
+        else changed.with_columns(pl.lit(None, pl.Int64).alias("cluster"))
+    )
+    summaries = _summarised(labelled, "statement", vectors, config)
+    fresh = reinforcement(
+        labelled.join(summaries.select("cluster", "cluster_id"), on="cluster"), conflicts
+    )
+    summaries = summaries.drop("cluster")
+    reused = 0
+    if previous is not None:
+        before = previous.summaries.filter(pl.col("scope") == "statement")
+        kept = replace_groups(before, summaries, todo, groups, keys)
+        reused = kept.height - summaries.height
+        summaries = kept
+        fresh = pl.concat(
+            [
+                previous.reinforcement.join(
+                    changed.select("tenant_id", "memory_id"),
+                    on=["tenant_id", "memory_id"],
+                    how="anti",
+                ).join(
+                    members.select("tenant_id", "memory_id"),
+                    on=["tenant_id", "memory_id"],
+                    how="semi",
+                ),
+                fresh,
+            ]
+        )
+    return (
+        _Scope(summaries, summaries.height - reused, reused),
+        groups,
+        fresh.sort("tenant_id", "memory_id"),
+    )
+
+
+def _interaction_scope(
+    members: pl.DataFrame,
+    vectors: TextVectors,
+    config: ConsolidationConfig,
+    previous: Consolidation | None,
+) -> _Scope:
+    keys = INTERACTION_KEYS
+    threshold = config.interaction_distance
+    before = (
+        previous.summaries.filter(pl.col("scope") == "interaction")
+        if previous is not None
+        else pl.DataFrame(schema=SUMMARY_SCHEMA)
+    )
+    if before.is_empty():
+        labelled = _label_groups(members, keys, threshold, pl.DataFrame(), config, True, vectors)
+        summaries = _summarised(labelled, "interaction", vectors, config).drop("cluster")
+        return _Scope(summaries, summaries.height, 0)
+    # Last night's clusters as labels of distinct texts (identical texts share a cluster).
+    old = (
+        before.with_row_index("cluster")
+        .select("cluster", "tenant_id", "n_members", pl.col("member_ids").alias("memory_id"))
+        .explode("memory_id")
+        .join(
+            members.select("tenant_id", "memory_id", *keys[1:], "text_hash"),
+            on=["tenant_id", "memory_id"],
+        )
+        .unique([*keys, "text_hash"], keep="first")
+        .select(*keys, "text_hash", pl.col("cluster").cast(pl.Int64))
+    )
+    units = members.select(*keys, "text_hash").unique()
+    new = units.join(old, on=[*keys, "text_hash"], how="anti", nulls_equal=True)
+    next_label = len(before)
+    assigned = []
+    for key, fresh in new.partition_by(keys, as_dict=True, maintain_order=True).items():
+        known = old.filter(
+            pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in zip(keys, key, strict=True))
+        )
+        fresh_vectors = vectors.of(fresh["text_hash"])
+        labels = assign_to_clusters(
+            fresh_vectors, vectors.of(known["text_hash"]), known["cluster"].to_numpy(), threshold
+        )
+        left = np.flatnonzero(labels < 0)
+        if len(left):
+            sub = cluster_labels(fresh_vectors[left], threshold, None, config.max_block)
+            labels[left] = sub + next_label
+            next_label += int(sub.max()) + 1
+        assigned.append(fresh.with_columns(pl.Series("cluster", labels, dtype=pl.Int64)))
+    text_labels = pl.concat([old, *assigned], how="vertical_relaxed")
+    labelled = members.join(text_labels, on=[*keys, "text_hash"], nulls_equal=True)
+    sizes = labelled.group_by("cluster").agg(pl.len().cast(pl.Int64).alias("n"))
+    unchanged = (
+        before.with_row_index("cluster")
+        .select(pl.col("cluster").cast(pl.Int64), "n_members")
+        .join(sizes, on="cluster")
+        .filter(pl.col("n") == pl.col("n_members"))
+    )
+    # Events never change: a cluster with exactly last night's number of members is last
+    # night's cluster (it only ever gains members), so its summary stands.
+    kept = (
+        before.with_row_index("cluster")
+        .with_columns(pl.col("cluster").cast(pl.Int64))
+        .join(unchanged.select("cluster"), on="cluster", how="semi")
+    )
+    changed = labelled.join(unchanged.select("cluster"), on="cluster", how="anti")
+    summaries = _summarised(changed, "interaction", vectors, config)
+    return _Scope(
+        pl.concat([kept.drop("cluster"), summaries.drop("cluster")]).cast(
+            pl.Schema(SUMMARY_SCHEMA)
         ),
-        reinforcement=reinforcement(statement_rows, conflicts),
-        members=members.drop("ts"),
+        summaries.height,
+        kept.height,
     )
 
 

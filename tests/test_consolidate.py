@@ -8,7 +8,8 @@ import polars as pl
 import pytest
 
 from pipeline import contracts
-from pipeline.consolidate import cluster_labels, consolidate, membership_problems
+from pipeline.clustering import assign_to_clusters, cluster_labels
+from pipeline.consolidate import ConsolidationConfig, consolidate, membership_problems
 from pipeline.embed import embed_with_cache, load_model, memory_texts
 from pipeline.vectors import TextVectors
 from tests.test_conflicts import embedded_conflicts, statement, statements_frame
@@ -134,3 +135,90 @@ def test_cluster_labels_honours_cannot_link_and_blocks() -> None:
     origin = np.array([0, 0, 0, 1, 1, 2])
     for label in set(blocked):
         assert len(set(origin[blocked == label])) == 1
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_a_new_text_joins_only_a_cluster_it_is_close_to_in_full() -> None:
+    # cosine distance threshold 0.2 ⇔ similarity ≥ 0.8
+    e = np.eye(4)
+    old = _unit(np.array([e[0] + 0.3 * e[1], e[0] - 0.3 * e[1], e[2]]))  # A = {0, 1}, B = {2}
+    old_labels = np.array([0, 0, 1])
+    new = _unit(
+        np.array(
+            [
+                e[0],  # close to both members of A → joins A
+                e[0] + 0.9 * e[1],  # close to A's first member only → stays out
+                e[2] + 0.4 * e[3],  # close to B ...
+                e[2] - 0.4 * e[3] + 0.05 * e[0],  # ... and so is this one, but not to the former
+            ]
+        )
+    )
+    labels = assign_to_clusters(new, old, old_labels, threshold=0.2)
+    assert labels[:2].tolist() == [0, -1]
+    assert sorted(labels[2:].tolist()) == [-1, 1]  # one of the two joins B, never both
+
+
+def _incremental_world(model: Any) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, TextVectors]:
+    statements = statements_frame(
+        [
+            *STATEMENTS,
+            statement("e4", "Prefers e-mail to phone calls", "inferred_pattern", day=11),
+            statement(
+                "x2",
+                "Would rather get an email than a phone call",
+                "single_inference",
+                day=12,
+                contact="c2",
+            ),
+        ]
+    )
+    interactions = pl.DataFrame(
+        [
+            interaction("i1", "Where is my order?"),
+            interaction("i2", "Where's my order?", minutes=5),
+            interaction("i3", "How do I reset my password?", minutes=9),
+            interaction("i4", "Where is my order?", kind="report"),
+            interaction("i5", "Where is my order?", minutes=20),  # a text seen before
+            interaction("i6", "How can I reset my password?", minutes=30),
+            interaction("i7", "Can I change my delivery address?", minutes=40),
+        ],
+        schema=contracts.INTERACTION_SCHEMA,
+    )
+    embedded = embed_with_cache(memory_texts(interactions, statements), None, model)
+    return statements, interactions, embedded.embeddings, TextVectors.from_frame(embedded.fresh)
+
+
+def test_incremental_consolidation_reuses_unchanged_clusters(model: Any) -> None:
+    statements, interactions, embeddings, vectors = _incremental_world(model)
+    no_conflicts = embedded_conflicts(statements, model)
+    first_s = statements.filter(~pl.col("event_id").is_in(["e4", "x2"]))
+    first_i = interactions.filter(~pl.col("event_id").is_in(["i5", "i6", "i7"]))
+    night1 = consolidate(first_s, first_i, embeddings, no_conflicts, vectors, salt="m")
+    night2 = consolidate(
+        statements, interactions, embeddings, no_conflicts, vectors, previous=night1, salt="m"
+    )
+    full = consolidate(statements, interactions, embeddings, no_conflicts, vectors, salt="m")
+    # Statements: contacts c1 and c2 got new statements, so both are clustered again: exact.
+    statement_rows = pl.col("scope") == "statement"
+    assert night2.summaries.filter(statement_rows).equals(full.summaries.filter(statement_rows))
+    assert night2.reinforcement.equals(full.reinforcement)
+    # Interactions: i5 repeats a known text (its cluster is summarised again), i6 / i7 are new.
+    clusters = _clusters(night2.summaries, "interaction")
+    assert ("i1", "i2", "i5") in clusters and ("i4",) in clusters
+    members = sorted(m for c in clusters for m in c)
+    assert members == ["i1", "i2", "i3", "i4", "i5", "i6", "i7"]  # each exactly once
+    assert night2.clusters_reused >= 1  # ("i4",): same members, summary carried over
+    # Every cluster still holds only texts within the threshold of each other.
+    text_of = dict(embeddings.select("memory_id", "text_hash").iter_rows())
+    for cluster in clusters:
+        v = vectors.of(pl.Series([text_of[m] for m in cluster]))
+        assert (v @ v.T).min() >= 1 - ConsolidationConfig().interaction_distance - 1e-6
+    # Another salt (model or config changed) ignores the previous result.
+    other = consolidate(
+        statements, interactions, embeddings, no_conflicts, vectors, previous=night1, salt="n"
+    )
+    assert other.clusters_reused == 0
+    assert other.summaries.equals(full.summaries)
