@@ -89,6 +89,9 @@ class DPOPolicyConfig:
     loss_type: str = "sigmoid"
     batch_size: int = 8
     max_steps: int = -1  # > 0 overrides epochs
+    # The reference is frozen: its log-probs are computed once before training instead of on every
+    # step of every epoch (the same objective).
+    precompute_ref: bool = True
     weight_decay: float = 0.0
     eval_batch_size: int = 32
     # Training is the costliest step of a night, and a policy stays good while its train set grows
@@ -195,7 +198,9 @@ def _torch_setup(config: DPOPolicyConfig) -> None:
     offline_environment()
     torch.set_num_threads(config.torch_threads)
     transformers.set_seed(config.seed)
-    # Metrics go to the run record and Dagster metadata, not to progress bars on stdout.
+    # Metrics go to the run record and Dagster metadata, not to progress bars on stdout (TRL's
+    # reference pre-pass reads TQDM_DISABLE).
+    os.environ.setdefault("TQDM_DISABLE", "1")
     datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()
 
@@ -338,6 +343,7 @@ def dpo_fit(
             learning_rate=config.learning_rate,
             beta=config.beta,
             loss_type=[config.loss_type],
+            precompute_ref_log_probs=config.precompute_ref,
         )
         trainer = _quiet(
             DPOTrainer(
@@ -373,37 +379,53 @@ def sequence_logps(
     batch_size: int = 32,
 ) -> np.ndarray:
     """Σ log p(completion tokens | prompt), tokenized the way TRL does (completion + EOS, cut at
-    `max_length` from the end)."""
+    `max_length` from the end).
+
+    Rows are scored shortest first (batches pad little), and the vocabulary head runs only from a
+    batch's first completion token on: prompt positions never count, and the head (vocabulary ×
+    width) is most of a small model's work.
+    """
+    import inspect
+
     import torch
 
     eos = tokenizer.eos_token or ""
-    out = np.zeros(len(prompts), dtype=np.float64)
+    prompt_ids = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+    full_ids = tokenizer(
+        [p + c.strip() + eos for p, c in zip(prompts, completions, strict=True)],
+        add_special_tokens=False,
+    )["input_ids"]
+    seqs = [f[:max_length] for f in full_ids]
+    splits = [
+        max(1, min(_common_prefix(p, f), len(s)))
+        for p, f, s in zip(prompt_ids, full_ids, seqs, strict=True)
+    ]
+    can_skip = "logits_to_keep" in inspect.signature(model.forward).parameters
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    out = np.zeros(len(seqs), dtype=np.float64)
+    order = np.argsort([len(s) for s in seqs], kind="stable")
     model.eval()
-    for start in range(0, len(prompts), batch_size):
-        batch_p = list(prompts[start : start + batch_size])
-        batch_c = [c.strip() + eos for c in completions[start : start + batch_size]]
-        prompt_ids = tokenizer(batch_p, add_special_tokens=False)["input_ids"]
-        full_ids = tokenizer(
-            [p + c for p, c in zip(batch_p, batch_c, strict=True)], add_special_tokens=False
-        )["input_ids"]
-        seqs, masks = [], []
-        for p_ids, f_ids in zip(prompt_ids, full_ids, strict=True):
-            split = _common_prefix(p_ids, f_ids)
-            seqs.append(f_ids[:max_length])
-            masks.append(([0] * split + [1] * (len(f_ids) - split))[:max_length])
-        width = max(len(s) for s in seqs)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
-        attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
-        completion = torch.tensor([m + [0] * (width - len(m)) for m in masks], dtype=torch.float32)
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        width = max(len(seqs[i]) for i in batch)
+        ids = torch.tensor([seqs[i] + [pad] * (width - len(seqs[i])) for i in batch])
+        attention = torch.tensor([[1] * len(seqs[i]) + [0] * (width - len(seqs[i])) for i in batch])
+        # Logits at positions first-1 … width-1 predict the tokens at first … width-1.
+        first = min(splits[i] for i in batch) if can_skip else 1
+        keep = width - first + 1
+        extra = {"logits_to_keep": keep} if can_skip else {}
         with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+            logits = model(input_ids=ids, attention_mask=attention, **extra).logits
+        logits = logits[:, -keep:-1].float()
+        targets = ids[:, first:]
+        positions = torch.arange(first, width)[None, :]
+        lengths = torch.tensor([len(seqs[i]) for i in batch])[:, None]
+        begins = torch.tensor([splits[i] for i in batch])[:, None]
+        counted = ((positions >= begins) & (positions < lengths)).float()
         token_logps = (
-            torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+            torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         )
-        out[start : start + len(batch_p)] = (
-            (token_logps * completion[:, 1:]).sum(-1).double().numpy()
-        )
+        out[batch] = (token_logps * counted).sum(-1).double().numpy()
     return out
 
 

@@ -282,15 +282,16 @@ def _clearest_gaps(rated: pl.DataFrame, edges: pl.DataFrame, config: PairConfig)
         on=[*keys, "partner_hash"],
     )
     prompt = [*keys, "text_hash"]
+    partner = pl.struct("partner_id", "partner_quality", "similarity")
+    order = ["partner_quality", "partner_id"]  # ties: the smaller id first, for a stable choice
+    ends = pool.group_by(prompt).agg(
+        partner.top_k_by(order, k + 1, reverse=[False, True]).alias("best"),
+        partner.bottom_k_by(order, k + 1, reverse=[False, False]).alias("worst"),
+    )
     extremes = pl.concat(
         [
-            pool.sort(*prompt, "partner_quality", "partner_id", descending=descending)
-            .group_by(prompt, maintain_order=True)
-            .head(k + 1)
-            for descending in (
-                [False, False, False, True, False],
-                [False, False, False, False, False],
-            )
+            ends.select(*prompt, pl.col(side).alias("p")).explode("p").unnest("p")
+            for side in ("best", "worst")
         ]
     ).unique([*prompt, "partner_id"])
     gap = (pl.col("quality_lower") - pl.col("partner_quality")).abs()
