@@ -13,7 +13,7 @@ from pipeline.pack.build import build_pack as build_tenant_pack
 from pipeline.pack.build import load_inputs
 from pipeline.pack.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult, run_guards
 from pipeline.pack.store import DEFAULT_KEEP
-from pipeline.pack.writer import publish
+from pipeline.pack.writer import PackStage
 
 UPSTREAM = [
     "feedback_scores",
@@ -91,21 +91,41 @@ def memory_pack(
     inputs = load_inputs(home.lake, as_of)
     if inputs.missing:
         context.log.warning(f"pack inputs not in the lake yet (published empty): {inputs.missing}")
-    contents = [build_tenant_pack(inputs, tenant) for tenant in inputs.tenants()]
-    guards = {c.tenant_id: run_guards(c, inputs) for c in contents}
-    checks = _check_results(guards)
-    failed = [c for c in checks if not c.passed]
-    if failed:
-        # Nothing is written: every tenant's LATEST keeps pointing at the pack it had.
-        yield from checks
-        reasons = "; ".join(f"{c.check_name}: {c.description}" for c in failed)
-        raise dg.Failure(
-            description=f"memory pack not published, previous packs stay live: {reasons}",
-            allow_retries=False,
-        )
-    results = [
-        publish(home.paths.packs, c, run_id=context.run_id, keep=config.keep) for c in contents
-    ]
+    # One tenant in memory at a time: built, guarded, written out of sight; all go live together
+    # only when every tenant passed every guard.
+    stage = PackStage(home.paths.packs, run_id=context.run_id, keep=config.keep)
+    guards: dict[str, list[GuardResult]] = {}
+    rows: list[dict[str, object]] = []
+    try:
+        for tenant in inputs.tenants():
+            content = build_tenant_pack(inputs, tenant)
+            guards[tenant] = run_guards(content, inputs)
+            rows.append(
+                {
+                    "tenant_id": tenant,
+                    "memories": content.frames["memories.parquet"].height,
+                    "redacted": content.redactions["total"],
+                    "redactions_by_kind": content.redactions["by_kind"],
+                }
+            )
+            if all(g.passed for found in guards.values() for g in found):
+                stage.add(content)
+            del content
+        checks = _check_results(guards)
+        failed = [c for c in checks if not c.passed]
+        if failed:
+            # Nothing is written: every tenant's LATEST keeps pointing at the pack it had.
+            stage.discard()
+            yield from checks
+            reasons = "; ".join(f"{c.check_name}: {c.description}" for c in failed)
+            raise dg.Failure(
+                description=f"memory pack not published, previous packs stay live: {reasons}",
+                allow_retries=False,
+            )
+        results = stage.commit()
+    except BaseException:
+        stage.discard()
+        raise
     for r in results:
         context.log.info(f"{r.tenant_id}: {r.reason} {r.version} (removed {r.removed or 'none'})")
     versions = pack_versions_frame(home.paths)
@@ -113,14 +133,15 @@ def memory_pack(
     home.warehouse.refresh(
         "pack_versions", home.lake, comment="Kept memory pack versions per tenant."
     )
+    by_tenant = {r["tenant_id"]: r for r in rows}
     summary = pl.DataFrame(
         {
             "tenant_id": [r.tenant_id for r in results],
             "version": [r.version for r in results],
             "published": [r.published for r in results],
             "reason": [r.reason for r in results],
-            "memories": [c.frames["memories.parquet"].height for c in contents],
-            "redacted": [c.redactions["total"] for c in contents],
+            "memories": [by_tenant[r.tenant_id]["memories"] for r in results],
+            "redacted": [by_tenant[r.tenant_id]["redacted"] for r in results],
         },
         schema={
             "tenant_id": pl.String,
@@ -139,7 +160,7 @@ def memory_pack(
                 "tenants": len(results),
                 "new_versions": sum(r.published for r in results),
                 "missing_inputs": inputs.missing,
-                "redactions_by_kind": {c.tenant_id: c.redactions["by_kind"] for c in contents},
+                "redactions_by_kind": {r["tenant_id"]: r["redactions_by_kind"] for r in rows},
                 "packs_folder": str(home.paths.packs),
             },
         )

@@ -13,7 +13,7 @@ import polars as pl
 from pipeline.decay import BASE_CONFIDENCE
 from pipeline.pii import redact_frame
 from pipeline.storage import Lake
-from pipeline.vectors import EmbeddingCache, TextVectors
+from pipeline.vectors import EmbeddingCache
 
 _TS = pl.Datetime("us", "UTC")
 _STR = pl.String()
@@ -197,16 +197,17 @@ DEFAULT_CONFIDENCE = 0.5
 
 @dataclass
 class PackInputs:
-    """Every lake table a pack reads, collected once for all tenants of one run."""
+    """Every lake table a pack reads, as scans: a tenant's pack collects only its own rows, so
+    memory holds one tenant at a time, not the lake."""
 
     as_of: datetime
-    tables: dict[str, pl.DataFrame]
+    tables: dict[str, pl.LazyFrame]
     missing: list[str]
     decay_snapshot: str | None
     load_dates: list[str] = field(default_factory=list)
     ingest_totals: dict[str, int] = field(default_factory=dict)
     event_counts: dict[str, dict[str, int]] = field(default_factory=dict)
-    vectors: TextVectors | None = None  # the vectors of memory_embeddings' texts
+    cache: EmbeddingCache | None = None  # where memory_embeddings' vectors are
 
     @property
     def run_date(self) -> date:
@@ -216,8 +217,25 @@ class PackInputs:
         found: set[str] = set()
         for name in ("interactions", "memory_statements"):
             if name in self.tables:
-                found.update(self.tables[name]["tenant_id"].drop_nulls().unique().to_list())
+                found.update(
+                    self.tables[name]
+                    .select(pl.col("tenant_id").unique())
+                    .collect()["tenant_id"]
+                    .drop_nulls()
+                )
         return sorted(found)
+
+    def columns(self, name: str) -> list[str]:
+        return self.tables[name].collect_schema().names() if name in self.tables else []
+
+    def rows(self, name: str, tenant: str) -> pl.DataFrame | None:
+        """The tenant's rows of a table (None when the table is not in the lake)."""
+        table = self.tables.get(name)
+        if table is None:
+            return None
+        if "tenant_id" not in self.columns(name):
+            return table.collect()
+        return table.filter(pl.col("tenant_id") == tenant).collect()
 
 
 @dataclass
@@ -235,11 +253,11 @@ class PackContent:
     problems: list[str] = field(default_factory=list)
 
 
-def _decay_snapshot(lake: Lake, run_date: date) -> tuple[pl.DataFrame | None, str | None]:
+def _decay_snapshot(lake: Lake, run_date: date) -> tuple[pl.LazyFrame | None, str | None]:
     """The latest decay snapshot taken on or before the run's date."""
     keys = [k for k in lake.partition_keys("decay_snapshots") if k <= run_date.isoformat()]
     if keys:
-        return pl.read_parquet(lake.paths.partition("decay_snapshots", keys[-1])), keys[-1]
+        return pl.scan_parquet(lake.paths.partition("decay_snapshots", keys[-1])), keys[-1]
     if lake.paths.table("decay_snapshots").exists():
         frame = pl.read_parquet(lake.paths.table("decay_snapshots"))
         if "as_of" in frame.columns and frame.height:
@@ -247,36 +265,32 @@ def _decay_snapshot(lake: Lake, run_date: date) -> tuple[pl.DataFrame | None, st
             eligible = frame.filter(pl.col("as_of").dt.replace_time_zone(None) <= limit)
             if eligible.height:
                 latest = eligible["as_of"].max()
-                return eligible.filter(pl.col("as_of") == latest), str(latest)
-        return frame, None
+                return eligible.filter(pl.col("as_of") == latest).lazy(), str(latest)
+        return frame.lazy(), None
     return None, None
 
 
 def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
-    """Read every pack input once; record the ones that are not in the lake yet."""
+    """Scans of every pack input; records the ones that are not in the lake yet."""
     run_date = (as_of - timedelta(days=1)).date()
-    tables: dict[str, pl.DataFrame] = {}
+    tables: dict[str, pl.LazyFrame] = {}
     missing: list[str] = []
     snapshot_key = None
     for name in INPUT_TABLES:
+        frame: pl.LazyFrame | None = None
         if name == "decay_snapshots":
             frame, snapshot_key = _decay_snapshot(lake, run_date)
         elif lake.exists(name):
-            frame = lake.read(name).collect()
-        else:
-            frame = None
+            frame = lake.read(name)
         if frame is None:
             missing.append(name)
             continue
-        if name in ("interactions", "memory_statements") and "load_date" in frame.columns:
+        if name in ("interactions", "memory_statements") and "load_date" in frame.collect_schema():
             frame = frame.filter(pl.col("load_date").cast(pl.Date) <= run_date)
         tables[name] = frame
     inputs = PackInputs(as_of, tables, missing, snapshot_key)
-    embedded = tables.get("memory_embeddings")
-    if embedded is not None and embedded.height:
-        model = str(embedded["model"].drop_nulls().mode().sort().first())
-        cache = EmbeddingCache(lake.paths.embedding_cache)
-        inputs.vectors = cache.vectors(model, embedded["text_hash"])
+    if "memory_embeddings" in tables:
+        inputs.cache = EmbeddingCache(lake.paths.embedding_cache)
     if lake.exists("ingest_stats"):
         stats = lake.read("ingest_stats").collect()
         stats = stats.filter(pl.col("load_date").cast(pl.Date) <= run_date)
@@ -310,10 +324,10 @@ def _ensure(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame
 def _tenant_rows(
     inputs: PackInputs, name: str, tenant: str, schema: dict[str, pl.DataType]
 ) -> pl.DataFrame:
-    frame = inputs.tables.get(name)
+    frame = inputs.rows(name, tenant)
     if frame is None:
         return pl.DataFrame(schema=schema)
-    return _ensure(frame.filter(pl.col("tenant_id") == tenant), schema)
+    return _ensure(frame, schema)
 
 
 def _memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
@@ -435,12 +449,15 @@ def _memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
 
 def _embeddings(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> np.ndarray:
     """Row i ↔ memories row i, float32, unit length (a memory without an embedding is a zero row)."""
-    vectors = inputs.vectors
-    if vectors is None or not len(vectors):
-        return np.zeros((memories.height, 0), dtype=np.float32)
     table = _tenant_rows(
-        inputs, "memory_embeddings", tenant, {"memory_id": _STR, "text_hash": _STR}
+        inputs, "memory_embeddings", tenant, {"memory_id": _STR, "text_hash": _STR, "model": _STR}
     )
+    models = table["model"].drop_nulls()
+    if inputs.cache is None or models.is_empty():
+        return np.zeros((memories.height, 0), dtype=np.float32)
+    vectors = inputs.cache.vectors(str(models.mode().sort().first()), table["text_hash"])
+    if not len(vectors):
+        return np.zeros((memories.height, 0), dtype=np.float32)
     aligned = memories.select("memory_id").join(
         table.unique("memory_id").select("memory_id", "text_hash"),
         on="memory_id",
@@ -517,22 +534,18 @@ def _models_and_metrics(
         model = str(embedded.drop_nulls().mode().sort().first())
     models: dict[str, Any] = {"embedding": {"model": model, "dim": dim}, "policy_id": None}
     metrics: dict[str, Any] = {"dpo": None}
-    runs = inputs.tables.get("dpo_runs")
-    if runs is not None and "tenant_id" in runs.columns:
-        mine = runs.filter(pl.col("tenant_id") == tenant)
-        if mine.height:
-            trained = (
-                mine.filter(pl.col("status") == "trained") if "status" in mine.columns else mine
-            )
-            row = (trained if trained.height else mine).row(-1, named=True)
-            models["policy_id"] = (
-                row.get("policy_id") if row.get("status", "trained") == "trained" else None
-            )
-            metrics["dpo"] = {
-                k: (v.isoformat() if isinstance(v, datetime | date) else v)
-                for k, v in row.items()
-                if k not in ("tenant_id", "model_dir")
-            }
+    mine = inputs.rows("dpo_runs", tenant)
+    if mine is not None and "tenant_id" in mine.columns and mine.height:
+        trained = mine.filter(pl.col("status") == "trained") if "status" in mine.columns else mine
+        row = (trained if trained.height else mine).row(-1, named=True)
+        models["policy_id"] = (
+            row.get("policy_id") if row.get("status", "trained") == "trained" else None
+        )
+        metrics["dpo"] = {
+            k: (v.isoformat() if isinstance(v, datetime | date) else v)
+            for k, v in row.items()
+            if k not in ("tenant_id", "model_dir")
+        }
     return models, metrics
 
 
@@ -558,10 +571,16 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         name: (
             None
             if name in inputs.missing
-            else int((inputs.tables[name]["tenant_id"] == tenant).sum())
+            else int(
+                inputs.tables[name]
+                .filter(pl.col("tenant_id") == tenant)
+                .select(pl.len())
+                .collect()
+                .item()
+            )
         )
         for name in INPUT_TABLES
-        if name in inputs.missing or "tenant_id" in inputs.tables[name].columns
+        if name in inputs.missing or "tenant_id" in inputs.columns(name)
     }
     input_info = {
         "run_date": inputs.run_date.isoformat(),

@@ -44,7 +44,7 @@ def _confidences_in_range(content: PackContent, inputs: PackInputs) -> GuardResu
 def _few_shot_not_negative(content: PackContent, inputs: PackInputs) -> GuardResult:
     """No example whose own feedback is net-negative (a corrected output is the positive side)."""
     examples = content.frames["few_shot.parquet"]
-    scores = inputs.tables.get("feedback_scores")
+    scores = inputs.rows("feedback_scores", content.tenant_id)
     negative = examples.clear()
     if scores is not None and examples.height:
         sides = (

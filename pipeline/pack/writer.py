@@ -9,7 +9,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -132,16 +132,32 @@ def _manifest(
     }
 
 
-def publish(
-    packs_root: Path, content: PackContent, run_id: str | None = None, keep: int = DEFAULT_KEEP
-) -> PublishResult:
-    """Make `content` the live pack of its tenant, or do nothing if identical content is live.
+@dataclass
+class _Staged:
+    content_tenant: str
+    tenant_dir: Path
+    temp: Path | None  # None: identical content is already live
+    version: str
+    manifest: dict[str, Any]
 
-    Every step before the LATEST swap happens out of sight (a dot-folder, then a complete version
-    folder nobody points at), so a crash anywhere leaves the previous pack live and loadable.
+
+class PackStage:
+    """Publish several tenants' packs together: `add` writes and verifies each one out of sight
+    (a dot-folder nobody points at), `commit` then makes all of them live, `discard` none.
+
+    A pack's data leaves memory as soon as it is added, so a night holds one tenant's pack at a
+    time; a crash before `commit` leaves every previous pack live (the dot-folders are cleaned up
+    by the next publish). Each tenant's lock is held from `add` to `commit` / `discard`.
     """
-    tenant_dir = packs_root / content.tenant_id
-    with publish_lock(tenant_dir):
+
+    def __init__(self, packs_root: Path, run_id: str | None = None, keep: int = DEFAULT_KEEP):
+        self.packs_root, self.run_id, self.keep = packs_root, run_id, keep
+        self._locks = ExitStack()
+        self._staged: list[_Staged] = []
+
+    def add(self, content: PackContent) -> None:
+        tenant_dir = self.packs_root / content.tenant_id
+        self._locks.enter_context(publish_lock(tenant_dir))
         clean_leftovers(tenant_dir)
         temp = tenant_dir / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
         temp.mkdir()
@@ -149,7 +165,6 @@ def publish(
             files = _write_files(temp, content)
             crash_point("files_written")
             digest = content_hash(files, content)
-            version = make_version(content.as_of, digest)
             latest = read_latest(tenant_dir)
             live = tenant_dir / latest if latest is not None else None
             if (
@@ -158,11 +173,10 @@ def publish(
                 and read_manifest(live).get("content_hash") == digest
             ):
                 shutil.rmtree(temp)
-                removed = prune(tenant_dir, keep)
-                return PublishResult(
-                    content.tenant_id, live.name, False, "identical to the live pack", live, removed
-                )
-            manifest = _manifest(content, version, digest, files, run_id)
+                self._staged.append(_Staged(content.tenant_id, tenant_dir, None, live.name, {}))
+                return
+            version = make_version(content.as_of, digest)
+            manifest = _manifest(content, version, digest, files, self.run_id)
             with (temp / MANIFEST).open("w", encoding="utf-8") as handle:
                 json.dump(manifest, handle, indent=2, sort_keys=False, default=str)
                 handle.write("\n")
@@ -172,22 +186,74 @@ def publish(
             verify_pack(temp)
             fsync_path(temp)
             crash_point("verified")
-            final = tenant_dir / version
-            reason = "published"
-            if final.is_dir():
-                # Same as_of and content as a kept older version (e.g. after a rollback): reuse it.
-                verify_pack(final)
-                shutil.rmtree(temp)
-                manifest = read_manifest(final)
-                reason = "re-activated an identical kept version"
-            else:
-                os.rename(temp, final)
-                fsync_path(tenant_dir)
-            crash_point("renamed")
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
+        self._staged.append(_Staged(content.tenant_id, tenant_dir, temp, version, manifest))
+
+    def commit(self) -> list[PublishResult]:
+        """Rename every staged pack into place and swap its LATEST; then retention."""
+        results = []
+        try:
+            for staged in self._staged:
+                results.append(self._commit_one(staged))
+        finally:
+            self._staged = []
+            self._locks.close()
+        return results
+
+    def _commit_one(self, staged: _Staged) -> PublishResult:
+        tenant_dir, version = staged.tenant_dir, staged.version
+        if staged.temp is None:
+            removed = prune(tenant_dir, self.keep)
+            return PublishResult(
+                staged.content_tenant,
+                version,
+                False,
+                "identical to the live pack",
+                tenant_dir / version,
+                removed,
+            )
+        final = tenant_dir / version
+        manifest, reason = staged.manifest, "published"
+        if final.is_dir():
+            # Same as_of and content as a kept older version (e.g. after a rollback): reuse it.
+            verify_pack(final)
+            shutil.rmtree(staged.temp)
+            manifest = read_manifest(final)
+            reason = "re-activated an identical kept version"
+        else:
+            os.rename(staged.temp, final)
+            fsync_path(tenant_dir)
+        crash_point("renamed")
         write_latest(tenant_dir, version)
-        removed = prune(tenant_dir, keep)
+        removed = prune(tenant_dir, self.keep)
         crash_point("pruned")
-    return PublishResult(content.tenant_id, version, True, reason, final, removed, manifest)
+        return PublishResult(staged.content_tenant, version, True, reason, final, removed, manifest)
+
+    def discard(self) -> None:
+        """Nothing staged goes live; every tenant keeps the pack it had."""
+        try:
+            for staged in self._staged:
+                if staged.temp is not None:
+                    shutil.rmtree(staged.temp, ignore_errors=True)
+        finally:
+            self._staged = []
+            self._locks.close()
+
+
+def publish(
+    packs_root: Path, content: PackContent, run_id: str | None = None, keep: int = DEFAULT_KEEP
+) -> PublishResult:
+    """Make `content` the live pack of its tenant, or do nothing if identical content is live.
+
+    Every step before the LATEST swap happens out of sight (a dot-folder, then a complete version
+    folder nobody points at), so a crash anywhere leaves the previous pack live and loadable.
+    """
+    stage = PackStage(packs_root, run_id, keep)
+    try:
+        stage.add(content)
+    except BaseException:
+        stage.discard()
+        raise
+    return stage.commit()[0]
