@@ -154,23 +154,20 @@ def _is_utf8(line: bytes) -> bool:
     return True
 
 
-def _extract(lines: pl.DataFrame) -> pl.DataFrame:
-    """Parse each line's JSON once in DuckDB: root type, every field's JSON type and text value.
+# A JSON array whose every element is a string (tags, supersedes).
+_ALL_STRINGS = r'^\[\s*(?:"(?:[^"\\]|\\.)*"\s*(?:,\s*"(?:[^"\\]|\\.)*"\s*)*)?\]$'
 
-    DuckDB's parser (yyjson) is lenient about trailing commas and NaN literals; such lines are
-    still checked field by field below.
+
+def _extract(lines: pl.DataFrame) -> pl.DataFrame:
+    """Parse each line's JSON once: root type, every field's JSON type and text value.
+
+    DuckDB checks the line (`json_valid`) and pulls every contract field out as raw JSON in one
+    parse (`json_transform` to a struct of JSON values; an explicit null comes out as a missing
+    field, as the contract counts it). The rest is polars on those small values: the JSON type
+    from the first character, string values unescaped. DuckDB's parser (yyjson) is lenient about
+    trailing commas and NaN literals; such lines are still checked field by field below.
     """
-    paths = ", ".join(f"'$.{f.name}'" for f in FIELDS)
-    fields = ", ".join(
-        f"types[{i}] AS {f.name}__t, vals[{i}] AS {f.name}" for i, f in enumerate(FIELDS, start=1)
-    )
-    valid = "CASE WHEN json_ok THEN"
-    list_checks = "".join(
-        f", {valid} list_bool_and(list_transform(json_type(raw, '$.{f.name}[*]'), "
-        f"lambda t: t = 'VARCHAR')) END AS {f.name}__all_str"
-        for f in FIELDS
-        if f.kind is JsonKind.STRING_LIST
-    )
+    structure = "{" + ", ".join(f'"{f.name}": "JSON"' for f in FIELDS) + "}"
     con = duckdb.connect()
     try:
         con.execute("SET enable_progress_bar = false")
@@ -178,14 +175,10 @@ def _extract(lines: pl.DataFrame) -> pl.DataFrame:
         parsed = pl.from_arrow(
             con.sql(
                 f"""
-                SELECT row, json_ok, root_type, {fields}{list_checks}, md5(raw) AS content_hash
-                FROM (
-                    SELECT row, raw, json_ok,
-                           {valid} json_type(raw) END AS root_type,
-                           {valid} json_type(raw, [{paths}]) END AS types,
-                           {valid} json_extract_string(raw, [{paths}]) END AS vals
-                    FROM (SELECT row, raw, coalesce(json_valid(raw), false) AS json_ok FROM lines)
-                )
+                SELECT row, json_ok,
+                       CASE WHEN json_ok THEN json_transform(raw, '{structure}') END AS fields,
+                       md5(raw) AS content_hash
+                FROM (SELECT row, raw, coalesce(json_valid(raw), false) AS json_ok FROM lines)
                 """
             )
             .arrow()
@@ -194,9 +187,60 @@ def _extract(lines: pl.DataFrame) -> pl.DataFrame:
     finally:
         con.close()
     assert isinstance(parsed, pl.DataFrame)
-    if parsed["row"].equals(lines["row"]):  # DuckDB kept the order: no join needed
-        return pl.concat([lines, parsed.drop("row")], how="horizontal")
-    return lines.join(parsed, on="row", how="left")
+    parsed = parsed.unnest("fields").with_columns(pl.col(f.name).cast(pl.String) for f in FIELDS)
+    values = [
+        expr
+        for f in FIELDS
+        for expr in (_json_type(f.name).alias(f"{f.name}__t"), _json_text(f.name).alias(f.name))
+    ]
+    lists = [
+        pl.col(f.name).str.contains(_ALL_STRINGS).alias(f"{f.name}__all_str")
+        for f in FIELDS
+        if f.kind is JsonKind.STRING_LIST
+    ]
+    root = pl.when(pl.col("json_ok")).then(
+        pl.when(pl.col("raw").str.strip_chars_start().str.starts_with("{"))
+        .then(pl.lit("OBJECT"))
+        .otherwise(pl.lit("OTHER"))
+    )
+    wide = parsed.with_columns(*lists).with_columns(*values)
+    if wide["row"].equals(lines["row"]):  # DuckDB kept the order: no join needed
+        out = pl.concat([lines, wide.drop("row")], how="horizontal")
+    else:
+        out = lines.join(wide, on="row", how="left")
+    return out.with_columns(root.alias("root_type"))
+
+
+def _json_type(name: str) -> pl.Expr:
+    """DuckDB's name for the JSON type of a raw JSON value (null when absent)."""
+    value = pl.col(name)
+    first = value.str.slice(0, 1)
+    return (
+        pl.when(value.is_null())
+        .then(None)
+        .when(first == '"')
+        .then(pl.lit("VARCHAR"))
+        .when(first == "{")
+        .then(pl.lit("OBJECT"))
+        .when(first == "[")
+        .then(pl.lit("ARRAY"))
+        .when(first.is_in(["t", "f"]))
+        .then(pl.lit("BOOLEAN"))
+        .when(value.str.contains(r"^-?[0-9]+$"))
+        .then(pl.lit("BIGINT"))
+        .otherwise(pl.lit("DOUBLE"))
+    )
+
+
+def _json_text(name: str) -> pl.Expr:
+    """A raw JSON value as text: a string unescaped, anything else its (minified) JSON."""
+    value = pl.col(name)
+    is_string = value.str.starts_with('"')
+    escaped = pl.when(is_string & value.str.contains("\\", literal=True)).then(value)
+    return pl.coalesce(
+        escaped.str.json_decode(pl.String),
+        pl.when(is_string).then(value.str.strip_prefix('"').str.strip_suffix('"')).otherwise(value),
+    )
 
 
 _INTEGER_TYPES = ("BIGINT", "UBIGINT")
