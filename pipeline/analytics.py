@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -143,8 +144,11 @@ def pack_versions_frame(paths: Paths) -> pl.DataFrame:
 def build_snapshot(paths: Paths) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
-    An analyst holding `analytics.duckdb` open keeps reading the old file (its inode lives on);
-    the pipeline never opens the live file for writing, so it can never be blocked by one.
+    The snapshot starts as a copy of the warehouse, which every stage keeps up to date as it
+    writes the lake (partitioned tables by partition), so a night copies one file instead of
+    re-loading every table; a table the warehouse lacks is loaded from the lake. An analyst
+    holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
+    never opens the live file for writing, so it can never be blocked by one.
     """
     began = datetime.now(UTC)
     paths.home.mkdir(parents=True, exist_ok=True)
@@ -152,22 +156,29 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     report = SnapshotReport(target)
     try:
+        if paths.warehouse.exists():
+            with duckdb.connect(str(paths.warehouse)) as warehouse:
+                _sql(warehouse, "CHECKPOINT")  # everything in the file, nothing in the WAL
+            shutil.copyfile(paths.warehouse, temp)
         con = duckdb.connect(str(temp))
         try:
+            present = {r[0] for r in _sql(con, "SELECT table_name FROM duckdb_tables()")}
             notes: list[tuple[str, str, int | None, str]] = []
             for name, comment in TABLES.items():
+                source: str | None = None
                 if name == "pack_versions":
                     con.register("pack_versions_frame", pack_versions_frame(paths).to_arrow())
-                    source: str | None = "pack_versions_frame"
-                else:
+                    source = "pack_versions_frame"
+                elif name not in present:
                     source = _source(paths, name)
-                if source is None:
-                    report.missing.append(name)
-                    notes.append(
-                        (name, "missing", None, "not in the lake yet (stage not materialized)")
-                    )
-                    continue
-                _sql(con, f'CREATE TABLE "{name}" AS SELECT * FROM {source}')
+                    if source is None:
+                        report.missing.append(name)
+                        notes.append(
+                            (name, "missing", None, "not in the lake yet (stage not materialized)")
+                        )
+                        continue
+                if source is not None:
+                    _sql(con, f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
                 _sql(con, f'COMMENT ON TABLE "{name}" IS {_quote(comment)}')
                 report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
                 notes.append((name, "table", report.tables[name], comment))
@@ -177,13 +188,13 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                 if absent:
                     notes.append((view, "skipped view", None, f"needs {', '.join(absent)}"))
                     continue
-                _sql(con, f'CREATE VIEW "{view}" AS {sql}')
+                _sql(con, f'CREATE OR REPLACE VIEW "{view}" AS {sql}')
                 _sql(con, f'COMMENT ON VIEW "{view}" IS {_quote(comment)}')
                 report.views.append(view)
                 notes.append((view, "view", None, comment))
             _sql(
                 con,
-                f'CREATE TABLE "{CONTENTS_TABLE}" (name VARCHAR, kind VARCHAR, "rows" BIGINT, note VARCHAR,'
+                f'CREATE OR REPLACE TABLE "{CONTENTS_TABLE}" (name VARCHAR, kind VARCHAR, "rows" BIGINT, note VARCHAR,'
                 " built_at TIMESTAMPTZ)",
             )
             con.executemany(

@@ -10,7 +10,7 @@ from pipeline.analytics import TABLES, VIEWS, build_snapshot
 from pipeline.config import Paths
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.storage import Lake, Warehouse
 from tests.test_pack_support import AS_OF, make_lake
 
 
@@ -93,3 +93,20 @@ def test_rebuild_with_an_analyst_connection_open(tmp_path: Path) -> None:
     with duckdb.connect(str(paths.analytics), read_only=True) as fresh:
         assert fresh.execute("SELECT count(*) FROM interactions").fetchall() == [(9,)]
     assert sorted(p.name for p in paths.home.iterdir() if p.name.startswith(".")) == []
+
+
+def test_the_snapshot_copies_the_warehouse_and_fills_in_from_the_lake(tmp_path: Path) -> None:
+    paths = _home(tmp_path)
+    lake, warehouse = Lake(paths), Warehouse(paths)
+    for name in ("interactions", "memory_embeddings"):  # what the stages have mirrored so far
+        warehouse.refresh(name, lake, comment=f"{name} in the warehouse")
+    report = build_snapshot(paths)
+    assert report.tables["interactions"] == 8 and report.tables["feedback"] == 3
+    with duckdb.connect(str(paths.analytics), read_only=True) as con:
+        comments = dict(con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall())
+    assert comments["interactions"] == TABLES["interactions"]  # the analysts' description
+    assert comments["memory_embeddings"] == "memory_embeddings in the warehouse"  # kept as is
+    with duckdb.connect(str(paths.warehouse), read_only=True) as con:  # the warehouse is untouched
+        assert "feedback" not in {
+            r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        }
