@@ -398,48 +398,73 @@ def assign_split(pairs: pl.DataFrame, config: PairConfig | None = None) -> pl.Da
     """`eval` when the hash bucket of the normalized prompt is below `eval_fraction`: every pair of
     one prompt lands in the same split, the same way on every run."""
     config = config or PairConfig()
-    prompts = pairs.select(normalized_prompt().alias("_norm")).unique()
-    buckets = prompts.with_columns(
-        (pl.lit(config.split_salt + "\x1f") + pl.col("_norm"))
-        .map_batches(_sha256_hex, return_dtype=pl.String)
-        .str.slice(0, 8)
-        .str.to_integer(base=16)
-        .alias("_bucket")
-    ).with_columns(
-        pl.when(pl.col("_bucket") / 2**32 < config.eval_fraction)
-        .then(pl.lit("eval"))
-        .otherwise(pl.lit("train"))
-        .alias("split")
+    prompts = pairs.select(pl.col("prompt").unique())
+    buckets = (
+        prompts.with_columns(normalized_prompt().alias("_norm"))
+        .with_columns(
+            (pl.lit(config.split_salt + "\x1f") + pl.col("_norm"))
+            .map_batches(_sha256_hex, return_dtype=pl.String)
+            .str.slice(0, 8)
+            .str.to_integer(base=16)
+            .alias("_bucket")
+        )
+        .select(
+            "prompt",
+            pl.when(pl.col("_bucket") / 2**32 < config.eval_fraction)
+            .then(pl.lit("eval"))
+            .otherwise(pl.lit("train"))
+            .alias("split"),
+        )
     )
+    # A column looked up per distinct prompt (not a join): the other columns are not copied.
+    return pairs.with_columns(
+        pl.col("prompt").replace_strict(buckets["prompt"], buckets["split"]).alias("split")
+    )
+
+
+def _clean(mined: pl.DataFrame) -> pl.DataFrame:
+    """Mined rows with stripped texts, none empty and none with chosen == rejected."""
+    texts = ("prompt", "chosen", "rejected")
     return (
-        pairs.with_columns(normalized_prompt().alias("_norm"))
-        .join(buckets.select("_norm", "split"), on="_norm", how="left")
-        .drop("_norm")
-    )
-
-
-def finalize_pairs(mined: pl.DataFrame, config: PairConfig | None = None) -> pl.DataFrame:
-    """Clean, deduplicate, id and split mined pairs into the `preference_pairs` table."""
-    config = config or PairConfig()
-    strip = [pl.col(c).str.strip_chars() for c in ("prompt", "chosen", "rejected")]
-    pairs = (
         mined.select(_MINED)
-        .with_columns(strip)
+        .cast({c: PAIR_SCHEMA[c] for c in _MINED})  # type: ignore[arg-type]
+        .with_columns(pl.col(c).str.strip_chars() for c in texts)
         .filter(
-            pl.all_horizontal(
-                pl.col(c).is_not_null() & (pl.col(c) != "")
-                for c in ("prompt", "chosen", "rejected")
-            )
+            pl.all_horizontal(pl.col(c).is_not_null() & (pl.col(c) != "") for c in texts)
             & (pl.col("chosen") != pl.col("rejected"))
         )
-        .with_columns(
-            pl.concat_str(["tenant_id", "prompt", "chosen", "rejected"], separator="\x1f")
-            .map_batches(_sha256_hex, return_dtype=pl.String)
-            .str.slice(0, 16)
-            .alias("pair_id"),
+    )
+
+
+def _pair_ids(pairs: pl.DataFrame, chunk: int = 200_000) -> pl.Series:
+    """sha256(tenant, prompt, chosen, rejected)[:16], hashed a chunk at a time (the joined texts of
+    every pair at once would be a second copy of the table)."""
+    parts = [
+        _sha256_hex(
+            pairs.slice(start, chunk)
+            .select(pl.concat_str(["tenant_id", "prompt", "chosen", "rejected"], separator="\x1f"))
+            .to_series()
+        ).str.slice(0, 16)
+        for start in range(0, pairs.height, chunk)
+    ]
+    return pl.concat(parts) if parts else pl.Series(dtype=pl.String)
+
+
+def _dedupe(pairs: pl.DataFrame, config: PairConfig) -> pl.DataFrame:
+    """One row per pair_id, the most direct source first (then the widest margin), in pair_id
+    order, with its split. The choice is made on a narrow frame of keys; the texts are gathered
+    once."""
+    pairs = pairs.with_columns(_pair_ids(pairs).alias("pair_id"))
+    keep = (
+        pairs.select(
+            pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row"),
+            "pair_id",
             pl.col("source")
             .replace_strict({s.value: p for s, p in SOURCE_PRIORITY.items()}, return_dtype=pl.Int64)
             .alias("_priority"),
+            "margin",
+            "chosen_id",
+            "rejected_id",
         )
         .sort(
             "pair_id",
@@ -450,10 +475,14 @@ def finalize_pairs(mined: pl.DataFrame, config: PairConfig | None = None) -> pl.
             descending=[False, False, True, False, False],
             nulls_last=True,
         )
-        .unique(subset=["pair_id"], keep="first", maintain_order=True)
-        .drop("_priority")
+        .unique(subset=["pair_id"], keep="first", maintain_order=True)["_row"]
     )
-    return assign_split(pairs, config).select(list(PAIR_SCHEMA)).cast(PAIR_SCHEMA)  # type: ignore[arg-type]
+    return assign_split(pairs[keep], config).select(list(PAIR_SCHEMA))
+
+
+def finalize_pairs(mined: pl.DataFrame, config: PairConfig | None = None) -> pl.DataFrame:
+    """Clean, deduplicate, id and split mined pairs into the `preference_pairs` table."""
+    return _dedupe(_clean(mined), config or PairConfig())
 
 
 def mine_pairs(
@@ -465,17 +494,19 @@ def mine_pairs(
     config: PairConfig | None = None,
 ) -> pl.DataFrame:
     """Every source, then `finalize_pairs` (near-identical prompts need `text_hashes` and the
-    prompt neighbor index's `prompt_edges`)."""
+    prompt neighbor index's `prompt_edges`). Each source's rows are cleaned as soon as they are
+    mined, so only one source's raw rows are held at a time."""
     config = config or PairConfig()
-    parts = [
-        correction_pairs(interactions, feedback, config),
-        regenerate_pairs(interactions, scores, config),
-        ranked_pairs(interactions, config),
+    cleaned = [
+        _clean(correction_pairs(interactions, feedback, config)),
+        _clean(regenerate_pairs(interactions, scores, config)),
+        _clean(ranked_pairs(interactions, config)),
     ]
     if text_hashes is not None and prompt_edges is not None:
-        parts.append(same_prompt_pairs(interactions, scores, text_hashes, prompt_edges, config))
-    mined = pl.concat([p.select(_MINED).cast({c: PAIR_SCHEMA[c] for c in _MINED}) for p in parts])  # type: ignore[arg-type]
-    return finalize_pairs(mined, config)
+        cleaned.append(
+            _clean(same_prompt_pairs(interactions, scores, text_hashes, prompt_edges, config))
+        )
+    return _dedupe(pl.concat(cleaned), config)
 
 
 def split_leakage(pairs: pl.DataFrame) -> list[str]:
