@@ -312,7 +312,9 @@ def refined_templates(
     # Each tenant's candidates are scored on its policy's own held-out sample (the pairs its
     # eval accuracy was measured on), which also keeps the stage bounded whatever the volume.
     held_out = [
-        held_out_pairs(model_dir, evals.filter(pl.col("tenant_id") == tenant), DPOPolicyConfig())
+        held_out_pairs(
+            model_dir, tenant, evals.filter(pl.col("tenant_id") == tenant), DPOPolicyConfig()
+        )
         for tenant, model_dir in runs.select("tenant_id", "model_dir").iter_rows()
     ]
     evidence = gather_evidence(

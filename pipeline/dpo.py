@@ -34,6 +34,7 @@ STATUS_SKIPPED = "skipped"
 POOLED_TENANT = "_pooled"
 EOS_TOKEN = "<|endoftext|>"
 RUN_FILE = "run.json"
+EVAL_FILE = "eval_pairs.parquet"  # the held-out pairs themselves, frozen with the policy
 MINED = "n_train_mined"  # in run.json: train pairs available before the max_train_pairs cap
 HELD_OUT = "eval_pair_ids"  # in run.json: the pairs the policy was evaluated on
 
@@ -167,12 +168,19 @@ def consistent_sample(pairs: pl.DataFrame, limit: int) -> pl.DataFrame:
 
 
 def held_out_pairs(
-    model_dir: str | os.PathLike[str], eval_pairs: pl.DataFrame, config: DPOPolicyConfig
+    model_dir: str | os.PathLike[str],
+    tenant_id: str,
+    eval_pairs: pl.DataFrame,
+    config: DPOPolicyConfig,
 ) -> pl.DataFrame:
-    """The eval pairs a saved policy was evaluated on (its run.json lists them), so that scores
-    made with it on later nights are comparable and can be memoised; a run saved without the list
-    gets the same sampling rule."""
-    saved = _saved_run(Path(model_dir)) or {}
+    """The tenant's eval pairs a saved policy was evaluated on, frozen with it: every night that
+    reuses the policy scores templates on exactly these pairs (comparable, memoisable), even when
+    later mining no longer yields some of them. A policy saved with only their ids (run.json) gets
+    those still mined; one saved with neither, the same sampling rule."""
+    folder = Path(model_dir)
+    if (folder / EVAL_FILE).exists():
+        return pl.read_parquet(folder / EVAL_FILE).filter(pl.col("tenant_id") == tenant_id)
+    saved = _saved_run(folder) or {}
     if HELD_OUT in saved:
         return eval_pairs.filter(pl.col("pair_id").is_in(saved[HELD_OUT]))
     return consistent_sample(eval_pairs, config.max_eval_pairs)
@@ -590,6 +598,7 @@ def train_policy(
     tmp = model_dir.with_name(f".{policy_id}.{uuid.uuid4().hex}.tmp")
     _save(policy, tokenizer, tmp / "policy")
     _save(reference, tokenizer, tmp / "reference")
+    eval_pairs.write_parquet(tmp / EVAL_FILE)
     (tmp / RUN_FILE).write_text(
         json.dumps(
             {

@@ -102,7 +102,13 @@ def test_training_is_capped_to_a_consistent_sample(tmp_path: Path) -> None:
     held = evals.sort("pair_id").head(4)
     assert saved["eval_pair_ids"] == held["pair_id"].to_list()
     later = pl.concat([evals, planted_pairs(60, seed=5).filter(pl.col("split") == "eval")])
-    assert held_out_pairs(run.model_dir or "", later, config).equals(held)
+    frozen = held_out_pairs(run.model_dir or "", "acme", later, config)
+    assert frozen.sort("pair_id").equals(held.select(frozen.columns))
+    # ... and the pairs themselves are frozen with the policy: a night whose mining no longer
+    # yields one of them still scores on all four (the memo of template scores stays valid).
+    fewer = later.filter(pl.col("pair_id") != held["pair_id"][0])
+    assert held_out_pairs(run.model_dir or "", "acme", fewer, config).height == 4
+    assert held_out_pairs(run.model_dir or "", "other", fewer, config).is_empty()
     # The rule that reuses a policy compares the pairs mined, not the capped sample.
     grown = pl.concat([train, planted_pairs(60, seed=5).filter(pl.col("split") == "train")])
     assert grown.height > train.height * (1 + config.retrain_growth)
