@@ -92,9 +92,15 @@ def verify_pack(version_dir: Path, check_hashes: bool = True) -> dict[str, Any]:
             raise PackError(
                 f"pack {version_dir}: {name} has {size} bytes, the manifest says {entry.get('bytes')}"
             )
-        if check_hashes and sha256_file(path) != entry.get("sha256"):
-            raise PackError(f"pack {version_dir}: {name} does not match its sha256 (tampered?)")
+        if check_hashes:
+            check_hash(version_dir, name, entry)
     return manifest
+
+
+def check_hash(version_dir: Path, name: str, entry: dict[str, Any]) -> None:
+    """PackError unless the file's sha256 is the manifest's."""
+    if sha256_file(version_dir / name) != entry.get("sha256"):
+        raise PackError(f"pack {version_dir}: {name} does not match its sha256 (tampered?)")
 
 
 def read_latest(tenant_dir: Path) -> str | None:

@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.pack.format import EMBEDDINGS, PackError, read_latest, resolve, verify_pack
+from pipeline.pack.format import (
+    EMBEDDINGS,
+    PackError,
+    check_hash,
+    read_latest,
+    resolve,
+    verify_pack,
+)
 from pipeline.pack.results import (
     Conflict,
     FewShotExample,
@@ -119,11 +127,28 @@ class MemoryPack:
     def load(
         cls, path: str | os.PathLike[str], version: str | None = None, verify: bool = True
     ) -> MemoryPack:
-        """Resolve LATEST (or `version`), verify every sha256 and the format, then index."""
+        """Resolve LATEST (or `version`), verify the format, every size and every sha256, and index.
+
+        The files are hashed on worker threads while this one reads and indexes them (hashing
+        releases the GIL); the pack is returned only once every hash matched."""
         folder = resolve(path, version)
         if not folder.is_dir():
             raise PackError(f"no pack version at {folder}")
-        return cls(folder, verify_pack(folder, check_hashes=verify))
+        manifest = verify_pack(folder, check_hashes=False)
+        if not verify:
+            return cls(folder, manifest)
+        files = sorted(manifest["files"].items(), key=lambda item: -int(item[1]["bytes"]))
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="pack-verify") as pool:
+            hashed = [pool.submit(check_hash, folder, name, entry) for name, entry in files]
+            try:
+                pack = cls(folder, manifest)
+            except Exception:
+                for job in hashed:  # a file that does not match says so, not how it failed to read
+                    job.result()
+                raise
+            for job in hashed:
+                job.result()
+        return pack
 
     def refreshed(self) -> MemoryPack:
         """The newer live pack if LATEST moved and it verifies; otherwise keep this one."""
