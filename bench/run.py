@@ -185,14 +185,27 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _cpu_model() -> str | None:
+# CPU features that decide how fast int8 inference runs (the embed section's ONNX int8 backend).
+SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def _cpu_info(key: str) -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(key):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or None
+    return None
+
+
+def _cpu_model() -> str | None:
+    return _cpu_info("model name") or platform.processor() or None
+
+
+def _simd() -> list[str]:
+    flags = set((_cpu_info("flags") or "").split())
+    return [f for f in SIMD_FLAGS if f in flags]
 
 
 def environment() -> dict[str, Any]:
@@ -209,6 +222,7 @@ def environment() -> dict[str, Any]:
             "cores_usable": len(os.sched_getaffinity(0)),
             "memory_gib": round(psutil.virtual_memory().total / GIB, 1),
             "cpu": _cpu_model(),
+            "cpu_simd": _simd(),
             "platform": platform.platform(),
             "python": platform.python_version(),
             "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
@@ -267,7 +281,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Commit `{(git.get('commit') or 'unknown')[:12]}`"
         f"{' (with uncommitted changes)' if git.get('dirty') else ''}; "
-        f"{m['cores_usable']} cores ({m['cpu']}), {m['memory_gib']} GiB; Python {m['python']}; "
+        f"{m['cores_usable']} cores ({m['cpu']}; {', '.join(m.get('cpu_simd') or ['no AVX2'])}), "
+        f"{m['memory_gib']} GiB; Python {m['python']}; "
         + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v and k != "memorypack")
         + ".",
         "",

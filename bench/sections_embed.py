@@ -174,9 +174,15 @@ def run(sizes: Sizes) -> list[Figure]:
             "onnx int8",
         ),
     ]
+    default = {"torch": "candidate", "onnx": "candidate_onnx", "onnx-int8": "candidate_onnx-int8"}[
+        embed.EmbedConfig.backend
+    ]
+    variants.sort(key=lambda v: v[0] != default)  # the pipeline's own backend first
     for key, label, how, short in variants:
         if key not in timed:
             continue
+        if key == default:
+            label += " — the pipeline default"
         seconds, reps, vectors = timed[key]
         rate = n / seconds
         speedup = ratio(rate, base_rate)
