@@ -62,6 +62,9 @@ class Sizes:
     nightly_new_interactions: int = 30_000
     # The issue's ratio: 3,000,000 feedback events for 1,000,000 interactions.
     nightly_feedback_per_interaction: float = 3.0
+    # > 0: the nightly runs' DPO policies skip SFT and stop after this many optimizer steps (the
+    # quick smoke run; DPO at scale is the dpo section). 0 = the default policy, as a night trains.
+    nightly_dpo_max_steps: int = 0
     embed_texts: int = 10_000
     dpo_pairs: int = 10_000
     pack_memories: int = 100_000
@@ -77,6 +80,7 @@ class Sizes:
             nightly_interactions=5_000,
             nightly_days=3,
             nightly_new_interactions=150,
+            nightly_dpo_max_steps=10,
             embed_texts=200,
             dpo_pairs=100,
             pack_memories=10_000,

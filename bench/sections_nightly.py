@@ -42,7 +42,7 @@ PEAK_GOAL_BYTES = 4 * GIB
 
 
 def _one_run(
-    home: Path, landing: Path, start: str, end: str, log_dir: Path, label: str
+    home: Path, landing: Path, start: str, end: str, log_dir: Path, label: str, dpo_max_steps: int
 ) -> dict[str, Any]:
     result = log_dir / f"{label}.json"
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
@@ -63,6 +63,8 @@ def _one_run(
                 end,
                 "--result",
                 str(result),
+                "--dpo-max-steps",
+                str(dpo_max_steps),
             ),
             env=env,
             stdout=log,
@@ -110,7 +112,8 @@ def run(sizes: Sizes) -> list[Figure]:
         for day in data.dates(data.START, days):
             (landing / day).symlink_to(source / day, target_is_directory=True)
         first, last = data.dates(data.START, days)[0], data.dates(data.START, days)[-1]
-        full = _one_run(home, landing, first, last, logs, "full")
+        steps = sizes.nightly_dpo_max_steps
+        full = _one_run(home, landing, first, last, logs, "full", steps)
         if not full.get("success"):
             raise RuntimeError(f"full nightly run failed: {full}")
         after_full = _counts(home)
@@ -123,7 +126,7 @@ def run(sizes: Sizes) -> list[Figure]:
             feedback=feedback,
         )
         incr = _one_run(
-            home, landing, new_day.isoformat(), new_day.isoformat(), logs, "incremental"
+            home, landing, new_day.isoformat(), new_day.isoformat(), logs, "incremental", steps
         )
         if not incr.get("success"):
             raise RuntimeError(f"incremental nightly run failed: {incr}")
@@ -145,6 +148,7 @@ def run(sizes: Sizes) -> list[Figure]:
         "incremental": incr,
         "reps": 1,
         "feedback_per_interaction": feedback,
+        "dpo": f"max_steps {steps}, no SFT (smoke run)" if steps > 0 else "default policy",
     }
     return [
         scaled_goal(
@@ -202,11 +206,16 @@ def _child(argv: list[str]) -> int:
     parser.add_argument("--start", required=True)
     parser.add_argument("--end", required=True)
     parser.add_argument("--result", type=Path, required=True)
+    parser.add_argument("--dpo-max-steps", type=int, default=0)
     args = parser.parse_args(argv)
     from jobs.runner import run_nightly
 
     date.fromisoformat(args.start)
-    outcome = run_nightly(args.home, args.landing, args.start, args.end, log_level="WARNING")
+    smoke = {"max_steps": args.dpo_max_steps, "sft_epochs": 0.0}
+    dpo = {"dpo_policy": smoke} if args.dpo_max_steps > 0 else None
+    outcome = run_nightly(
+        args.home, args.landing, args.start, args.end, log_level="WARNING", op_config=dpo
+    )
     write_json(
         args.result,
         {

@@ -3,6 +3,7 @@
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -47,9 +48,15 @@ def _instance(paths: Paths) -> dg.DagsterInstance:
 
 
 def run_nightly(
-    home: Path, landing: Path, start: str, end: str, log_level: str = "INFO"
+    home: Path,
+    landing: Path,
+    start: str,
+    end: str,
+    log_level: str = "INFO",
+    op_config: dict[str, dict[str, Any]] | None = None,
 ) -> RunOutcome:
-    """One run of `nightly` over the load dates start..end (a single-run backfill when they differ)."""
+    """One run of `nightly` over the load dates start..end (a single-run backfill when they differ);
+    `op_config` is run config per asset, e.g. {"dpo_policy": {"max_steps": 10}}."""
     from jobs.definitions import defs
 
     paths = Paths.from_env(home)
@@ -67,7 +74,10 @@ def run_nightly(
             instance=instance,
             tags=tags,
             resources={"home": MemorypackHome(home=str(paths.home), landing=str(landing))},
-            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+            run_config={
+                "loggers": {"console": {"config": {"log_level": log_level}}},
+                "ops": {name: {"config": config} for name, config in (op_config or {}).items()},
+            },
             raise_on_error=False,
         )
         steps = _step_seconds(instance, result.run_id)
