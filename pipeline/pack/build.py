@@ -447,17 +447,22 @@ def _memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
     )
 
 
-def _embeddings(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> np.ndarray:
-    """Row i ↔ memories row i, float32, unit length (a memory without an embedding is a zero row)."""
+def _embeddings(
+    inputs: PackInputs, tenant: str, memories: pl.DataFrame
+) -> tuple[np.ndarray, str | None]:
+    """(matrix, model): row i ↔ memories row i, float32, unit length (a memory without an
+    embedding is a zero row); the model is the one most of the tenant's memories were embedded
+    with (the vectors' own model, not the cache's, which keeps others)."""
     table = _tenant_rows(
         inputs, "memory_embeddings", tenant, {"memory_id": _STR, "text_hash": _STR, "model": _STR}
     )
     models = table["model"].drop_nulls()
-    if inputs.cache is None or models.is_empty():
-        return np.zeros((memories.height, 0), dtype=np.float32)
-    vectors = inputs.cache.vectors(str(models.mode().sort().first()), table["text_hash"])
+    model = str(models.mode().sort().first()) if models.len() else None
+    if inputs.cache is None or model is None:
+        return np.zeros((memories.height, 0), dtype=np.float32), model
+    vectors = inputs.cache.vectors(model, table["text_hash"])
     if not len(vectors):
-        return np.zeros((memories.height, 0), dtype=np.float32)
+        return np.zeros((memories.height, 0), dtype=np.float32), model
     aligned = memories.select("memory_id").join(
         table.unique("memory_id").select("memory_id", "text_hash"),
         on="memory_id",
@@ -470,7 +475,7 @@ def _embeddings(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> np.n
         matrix[present] = vectors.of(aligned["text_hash"].filter(pl.Series(present)))
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
-    return matrix
+    return matrix, model
 
 
 def _vectors(inputs: PackInputs, tenant: str) -> pl.DataFrame:
@@ -526,13 +531,12 @@ def _conflicts(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> pl.Da
 
 
 def _models_and_metrics(
-    inputs: PackInputs, tenant: str, dim: int
+    inputs: PackInputs, tenant: str, model: str | None, dim: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    model = "unknown"
-    embedded = _tenant_rows(inputs, "memory_embeddings", tenant, {"model": _STR})["model"]
-    if embedded.drop_nulls().len():  # the vectors' own model, not the cache's (it keeps others)
-        model = str(embedded.drop_nulls().mode().sort().first())
-    models: dict[str, Any] = {"embedding": {"model": model, "dim": dim}, "policy_id": None}
+    models: dict[str, Any] = {
+        "embedding": {"model": model or "unknown", "dim": dim},
+        "policy_id": None,
+    }
     metrics: dict[str, Any] = {"dpo": None}
     mine = inputs.rows("dpo_runs", tenant)
     if mine is not None and "tenant_id" in mine.columns and mine.height:
@@ -552,7 +556,7 @@ def _models_and_metrics(
 def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
     """Every file of one tenant's pack, only that tenant's rows, with PII redacted."""
     memories = _memories(inputs, tenant)
-    embeddings = _embeddings(inputs, tenant, memories)
+    embeddings, embedding_model = _embeddings(inputs, tenant, memories)
     frames: dict[str, pl.DataFrame] = {"memories.parquet": memories}
     frames["conflicts.parquet"] = _conflicts(inputs, tenant, memories)
     for file_name, (table, schema, keys) in PASS_THROUGH.items():
@@ -566,7 +570,7 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         by_kind.update(found)
         if found:
             by_file[file_name] = dict(sorted(found.items()))
-    models, metrics = _models_and_metrics(inputs, tenant, embeddings.shape[1])
+    models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.shape[1])
     table_rows = {
         name: (
             None
