@@ -9,6 +9,7 @@ import polars as pl
 
 from pipeline.contracts import MemoryType
 from pipeline.embed import normalise_text, text_hashes
+from pipeline.frames import codes, group_bounds
 from pipeline.vectors import TextVectors
 
 # The trust order of the seeds (explicit > correction > confirmed > inferred > single > temporary):
@@ -163,11 +164,6 @@ def _supersedes_pairs(statements: pl.DataFrame) -> pl.DataFrame:
     ).filter(pl.col("id_1") != pl.col("id_2"))
 
 
-def _codes(values: pl.Series) -> np.ndarray:
-    """Equal values ↔ equal integer codes (exact matching without strings in numpy)."""
-    return values.cast(pl.Categorical).to_physical().to_numpy()
-
-
 @dataclass(frozen=True)
 class _Columns:
     """The columns `_group_pairs` reads, as numpy arrays over all crowded statements."""
@@ -186,9 +182,9 @@ class _Columns:
     @classmethod
     def of(cls, frame: pl.DataFrame, vectors: TextVectors | None) -> _Columns:
         return cls(
-            subject=_codes(frame["subject"]),
-            content=_codes(frame["content"].str.to_lowercase()),
-            numbers=_codes(frame["subject_numbers"]),
+            subject=codes(frame["subject"]),
+            content=codes(frame["content"].str.to_lowercase()),
+            numbers=codes(frame["subject_numbers"]),
             polarity=frame["polarity"].to_numpy(),
             is_correction=(frame["memory_type"] == MemoryType.CORRECTION).to_numpy(),
             is_pattern=frame["memory_type"].is_in([str(t) for t in PATTERN_TYPES]).to_numpy(),
@@ -240,18 +236,13 @@ def _semantic_pairs(
     frame: pl.DataFrame, config: ConflictConfig, vectors: TextVectors | None
 ) -> pl.DataFrame:
     """Opposite-polarity and correction pairs inside each tenant × contact (id_1 < id_2)."""
-    crowded = (
-        frame.filter(pl.len().over("tenant_id", "contact_id") > 1)
-        .sort("tenant_id", "contact_id", "event_id", nulls_last=True)
-        .with_columns(pl.struct("tenant_id", "contact_id").rle_id().alias("_group"))
+    crowded = frame.filter(pl.len().over("tenant_id", "contact_id") > 1).sort(
+        "tenant_id", "contact_id", "event_id", nulls_last=True
     )
-    group = crowded["_group"].to_numpy()
-    ends = np.append(np.flatnonzero(np.diff(group)) + 1, len(group)).astype(np.int64)
-    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
     columns = _Columns.of(crowded, vectors)
     found = [
         pairs
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
+        for start, end in group_bounds(crowded, ["tenant_id", "contact_id"])
         for pairs in _group_pairs(columns, start, end, config, vectors)
     ]
     ids = crowded["event_id"]

@@ -11,7 +11,7 @@ from pipeline.clustering import MAX_BLOCK, assign_to_clusters, cluster_labels
 from pipeline.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.contracts import MemoryType
 from pipeline.decay import BASE_CONFIDENCE, CONFIDENCE_CAP
-from pipeline.frames import changed_groups, group_fingerprints, replace_groups
+from pipeline.frames import changed_groups, codes, group_bounds, group_fingerprints, replace_groups
 from pipeline.vectors import TextVectors
 
 _TS = pl.Datetime("us", "UTC")
@@ -117,20 +117,15 @@ def _label_groups(
     Otherwise (statements) the cannot-link rules of `_group_links` apply.
     """
     units = members.unique([*keys, "text_hash"], keep="first") if dedupe else members
-    units = units.sort(*keys, "memory_id", nulls_last=True).with_columns(
-        pl.struct(keys).rle_id().alias("_group")
-    )
+    units = units.sort(*keys, "memory_id", nulls_last=True)
     rows = vectors.rows(units["text_hash"])
-    group = units["_group"].to_numpy()
-    ends = np.append(np.flatnonzero(np.diff(group)) + 1, len(group))
-    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
     if not dedupe:
         polarity = units["polarity"].to_numpy()
-        digits = units["subject_numbers"].cast(pl.Categorical).to_physical().to_numpy()
+        digits = codes(units["subject_numbers"])
         links = _cannot_links(units, conflicts).to_numpy().reshape(-1, 2)
-    labels = np.empty(len(group), dtype=np.int64)
+    labels = np.empty(units.height, dtype=np.int64)
     next_label = 0
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+    for start, end in group_bounds(units, keys):
         if end - start == 1:
             labels[start] = next_label
             next_label += 1
@@ -139,7 +134,7 @@ def _label_groups(
         sub = cluster_labels(vectors.matrix[rows[start:end]], threshold, cannot, config.max_block)
         labels[start:end] = sub + next_label
         next_label += int(sub.max()) + 1
-    labelled = units.drop("_group").with_columns(pl.Series("cluster", labels))
+    labelled = units.with_columns(pl.Series("cluster", labels))
     if not dedupe:
         return labelled
     return members.join(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import polars as pl
 
 
@@ -24,6 +25,19 @@ def fmt(template: str, *values: str | pl.Expr) -> pl.Expr:
         if value is not None:
             parts.append((pl.col(value) if isinstance(value, str) else value).cast(pl.String))
     return pl.concat_str(parts)
+
+
+def codes(values: pl.Series) -> np.ndarray:
+    """Equal values ↔ equal integer codes (exact matching without strings in numpy)."""
+    return values.cast(pl.Categorical).to_physical().to_numpy()
+
+
+def group_bounds(frame: pl.DataFrame, keys: list[str]) -> list[tuple[int, int]]:
+    """(start, end) row ranges of the runs of equal `keys` in a frame sorted by them."""
+    group = frame.select(pl.struct(keys).rle_id()).to_series().to_numpy()
+    ends = np.append(np.flatnonzero(np.diff(group)) + 1, len(group))
+    starts = np.concatenate([[0], ends[:-1]])
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
 
 def group_fingerprints(frame: pl.DataFrame, keys: list[str], ids: str, salt: str) -> pl.DataFrame:
