@@ -15,6 +15,9 @@ COMMENT_MAX_CHARS = 300
 TENANT_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # An event may be stamped up to one day after its load date (clock skew, time zones); more is an error.
 FUTURE_TOLERANCE_DAYS = 1
+# Nothing this product logs predates 2000: an older `ts` (year 0000 included) is a bad clock or
+# an attack, and breaks every Python date conversion downstream.
+EARLIEST_TS_YEAR = 2000
 
 
 class EventType(StrEnum):
@@ -83,7 +86,8 @@ class Reason(StrEnum):
 
     INVALID_UTF8 = "invalid_utf8"
     EMPTY_LINE = "empty_line"
-    INVALID_JSON = "invalid_json"
+    INVALID_JSON = "invalid_json"  # RFC 8259: also NaN/Infinity and trailing commas
+    DUPLICATE_KEY = "duplicate_key"  # the same key twice in one object, at any depth
     NOT_AN_OBJECT = "not_an_object"
     UNSUPPORTED_SCHEMA_VERSION = "unsupported_schema_version"
     MISSING_FIELD = "missing_field"  # missing_field:<field>
@@ -93,10 +97,18 @@ class Reason(StrEnum):
     UNKNOWN_EVENT_TYPE = "unknown_event_type"
     BAD_TIMESTAMP = "bad_timestamp"
     FUTURE_TIMESTAMP = "future_timestamp"
+    ANCIENT_TIMESTAMP = "ancient_timestamp"  # before EARLIEST_TS_YEAR
     UNKNOWN_SIGNAL = "unknown_signal"
     UNKNOWN_VALUE = "unknown_value"  # unknown_value:<field> for the other enumerations
     OUT_OF_RANGE = "out_of_range"  # out_of_range:<field>
     CONFLICTING_DUPLICATE = "conflicting_duplicate"  # same (tenant, event_id), different content
+    # File-level: the unreadable rest of a file is one quarantined "line" (see pipeline.ingest).
+    CORRUPT_GZIP = "corrupt_gzip"
+    UNREADABLE_FILE = "unreadable_file"
+
+
+# Reasons about a whole file rather than one line: no generated line can plant them.
+FILE_REASONS = (Reason.CORRUPT_GZIP, Reason.UNREADABLE_FILE)
 
 
 class JsonKind(StrEnum):

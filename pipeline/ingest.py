@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from pipeline.contracts import (
     COMMENT_MAX_CHARS,
+    EARLIEST_TS_YEAR,
     EVENT_ID_MAX_CHARS,
     EVENT_SCHEMA,
     FEEDBACK_COLUMNS,
@@ -32,6 +33,7 @@ from pipeline.contracts import (
     Reason,
     Signal,
 )
+from pipeline.landing_bytes import Damage, read_landing_bytes
 
 BOM = "\ufeff"
 LANDING_PATTERNS = ("*.jsonl", "*.jsonl.gz")
@@ -42,6 +44,7 @@ _LINES_SCHEMA: dict[str, pl.DataType] = {
     "line_no": pl.Int64(),
     "raw": pl.String(),
     "raw_bytes": pl.Binary(),
+    "damage": pl.String(),  # the reason of a row standing for a file's unreadable rest
 }
 
 
@@ -79,18 +82,57 @@ def landing_files(folder: Path) -> list[Path]:
 def read_lines(path: Path, name: str | None = None) -> pl.DataFrame:
     """One row per line: text when it is valid UTF-8, otherwise the bytes (quarantined later).
 
-    The file's bytes become an Arrow string column without a copy per line: newline positions
-    (numpy) are the offsets, and Arrow checks UTF-8 for the whole file at once (the happy path).
-    Only a file holding invalid UTF-8 has its non-ASCII lines decoded one by one, so one bad line
-    costs that line alone (no Python object per line, unlike `bytes.decode().split()`).
+    A file that is damaged (corrupt gzip) or unreadable keeps the whole lines read before the
+    damage and ends with one more row standing for the unreadable rest (see `_damage_row`).
     """
-    data = path.read_bytes()
-    if path.name.endswith(".gz"):
-        data = gzip.decompress(data)
+    data, damage = read_landing_bytes(path)
+    label = name or path.name
+    if damage is None:
+        return _split_lines(data, label)
+    cut = data.rfind(b"\n") + 1  # a line cut by the damage is not a whole line
+    lines = _split_lines(data[:cut], label)
+    tail = data[cut:] + damage.unverified
+    return pl.concat([lines, _damage_row(damage, label, lines.height + 1, cut, tail)])
+
+
+def _damage_row(damage: Damage, label: str, line_no: int, offset: int, tail: bytes) -> pl.DataFrame:
+    """The unreadable rest of a file as one line: quarantined with the damage's reason.
+
+    `raw` says what happened and where: `offset` is the byte offset in the decompressed stream
+    where the unreadable part starts (the start of the line the damage cut, so everything before
+    it was ingested), the compressed offset is where zlib saw the damage. `raw_bytes` keeps what
+    was not ingested but could be decompressed: the partial line the damage cut and any
+    unverified output of a corrupt member.
+    """
+    where = ""
+    if damage.reason is Reason.CORRUPT_GZIP:
+        where = (
+            f" (unreadable from decompressed byte {offset};"
+            f" damage at compressed byte {damage.compressed_offset})"
+        )
+    return pl.DataFrame(
+        {
+            "file": [label],
+            "line_no": [line_no],
+            "raw": [f"{damage.detail}{where}"],
+            "raw_bytes": [tail or None],
+            "damage": [damage.reason.value],
+        },
+        schema=_LINES_SCHEMA,
+    )
+
+
+def _split_lines(data: bytes, label: str) -> pl.DataFrame:
+    """The lines of a file's bytes, cut without a copy per line.
+
+    The bytes become an Arrow string column directly: newline positions (numpy) are the offsets,
+    and Arrow checks UTF-8 for the whole file at once (the happy path). Only a file holding
+    invalid UTF-8 has its non-ASCII lines decoded one by one, so one bad line costs that line
+    alone (no Python object per line, unlike `bytes.decode().split()`).
+    """
     if b"\r" in data:  # memchr: the copy below is only paid by files that have a CR
         data = data.replace(b"\r\n", b"\n")
     data = data.removeprefix(BOM.encode())
-    label = name or path.name
     if not data:
         return pl.DataFrame(schema=_LINES_SCHEMA)
     if not data.endswith(b"\n"):
@@ -116,6 +158,7 @@ def read_lines(path: Path, name: str | None = None) -> pl.DataFrame:
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
         "raw",
         "raw_bytes",
+        pl.lit(None, dtype=pl.String).alias("damage"),
     )
 
 
@@ -154,6 +197,61 @@ def _is_utf8(line: bytes) -> bool:
     return True
 
 
+# What DuckDB's lenient parser (yyjson) accepts and RFC 8259 does not, or could hide: NaN and
+# Infinity literals (any case), a trailing comma, a key twice in one object (first wins there).
+# Only a line matching one of these cheap patterns gets Python's strict parse: a lenient literal,
+# a trailing comma, space before a key's colon, a key seen twice in the line (in any object), or
+# a key written with an escape (`"tenant\u005fid"` is `tenant_id`).
+_LENIENT = r"(?i)[\[:,]\s*[-+]?(?:nan|inf)|,\s*[\]}]|\"\s+:"
+_KEY = r'"(?:[^"\\]|\\.)*":'
+
+
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    if len({k for k, _ in pairs}) < len(pairs):
+        raise _DuplicateKeyError
+    return {}  # only the check matters
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _strict_json_reason(line: str) -> str | None:
+    """The reason RFC 8259 rejects a line DuckDB accepted, or None."""
+    try:
+        json.loads(line, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except _DuplicateKeyError:
+        return Reason.DUPLICATE_KEY.value
+    except (ValueError, RecursionError):
+        return Reason.INVALID_JSON.value
+    return None
+
+
+def _strict_json(wide: pl.DataFrame) -> pl.Series:
+    """Per line: `invalid_json` / `duplicate_key` where the strict parse disagrees, else null."""
+    keys = pl.col("keys")
+    candidates = (
+        wide.select("raw", "json_ok", pl.col("raw").str.extract_all(_KEY).alias("keys"))
+        .select(
+            pl.col("json_ok").fill_null(False)
+            & (
+                pl.col("raw").str.contains(_LENIENT)
+                | (keys.list.n_unique() < keys.list.len())
+                | keys.list.join("").str.contains("\\", literal=True)
+            )
+        )
+        .to_series()
+    )
+    at = candidates.arg_true()
+    reasons = [_strict_json_reason(line) for line in wide["raw"].gather(at).to_list()]
+    column = pl.repeat(None, wide.height, dtype=pl.String, eager=True).alias("strict_json")
+    return column.scatter(at, pl.Series(reasons, dtype=pl.String)) if len(at) else column
+
+
 # A JSON array whose every element is a string (tags, supersedes).
 _ALL_STRINGS = r'^\[\s*(?:"(?:[^"\\]|\\.)*"\s*(?:,\s*"(?:[^"\\]|\\.)*"\s*)*)?\]$'
 
@@ -165,7 +263,8 @@ def _extract(lines: pl.DataFrame) -> pl.DataFrame:
     parse (`json_transform` to a struct of JSON values; an explicit null comes out as a missing
     field, as the contract counts it). The rest is polars on those small values: the JSON type
     from the first character, string values unescaped. DuckDB's parser (yyjson) is lenient about
-    trailing commas and NaN literals; such lines are still checked field by field below.
+    trailing commas, NaN literals and duplicate keys: `_strict_json` re-reads the lines that
+    could hold them.
     """
     structure = "{" + ", ".join(f'"{f.name}": "JSON"' for f in FIELDS) + "}"
     con = duckdb.connect()
@@ -208,7 +307,7 @@ def _extract(lines: pl.DataFrame) -> pl.DataFrame:
         out = pl.concat([lines, wide.drop("row")], how="horizontal")
     else:
         out = lines.join(wide, on="row", how="left")
-    return out.with_columns(root.alias("root_type"))
+    return out.with_columns(root.alias("root_type"), _strict_json(out))
 
 
 def _json_type(name: str) -> pl.Expr:
@@ -281,17 +380,21 @@ def _rules(load_date: date) -> list[tuple[pl.Expr, pl.Expr]]:
     ts_floor_of_future = datetime(load_date.year, load_date.month, load_date.day) + timedelta(
         days=1 + FUTURE_TOLERANCE_DAYS
     )
+    strict = pl.col("strict_json")
     rules: list[tuple[pl.Expr, pl.Expr]] = [
+        (pl.col("damage").is_not_null(), pl.col("damage")),
         (pl.col("raw").is_null(), lit(Reason.INVALID_UTF8.value)),
         (pl.col("raw").str.strip_chars() == "", lit(Reason.EMPTY_LINE.value)),
-        (~pl.col("json_ok").fill_null(False), lit(Reason.INVALID_JSON.value)),
+        (
+            ~pl.col("json_ok").fill_null(False) | (strict == Reason.INVALID_JSON.value),
+            lit(Reason.INVALID_JSON.value),
+        ),
+        (strict == Reason.DUPLICATE_KEY.value, lit(Reason.DUPLICATE_KEY.value)),
         (pl.col("root_type") != "OBJECT", lit(Reason.NOT_AN_OBJECT.value)),
         (_wrong_type(by_name["schema_version"]), lit(f"{Reason.WRONG_TYPE}:schema_version")),
-        (
+        (  # compared as JSON text: 2**80 is an integer, but no Int64
             _present(by_name["schema_version"])
-            & ~pl.col("schema_version")
-            .cast(pl.Int64, strict=False)
-            .is_in(SUPPORTED_SCHEMA_VERSIONS),
+            & ~pl.col("schema_version").is_in([str(v) for v in SUPPORTED_SCHEMA_VERSIONS]),
             lit(Reason.UNSUPPORTED_SCHEMA_VERSION.value),
         ),
     ]
@@ -307,6 +410,10 @@ def _rules(load_date: date) -> list[tuple[pl.Expr, pl.Expr]]:
         (~pl.col("tenant_id").str.contains(TENANT_ID_PATTERN), lit(Reason.BAD_TENANT_ID.value)),
         (~pl.col("event_type").is_in(list(EventType)), lit(Reason.UNKNOWN_EVENT_TYPE.value)),
         (pl.col("ts_parsed").is_null(), lit(Reason.BAD_TIMESTAMP.value)),
+        (
+            pl.col("ts_parsed") < lit(datetime(EARLIEST_TS_YEAR, 1, 1, tzinfo=UTC)),
+            lit(Reason.ANCIENT_TIMESTAMP.value),
+        ),
         (
             pl.col("ts_parsed") >= lit(ts_floor_of_future).dt.replace_time_zone("UTC"),
             lit(Reason.FUTURE_TIMESTAMP.value),
@@ -355,11 +462,21 @@ def _first_reason(rules: Iterable[tuple[pl.Expr, pl.Expr]]) -> pl.Expr:
     ).alias("reason")
 
 
+# RFC 3339 §5.6 date-time: `T`/`Z` in either case (§5.6 NOTE), an offset `Z` or `±hh:mm`. No
+# space separator (an application may allow one: this contract does not), no offset-less time,
+# no `+hhmm`. [0-9], not \d: the regex crate's \d matches every Unicode digit.
+_RFC3339 = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+
+
 def _parse_ts(col: str) -> pl.Expr:
-    """RFC 3339 with an offset (`Z` allowed), stored as UTC; anything else is null."""
+    """RFC 3339 date-time, stored as UTC; anything else (or an impossible date) is null."""
+    value = pl.col(col)
     return (
-        pl.col(col)
-        .str.replace(r"[zZ]$", "+00:00")
+        pl.when(value.str.contains(_RFC3339))
+        .then(value.str.to_uppercase().str.replace("Z$", "+00:00"))
         .str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_unit="us", time_zone="UTC")
     )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.contracts import Reason
+from pipeline.contracts import FILE_REASONS, Reason
 from pipeline.ingest import ingest_folder, read_lines, typed_tables
 from tests.conftest import LOAD_DATE, feedback, interaction, memory, write_landing
 
@@ -73,8 +73,10 @@ def test_each_bad_line_gets_one_reason(landing: Path, line, reason: str) -> None
 
 
 def test_every_reason_is_covered() -> None:
+    """Line reasons here; duplicate keys, strict timestamps and file reasons in test_ingest_strict."""
     covered = {r.split(":")[0] for _, r in CASES} | {Reason.CONFLICTING_DUPLICATE.value}
-    assert covered == {r.value for r in Reason}
+    covered |= {Reason.DUPLICATE_KEY.value, Reason.ANCIENT_TIMESTAMP.value}
+    assert covered | {r.value for r in FILE_REASONS} == {r.value for r in Reason}
 
 
 @pytest.mark.parametrize(
