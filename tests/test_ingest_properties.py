@@ -1,5 +1,6 @@
 """Property: any mix of good and corrupted lines conserves counts and never quarantines a good line."""
 
+import gzip
 import json
 import tempfile
 from datetime import date
@@ -31,6 +32,13 @@ CORRUPTIONS = {
     "bad_tenant": lambda event: json.dumps({**event, "tenant_id": "a/b"}).encode(),
     "future": lambda event: json.dumps({**event, "ts": "2030-01-01T00:00:00Z"}).encode(),
     "array": lambda event: json.dumps([event]).encode(),
+    "duplicate_key": lambda event: json.dumps(event).encode()[:-1] + b', "tenant_id": "x"}',
+    "nan": lambda event: json.dumps(event).encode()[:-1] + b', "importance": NaN}',
+    "trailing_comma": lambda event: json.dumps(event).encode()[:-1] + b",}",
+    "year_zero": lambda event: json.dumps({**event, "ts": "0000-01-01T00:00:00Z"}).encode(),
+    "offset_no_colon": lambda event: json.dumps(
+        {**event, "ts": "2026-11-02T10:00:00+0100"}
+    ).encode(),
 }
 
 lines = st.lists(
@@ -61,3 +69,28 @@ def test_conservation_and_no_false_quarantine(mix, resend) -> None:
     assert sorted(result.events["event_id"].to_list()) == sorted(good_ids)
     assert result.quarantine.height == bad
     assert result.duplicates == (1 if resend and good_ids else 0)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 40), st.data())
+def test_damaged_gzip_keeps_a_prefix_and_conserves(n: int, data: st.DataObject) -> None:
+    body = b"".join(json.dumps(interaction(f"e{k:02d}")).encode() + b"\n" for k in range(n))
+    gz = gzip.compress(body, mtime=0)
+    damage = data.draw(st.sampled_from(["cut", "flip", "append"]))
+    at = data.draw(st.integers(0, len(gz) - 1))
+    if damage == "cut":
+        gz = gz[:at]
+    elif damage == "flip":
+        gz = gz[:at] + bytes([gz[at] ^ 0xFF]) + gz[at + 1 :]
+    else:
+        gz += data.draw(st.binary(min_size=1, max_size=8).filter(lambda b: b.strip(b"\0")))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / LOAD_DATE
+        folder.mkdir()
+        (folder / "a.jsonl.gz").write_bytes(gz)
+        result = ingest_folder(folder, date.fromisoformat(LOAD_DATE))
+    assert result.conserved
+    ids = result.events["event_id"].to_list()
+    assert ids == [f"e{k:02d}" for k in range(len(ids))]  # only lines before the damage
+    assert result.events["input"].unique().to_list() in ([], ["Where is my order?"])
+    assert result.quarantine.height <= 1 + n - len(ids)

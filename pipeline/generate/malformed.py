@@ -49,6 +49,11 @@ def _truncated(e: Event, _d: date) -> bytes:
     return line[: len(line) // 2]
 
 
+def _append(text: bytes) -> Callable[[Event, date], bytes]:
+    """The event's JSON with `text` spliced in before its closing brace (what json.dumps cannot write)."""
+    return lambda e, _d: dumps(e)[:-1] + text + b"}"
+
+
 def _future(e: Event, d: date) -> Event:
     return {**e, "ts": f"{(d + timedelta(days=3)).isoformat()}T10:00:00Z"}
 
@@ -109,6 +114,16 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(f"{_O}:rating", "feedback", _set("rating", 0)),
     Variant(f"{_O}:importance", "interaction", _set("importance", 1.5)),
     Variant(f"{_O}:confidence", "memory", _set("confidence", -0.2)),
+    Variant(Reason.DUPLICATE_KEY.value, "interaction", _append(b',"tenant_id":"globex"')),
+    Variant(Reason.DUPLICATE_KEY.value, "memory", _append(b',"metadata":{"a":1,"a":2}')),
+    Variant(Reason.INVALID_JSON.value, "interaction", _append(b',"importance":NaN')),
+    Variant(Reason.INVALID_JSON.value, "memory", _append(b',"confidence":-Infinity')),
+    Variant(Reason.INVALID_JSON.value, "feedback", _append(b",")),
+    Variant(Reason.UNSUPPORTED_SCHEMA_VERSION.value, "memory", _set("schema_version", 2**80)),
+    Variant(Reason.ANCIENT_TIMESTAMP.value, "interaction", _set("ts", "0000-01-01T00:00:00Z")),
+    Variant(Reason.ANCIENT_TIMESTAMP.value, "memory", _set("ts", "1999-12-31T23:59:59Z")),
+    Variant(Reason.BAD_TIMESTAMP.value, "feedback", lambda e, d: {**e, "ts": f"{d}T10:00:00+0100"}),
+    Variant(Reason.BAD_TIMESTAMP.value, "interaction", _set("ts", "-0001-01-01T00:00:00Z")),
     Variant(CONFLICT, "none", _raw(b"")),  # built by the generator from an accepted event
 )
 
@@ -163,5 +178,5 @@ def build(variant: Variant, tenant: str, load_date: date, ts: str, event_id: str
 
 
 def required_reasons() -> set[str]:
-    """Every reason the variants plant (covers each `contracts.Reason` at least once)."""
+    """Every reason the variants plant (each `contracts.Reason` but the file-level ones)."""
     return {v.reason for v in VARIANTS}
