@@ -231,24 +231,21 @@ def _strict_json_reason(line: str) -> str | None:
     return None
 
 
-def _strict_json(wide: pl.DataFrame) -> pl.Series:
-    """Per line: `invalid_json` / `duplicate_key` where the strict parse disagrees, else null."""
+def _strict_json(lines: pl.DataFrame) -> pl.Series:
+    """Per line: `invalid_json` / `duplicate_key` where the strict parse rejects it, else null."""
     keys = pl.col("keys")
     candidates = (
-        wide.select("raw", "json_ok", pl.col("raw").str.extract_all(_KEY).alias("keys"))
+        lines.select("raw", pl.col("raw").str.extract_all(_KEY).alias("keys"))
         .select(
-            pl.col("json_ok").fill_null(False)
-            & (
-                pl.col("raw").str.contains(_LENIENT)
-                | (keys.list.n_unique() < keys.list.len())
-                | keys.list.join("").str.contains("\\", literal=True)
-            )
+            pl.col("raw").str.contains(_LENIENT)
+            | (keys.list.n_unique() < keys.list.len())
+            | keys.list.join("").str.contains("\\", literal=True)
         )
         .to_series()
     )
     at = candidates.arg_true()
-    reasons = [_strict_json_reason(line) for line in wide["raw"].gather(at).to_list()]
-    column = pl.repeat(None, wide.height, dtype=pl.String, eager=True).alias("strict_json")
+    reasons = [_strict_json_reason(line) for line in lines["raw"].gather(at).to_list()]
+    column = pl.repeat(None, lines.height, dtype=pl.String, eager=True).alias("strict_json")
     return column.scatter(at, pl.Series(reasons, dtype=pl.String)) if len(at) else column
 
 
@@ -266,6 +263,7 @@ def _extract(lines: pl.DataFrame) -> pl.DataFrame:
     trailing commas, NaN literals and duplicate keys: `_strict_json` re-reads the lines that
     could hold them.
     """
+    lines = lines.with_columns(_strict_json(lines))
     structure = "{" + ", ".join(f'"{f.name}": "JSON"' for f in FIELDS) + "}"
     con = duckdb.connect()
     try:
@@ -307,7 +305,7 @@ def _extract(lines: pl.DataFrame) -> pl.DataFrame:
         out = pl.concat([lines, wide.drop("row")], how="horizontal")
     else:
         out = lines.join(wide, on="row", how="left")
-    return out.with_columns(root.alias("root_type"), _strict_json(out))
+    return out.with_columns(root.alias("root_type"))
 
 
 def _json_type(name: str) -> pl.Expr:

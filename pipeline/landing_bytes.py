@@ -12,6 +12,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 # Damage is located by replaying the stream in chunks of this size, then byte by byte inside the
 # failing chunk: the happy path is one C call per gzip member, the replay only runs on damage.
 REPLAY_CHUNK = 1 << 16
+# At most this much of a corrupt member's unverified output is kept in quarantine (one Parquet
+# cell); the landing file itself stays where it is.
+UNVERIFIED_KEPT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,12 @@ def gunzip(data: bytes) -> tuple[bytes, Damage | None]:
             out.append(member.decompress(data[pos:]))
         except zlib.error as exc:
             unverified, at = _replay(data, pos)
-            detail = f"corrupt gzip stream ({exc}), its start not verifiable"
-            return b"".join(out), Damage(Reason.CORRUPT_GZIP, at, detail, unverified)
+            detail = (
+                f"corrupt gzip stream ({exc}): {len(unverified)} decompressed bytes of the member"
+                " not verifiable, not ingested"
+            )
+            kept = unverified[:UNVERIFIED_KEPT_BYTES]
+            return b"".join(out), Damage(Reason.CORRUPT_GZIP, at, detail, kept)
         if not member.eof:
             out.append(member.flush())
             return b"".join(out), Damage(
