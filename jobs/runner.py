@@ -31,7 +31,9 @@ def failure_cause(data: Any) -> str:
         error = error.cause
     lines = error.message.strip().splitlines()
     text = lines[0] if lines else error.cls_name or "unknown error"
-    where = re.search(r'File "([^"]+)", line (\d+)', error.stack[-1]) if error.stack else None
+    frames = [f for f in error.stack if "site-packages" not in f] or error.stack
+    # The last frame of our own code says where; numpy's internals rarely help.
+    where = re.search(r'File "([^"]+)", line (\d+)', frames[-1]) if frames else None
     return f"{text} ({Path(where[1]).name}:{where[2]})" if where else text
 
 

@@ -103,7 +103,10 @@ def test_failure_cause_is_the_innermost_exception_with_its_line() -> None:
     inner = _error(
         "ValueError: zero-size array to reduction operation maximum\n",
         "ValueError",
-        ['  File "/x/pipeline/consolidate.py", line 136, in _label_groups\n    sub.max()\n'],
+        [
+            '  File "/x/pipeline/consolidate.py", line 136, in _label_groups\n    sub.max()\n',
+            '  File "/v/site-packages/numpy/_core/_methods.py", line 41, in _amax\n',
+        ],
     )
     outer = _error(
         'dagster._core.errors.DagsterExecutionStepExecutionError: Error occurred while executing op "memory_clusters":\n',
