@@ -1,11 +1,11 @@
 """The daily partitions shared by every partitioned asset: one partition per landing folder (load date)."""
 
-import os
-
 import dagster as dg
 
+from pipeline.config import first_partition_date
+
 # The UI counts every day from here as a partition ("missing" until run): start near the data.
-FIRST_DATE = os.environ.get("MEMORYPACK_FIRST_DATE", "2026-01-01")
+FIRST_DATE = first_partition_date()
 
 # end_offset=1: today's landing folder is a valid partition as soon as it appears (the sensor's case).
 DAILY = dg.DailyPartitionsDefinition(start_date=FIRST_DATE, end_offset=1)

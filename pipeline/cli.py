@@ -12,7 +12,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from pipeline import __version__
-from pipeline.config import Paths, offline_environment
+from pipeline.config import Paths, first_partition_date, offline_environment
 from pipeline.errors import UserError
 
 log = logging.getLogger("memorypack")
@@ -105,6 +105,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not dates:
             raise UserError(f"landing folder {landing} has no YYYY-MM-DD folders")
         start, end = dates[0], dates[-1]
+    first = first_partition_date()
+    if start < first:
+        raise UserError(
+            f"{start} is before the first partition date {first} (set MEMORYPACK_FIRST_DATE)"
+        )
     print(
         f"memorypack: nightly for load dates {start}..{end} (home {paths.home}, landing {landing})"
     )

@@ -129,3 +129,33 @@ def test_failure_description_is_kept_as_is() -> None:
         error=_error("dagster...Failure: x", "Failure", []),
     )
     assert failure_cause(data) == "3 events lost between landing and lake"
+
+
+def test_date_before_the_first_partition_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORYPACK_FIRST_DATE", "2026-11-02")
+    (tmp_path / "landing" / "2026-11-01").mkdir(parents=True)
+    assert main(["run", "--home", str(tmp_path), "--date", "2026-11-01"]) == 2
+    assert _err(capsys) == [
+        "memorypack: 2026-11-01 is before the first partition date 2026-11-02"
+        " (set MEMORYPACK_FIRST_DATE)"
+    ]
+
+
+@pytest.mark.parametrize(("env", "first"), [(None, "2026-01-01"), ("2026-10-01", "2026-10-01")])
+def test_partitions_start_at_the_configured_first_date(env: str | None, first: str) -> None:
+    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT)}
+    if env:
+        environ["MEMORYPACK_FIRST_DATE"] = env
+    code = "from assets.partitions import DAILY; print(DAILY.start.date())"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.strip() == first, done.stderr
