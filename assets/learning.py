@@ -2,6 +2,7 @@
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -160,6 +161,35 @@ def _snapshot_one(home: MemorypackHome, key: str) -> tuple[pl.DataFrame, int]:
     return snap, known_memory_count(interactions, statements, as_of)
 
 
+def _snapshot_metadata(home: MemorypackHome, key: str, snap: pl.DataFrame) -> dict[str, Any]:
+    figures: dict[str, object] = {
+        "as_of": str(as_of_for(key)),
+        "by_status": dict(snap.group_by("status").len().sort("status").iter_rows()),
+        "mean_confidence_by_type": {
+            t: round(float(c), 4)
+            for t, c in snap.group_by("memory_type")
+            .agg(pl.col("confidence").mean())
+            .sort("memory_type")
+            .iter_rows()
+        },
+        "needs_reconfirmation": int(snap["needs_reconfirmation"].sum()),
+        "stale": int(snap["stale"].sum()),
+        "reinforcement_table": home.lake.exists("memory_reinforcement"),
+    }
+    return frame_metadata(
+        snap,
+        figures,
+        preview_columns=[
+            "tenant_id",
+            "memory_id",
+            "memory_type",
+            "confidence",
+            "status",
+            "age_days",
+        ],
+    )
+
+
 @dg.asset(
     partitions_def=DAILY,
     backfill_policy=dg.BackfillPolicy.single_run(),
@@ -183,36 +213,10 @@ def decay_snapshots(
     keys = sorted(context.partition_keys)
     per_key = {key: _snapshot_one(home, key) for key in keys}
     _refresh(home, "decay_snapshots", keys)
-    latest, _ = per_key[keys[-1]]
-    figures: dict[str, object] = {
-        "as_of": str(as_of_for(keys[-1])),
-        "partitions": keys,
-        "by_status": dict(latest.group_by("status").len().sort("status").iter_rows()),
-        "mean_confidence_by_type": {
-            t: round(float(c), 4)
-            for t, c in latest.group_by("memory_type")
-            .agg(pl.col("confidence").mean())
-            .sort("memory_type")
-            .iter_rows()
-        },
-        "needs_reconfirmation": int(latest["needs_reconfirmation"].sum()),
-        "stale": int(latest["stale"].sum()),
-        "reinforcement_table": home.lake.exists("memory_reinforcement"),
-    }
-    yield dg.MaterializeResult(
-        metadata=frame_metadata(
-            latest,
-            figures,
-            preview_columns=[
-                "tenant_id",
-                "memory_id",
-                "memory_type",
-                "confidence",
-                "status",
-                "age_days",
-            ],
-        )
-    )
+    # Each partition carries its own snapshot's figures, not the last one's (one step, several keys).
+    for key, (snap, _) in per_key.items():
+        context.add_asset_metadata(_snapshot_metadata(home, key, snap), partition_key=key)
+    yield dg.MaterializeResult(metadata={"run_partitions": keys})
     problems = {key: snapshot_problems(snap, DEFAULT_DECAY) for key, (snap, _) in per_key.items()}
     totals = {
         name: sum(p[name] for p in problems.values()) for name in next(iter(problems.values()))

@@ -2,5 +2,10 @@
 
 import dagster as dg
 
+from pipeline.config import first_partition_date
+
+# The UI counts every day from here as a partition ("missing" until run): start near the data.
+FIRST_DATE = first_partition_date()
+
 # end_offset=1: today's landing folder is a valid partition as soon as it appears (the sensor's case).
-DAILY = dg.DailyPartitionsDefinition(start_date="2023-01-01", end_offset=1)
+DAILY = dg.DailyPartitionsDefinition(start_date=FIRST_DATE, end_offset=1)

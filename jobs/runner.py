@@ -1,6 +1,7 @@
 """Run the nightly job in this process (no daemon): what `memorypack run` and `memorypack demo` call."""
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,22 @@ class RunOutcome:
     failed_step: str | None = None
     error: str | None = None
     step_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step
+
+
+def failure_cause(data: Any) -> str:
+    """One line of cause: a `dg.Failure`'s description, else the innermost exception and its line."""
+    user = getattr(data, "user_failure_data", None)
+    if user is not None and user.description:
+        return str(user.description).strip().splitlines()[0]
+    error = data.error
+    while error.cause is not None:  # Dagster wraps the op's exception: the cause is what matters
+        error = error.cause
+    lines = error.message.strip().splitlines()
+    text = lines[0] if lines else error.cls_name or "unknown error"
+    frames = [f for f in error.stack if "site-packages" not in f] or error.stack
+    # The last frame of our own code says where; numpy's internals rarely help.
+    where = re.search(r'File "([^"]+)", line (\d+)', frames[-1]) if frames else None
+    return f"{text} ({Path(where[1]).name}:{where[2]})" if where else text
 
 
 def _step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]:
@@ -86,5 +103,5 @@ def run_nightly(
     failure = next((e for e in result.all_events if e.event_type_value == "STEP_FAILURE"), None)
     message = None
     if failure is not None and failure.step_failure_data and failure.step_failure_data.error:
-        message = failure.step_failure_data.error.message.strip().splitlines()[-1]
+        message = failure_cause(failure.step_failure_data)
     return RunOutcome(False, result.run_id, failure.step_key if failure else None, message, steps)

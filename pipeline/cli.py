@@ -12,7 +12,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from pipeline import __version__
-from pipeline.config import Paths, offline_environment
+from pipeline.config import Paths, first_partition_date, offline_environment
 from pipeline.errors import UserError
 
 log = logging.getLogger("memorypack")
@@ -42,12 +42,33 @@ def _landing_dates(landing: Path) -> list[str]:
     return sorted(dates)
 
 
+def _check_range(landing: Path, dates: list[str], start: str, end: str) -> None:
+    """A range may have gaps (a warning names them); a range with no landing folder is an error."""
+    first = date.fromisoformat(start)
+    wanted = [
+        (first + timedelta(days=i)).isoformat()
+        for i in range((date.fromisoformat(end) - first).days + 1)
+    ]
+    missing = sorted(set(wanted) - set(dates))
+    if len(missing) == len(wanted):
+        raise UserError(f"no landing folder for any date {start}..{end} in {landing}")
+    if missing:
+        print(
+            f"memorypack: warning: no landing folder for {', '.join(missing)} in {landing}"
+            " (those dates are run as empty nights)",
+            file=sys.stderr,
+        )
+
+
 def _run(home: Path, landing: Path, start: str, end: str) -> str:
     """One in-process Dagster run of `nightly`; returns the run id or raises a one-line error."""
     offline_environment()
-    runner = importlib.import_module(
-        "jobs.runner"
-    )  # Dagster is only loaded when a run is asked for
+    try:  # Dagster is only loaded when a run is asked for
+        runner = importlib.import_module("jobs.runner")
+    except ImportError as error:
+        raise UserError(
+            f"running the pipeline needs its extras ({error}): pip install 'memorypack[pipeline]'"
+        ) from None
     began = time.perf_counter()
     outcome = runner.run_nightly(home, landing, start, end)
     if not outcome.success:
@@ -68,17 +89,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"landing folder {landing} does not exist")
     if args.date and (args.start or args.end):
         raise UserError("give either --date or --start/--end, not both")
+    dates = _landing_dates(landing)
     if args.date:
         start = end = args.date
+        if start not in dates:
+            raise UserError(f"no landing folder for {start} in {landing}")
     elif args.start or args.end:
-        start, end = args.start or args.end, args.end or args.start
+        if not (args.start and args.end):
+            raise UserError("give both --start and --end (or --date for one day)")
+        start, end = args.start, args.end
+        if start > end:
+            raise UserError(f"--start {start} is after --end {end}")
+        _check_range(landing, dates, start, end)
     else:
-        dates = _landing_dates(landing)
         if not dates:
             raise UserError(f"landing folder {landing} has no YYYY-MM-DD folders")
         start, end = dates[0], dates[-1]
-    if start > end:
-        raise UserError(f"--start {start} is after --end {end}")
+    first = first_partition_date()
+    if start < first:
+        raise UserError(
+            f"{start} is before the first partition date {first} (set MEMORYPACK_FIRST_DATE)"
+        )
     print(
         f"memorypack: nightly for load dates {start}..{end} (home {paths.home}, landing {landing})"
     )
@@ -89,6 +120,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from pipeline.generate import FEEDBACK_PER_INTERACTION, generate
 
+    for flag, value in [
+        ("days", args.days),
+        ("tenants", args.tenants),
+        ("interactions", args.interactions),
+    ]:
+        if value < 1:
+            raise UserError(f"--{flag} must be at least 1 (got {value})")
     feedback = args.feedback_per_interaction or FEEDBACK_PER_INTERACTION
     if feedback < FEEDBACK_PER_INTERACTION:
         raise UserError(f"--feedback-per-interaction must be at least {FEEDBACK_PER_INTERACTION:g}")

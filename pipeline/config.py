@@ -11,6 +11,11 @@ DEFAULT_HOME = "./data"
 PARTITION_COLUMNS = {"decay_snapshots": "snapshot_date"}
 
 
+def first_partition_date() -> str:
+    """The first daily partition (MEMORYPACK_FIRST_DATE): the UI counts every day from it."""
+    return os.environ.get("MEMORYPACK_FIRST_DATE", "2026-01-01")
+
+
 def offline_environment() -> None:
     """Models load from installed packages only; nothing is fetched at run time (STACK.md)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

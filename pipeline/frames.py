@@ -34,6 +34,8 @@ def codes(values: pl.Series) -> np.ndarray:
 
 def group_bounds(frame: pl.DataFrame, keys: list[str]) -> list[tuple[int, int]]:
     """(start, end) row ranges of the runs of equal `keys` in a frame sorted by them."""
+    if frame.is_empty():
+        return []  # an empty night has no groups (not one empty group)
     group = frame.select(pl.struct(keys).rle_id()).to_series().to_numpy()
     ends = np.append(np.flatnonzero(np.diff(group)) + 1, len(group))
     starts = np.concatenate([[0], ends[:-1]])

@@ -104,5 +104,55 @@ def test_range_runs_as_one_run_with_checks(tmp_path: Path) -> None:
         "matches_contract": True,
     }
     assert _counts(tmp_path)["events"] == 3
-    meta = result.asset_materializations_for_node("raw_events")[0].metadata
-    assert meta["lines_read"].value == 6 and meta["duplicates"].value == 2
+    events = result.asset_materializations_for_node("raw_events")
+    assert [e.partition for e in events] == ["2026-11-01", "2026-11-02"]
+
+
+def test_each_partition_of_a_range_run_carries_its_own_figures(tmp_path: Path) -> None:
+    _landing(tmp_path)
+    with dg.instance_for_test() as instance:
+        assert dg.materialize(
+            ASSETS,
+            instance=instance,
+            resources={"home": MemorypackHome(home=str(tmp_path))},
+            tags={
+                "dagster/asset_partition_range_start": "2026-11-01",
+                "dagster/asset_partition_range_end": "2026-11-02",
+            },
+        ).success
+        figures = {}
+        for day in ("2026-11-01", "2026-11-02"):
+            records = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey("raw_events"), asset_partitions=[day]),
+                limit=1,
+            ).records
+            materialization = records[0].asset_materialization
+            assert materialization is not None
+            meta = materialization.metadata
+            figures[day] = {
+                k: meta[k].value
+                for k in ("files", "lines_read", "accepted", "duplicates", "quarantined")
+            } | {
+                "rows": meta["dagster/row_count"].value,
+                "reasons": meta["quarantine_by_reason"].value,
+            }
+    assert figures == {
+        "2026-11-01": {
+            "files": 1,
+            "lines_read": 2,
+            "accepted": 1,
+            "duplicates": 0,
+            "quarantined": 1,
+            "rows": 1,
+            "reasons": {"invalid_json": 1},
+        },
+        "2026-11-02": {
+            "files": 1,
+            "lines_read": 4,
+            "accepted": 2,
+            "duplicates": 2,
+            "quarantined": 0,
+            "rows": 2,
+            "reasons": {},
+        },
+    }

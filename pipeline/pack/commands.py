@@ -126,8 +126,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    if not args.tenant:
-        raise UserError("give --tenant T (rollback is per tenant)")
     (tenant_dir,) = _tenant_dirs(args)
     before = read_latest(tenant_dir)
     after = rollback(tenant_dir, args.to)
@@ -144,7 +142,11 @@ def register(subparsers: Any) -> None:
         parser.add_argument(
             "--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)"
         )
-        parser.add_argument("--tenant", required=tenant_required, help="one tenant (default: all)")
+        parser.add_argument(
+            "--tenant",
+            required=tenant_required,
+            help="the tenant (required)" if tenant_required else "one tenant (default: all)",
+        )
 
     listing = sub.add_parser("list", help="kept versions per tenant; * marks the live one")
     common(listing)

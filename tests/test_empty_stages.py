@@ -1,0 +1,63 @@
+"""An empty night is normal: every stage's pure function takes empty frames and returns empty ones."""
+
+from datetime import UTC, datetime
+
+import numpy as np
+import polars as pl
+
+from pipeline.audit import audit, audit_figures
+from pipeline.conflicts import CONFLICT_SCHEMA, find_conflicts
+from pipeline.consolidate import consolidate
+from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
+from pipeline.decay import snapshot
+from pipeline.embed import MEMORY_EMBEDDING_SCHEMA, memory_texts
+from pipeline.fewshot import few_shot_sets
+from pipeline.pairs import correction_pairs, finalize_pairs, ranked_pairs
+from pipeline.scoring import compute_scores
+from pipeline.skill_stats import skill_stats
+from pipeline.vectors import TextVectors
+
+AS_OF = datetime(2026, 11, 6, tzinfo=UTC)
+INTERACTIONS = pl.DataFrame(schema=INTERACTION_SCHEMA)
+STATEMENTS = pl.DataFrame(schema=MEMORY_SCHEMA)
+FEEDBACK = pl.DataFrame(schema=FEEDBACK_SCHEMA)
+NO_VECTORS = TextVectors(
+    pl.DataFrame(schema={"row": pl.UInt32, "text_hash": pl.String}), np.zeros((0, 4), np.float32)
+)
+
+
+def test_scores_decay_and_audit_of_nothing_are_empty() -> None:
+    assert compute_scores(INTERACTIONS, STATEMENTS, FEEDBACK).is_empty()
+    snap = snapshot(INTERACTIONS, STATEMENTS, FEEDBACK, None, AS_OF)
+    assert snap.is_empty()
+    findings = audit(snap, pl.DataFrame(schema=CONFLICT_SCHEMA), STATEMENTS)
+    assert findings.is_empty()
+    assert set(audit_figures(findings).values()) <= {0}
+
+
+def test_texts_conflicts_and_consolidation_of_nothing_are_empty() -> None:
+    assert memory_texts(INTERACTIONS, STATEMENTS).is_empty()
+    conflicts = find_conflicts(STATEMENTS)
+    assert conflicts.is_empty()
+    result = consolidate(
+        STATEMENTS,
+        INTERACTIONS,
+        pl.DataFrame(schema=MEMORY_EMBEDDING_SCHEMA),
+        conflicts,
+        NO_VECTORS,
+    )
+    assert result.summaries.is_empty() and result.reinforcement.is_empty()
+
+
+def test_skill_stats_and_pairs_of_nothing_are_empty() -> None:
+    assert skill_stats(INTERACTIONS, FEEDBACK).is_empty()
+    mined = pl.concat(
+        [correction_pairs(INTERACTIONS, FEEDBACK), ranked_pairs(INTERACTIONS)], how="diagonal"
+    )
+    assert finalize_pairs(mined).is_empty()
+
+
+def test_few_shot_sets_of_nothing_are_empty() -> None:
+    scores = compute_scores(INTERACTIONS, STATEMENTS, FEEDBACK)
+    embeddings = pl.DataFrame(schema=MEMORY_EMBEDDING_SCHEMA)
+    assert few_shot_sets(INTERACTIONS, FEEDBACK, scores, embeddings, NO_VECTORS).is_empty()
