@@ -251,13 +251,9 @@ def decay_snapshots(
 # ----------------------------------------------------------------------------------------- audit
 
 
-def _snapshot_key(context: dg.AssetExecutionContext, lake: Lake) -> str | None:
-    """The partition this run snapshotted (single key or end of a range), else the latest in the lake."""
-    tags = context.run.tags
-    key = tags.get("dagster/partition") or tags.get("dagster/asset_partition_range_end")
+def _snapshot_key(lake: Lake) -> str | None:
+    """The newest decay snapshot: the audit describes now, also when a run re-does an old date."""
     available = lake.partition_keys("decay_snapshots")
-    if key in available:
-        return key
     return available[-1] if available else None
 
 
@@ -268,7 +264,7 @@ def _snapshot_key(context: dg.AssetExecutionContext, lake: Lake) -> str | None:
 )
 def memory_audit(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.MaterializeResult:
     lake = home.lake
-    key = _snapshot_key(context, lake)
+    key = _snapshot_key(lake)
     if key is None:
         raise dg.Failure(
             "memory_audit: no decay snapshot in the lake yet; materialize decay_snapshots first"

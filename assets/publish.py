@@ -34,17 +34,17 @@ class PackConfig(dg.Config):
 
 
 def run_as_of(tags: dict[str, str], home: MemorypackHome) -> datetime:
-    """The end of the run's (last) load date; without a partition tag, of the newest landed one."""
-    key = next((tags[t] for t in PARTITION_TAGS if tags.get(t)), None)
-    if key is None:
-        lake = home.lake
-        keys = lake.partition_keys("decay_snapshots") or lake.partition_keys("events")
-        if not keys:
-            raise dg.Failure(
-                description="memory_pack: no load date to publish as of (no events yet)"
-            )
-        key = keys[-1]
-    return datetime.combine(date.fromisoformat(key) + timedelta(days=1), datetime.min.time(), UTC)
+    """The end of the newest load date: the run's (last) partition or the lake's newest, whichever
+    is later, so re-running an old date republishes as of the newest night, never back in time."""
+    lake = home.lake
+    keys = lake.partition_keys("decay_snapshots") + lake.partition_keys("events")
+    keys += [tags[t] for t in PARTITION_TAGS if tags.get(t)]
+    if not keys:
+        raise dg.Failure(description="memory_pack: no load date to publish as of (no events yet)")
+    newest = max(keys)
+    return datetime.combine(
+        date.fromisoformat(newest) + timedelta(days=1), datetime.min.time(), UTC
+    )
 
 
 def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckResult]:

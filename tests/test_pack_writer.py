@@ -12,10 +12,10 @@ import pytest
 from pipeline.config import Paths
 from pipeline.pack import MemoryPack, PackError
 from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.format import DATA_FILES, MANIFEST, read_latest
+from pipeline.pack.format import DATA_FILES, MANIFEST, read_latest, version_time
 from pipeline.pack.guards import run_guards
 from pipeline.pack.store import list_versions, prune, rollback
-from pipeline.pack.writer import publish
+from pipeline.pack.writer import make_version, publish
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache
 from tests.test_pack_support import AS_OF, DIM, PLANTED, make_lake
@@ -48,8 +48,9 @@ def paths(tmp_path: Path) -> Paths:
 def test_publish_writes_a_complete_manifest(paths: Paths) -> None:
     result = _publish(paths)
     assert result.published
-    assert result.version.startswith("20261108T000000Z-")
     manifest = json.loads((paths.packs / "acme" / result.version / MANIFEST).read_text())
+    # The version names its publish time (to the microsecond), not its as_of.
+    assert manifest["created_at"] == version_time(result.version).isoformat().replace("+00:00", "Z")
     assert manifest["pack_format"] == 1
     assert manifest["tenant_id"] == "acme"
     assert manifest["as_of"] == "2026-11-08T00:00:00Z"
@@ -240,3 +241,43 @@ def test_corrected_examples_are_allowed_despite_negative_feedback(paths: Paths) 
         pl.lit("a-i1").alias("memory_id"), pl.lit(True).alias("is_corrected")
     )
     assert {g.name: g.passed for g in run_guards(content, inputs)}["pack_few_shot_not_negative"]
+
+
+def test_versions_of_one_as_of_sort_in_publish_order(paths: Paths) -> None:
+    """Several publishes for the same as_of: names, list, retention and rollback follow publish
+    order whatever their content hashes are (CI once sorted them by hash)."""
+    versions = []
+    for step in range(6):
+        _change_lake(paths, 0.3 + step / 10)
+        versions.append(_publish(paths, keep=4).version)
+    assert versions == sorted(versions)
+    tenant = paths.packs / "acme"
+    assert [v.version for v in list_versions(tenant)] == versions[-4:]
+    assert read_latest(tenant) == versions[-1]
+    assert rollback(tenant) == versions[-2]
+
+
+def test_a_version_is_after_every_kept_one_even_when_the_clock_steps_back(paths: Paths) -> None:
+    published = _publish(paths).version
+    past = version_time(published) - timedelta(days=3)
+    assert version_time(make_version(paths.packs / "acme", "ab" * 32, now=past)) == version_time(
+        published
+    ) + timedelta(microseconds=1)
+
+
+def test_a_pack_with_an_older_as_of_never_goes_live(paths: Paths) -> None:
+    live = _publish(paths).version
+    _change_lake(paths, 0.2)
+    older = _publish(paths, as_of=AS_OF - timedelta(days=2))
+    assert not older.published
+    assert older.reason.startswith("not published: as_of 2026-11-06T00:00:00Z is older")
+    assert read_latest(paths.packs / "acme") == live
+
+
+def test_packs_named_before_publish_order_versions_still_list_first(paths: Paths) -> None:
+    new = _publish(paths).version
+    old = paths.packs / "acme" / "20261101T000000Z-0123abcd"
+    (paths.packs / "acme" / new).rename(old)
+    _change_lake(paths, 0.4)
+    newer = _publish(paths).version
+    assert [v.version for v in list_versions(paths.packs / "acme")] == [old.name, newer]

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,11 @@ DATA_FILES = (
     "vectors.parquet",
     EMBEDDINGS,
 )
-VERSION_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
-VERSION_TIME_FORMAT = "%Y%m%dT%H%M%SZ"
+# A version is `<publish time UTC to the microsecond>-<8 hex of the content hash>`, so names sort in
+# publish order (never by hash). Packs published before round 2 carry a seconds-only time (their
+# as_of); they still load and sort by that time.
+VERSION_PATTERN = re.compile(r"^(\d{8}T\d{6})(\d{6})?Z-[0-9a-f]{8}$")
+VERSION_TIME_FORMAT = "%Y%m%dT%H%M%S%fZ"
 TEMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".trash-"
 HASH_CHUNK = 1 << 20
@@ -50,6 +54,15 @@ def sha256_file(path: Path) -> str:
 
 def is_version(name: str) -> bool:
     return bool(VERSION_PATTERN.match(name))
+
+
+def version_time(name: str) -> datetime:
+    """The publish time a version's name carries (UTC); the order of versions."""
+    match = VERSION_PATTERN.match(name)
+    if match is None:
+        raise PackError(f"{name!r} is not a pack version")
+    seconds, micros = match.group(1), match.group(2) or "000000"
+    return datetime.strptime(seconds + micros, "%Y%m%dT%H%M%S%f").replace(tzinfo=UTC)
 
 
 def read_manifest(version_dir: Path) -> dict[str, Any]:
@@ -119,7 +132,7 @@ def resolve(path: str | os.PathLike[str], version: str | None = None) -> Path:
     if version is not None:
         if not is_version(version):
             raise PackError(
-                f"{version!r} is not a pack version (expected e.g. 20261121T000000Z-1a2b3c4d)"
+                f"{version!r} is not a pack version (expected e.g. 20261121T054012123456Z-1a2b3c4d)"
             )
         return root / version
     if (root / MANIFEST).is_file():

@@ -20,6 +20,7 @@ from pipeline.pack.format import (
     read_latest,
     read_manifest,
     verify_pack,
+    version_time,
 )
 
 DEFAULT_KEEP = 7
@@ -38,7 +39,7 @@ class VersionInfo:
 
 
 def list_versions(tenant_dir: Path) -> list[VersionInfo]:
-    """Every published version, oldest first (by as_of, then creation time)."""
+    """Every published version, in publish order (oldest first)."""
     if not tenant_dir.is_dir():
         return []
     latest = read_latest(tenant_dir)
@@ -63,7 +64,7 @@ def list_versions(tenant_dir: Path) -> list[VersionInfo]:
                 manifest=manifest,
             )
         )
-    return sorted(infos, key=lambda i: (i.as_of, i.created_at, i.version))
+    return sorted(infos, key=lambda i: (version_time(i.version), i.version))
 
 
 def tenants(packs_root: Path) -> list[str]:

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +25,16 @@ from pipeline.pack.format import (
     PACK_FORMAT,
     TEMP_PREFIX,
     VERSION_TIME_FORMAT,
+    PackError,
     crash_point,
     fsync_path,
     read_latest,
     read_manifest,
     sha256_file,
     verify_pack,
+    version_time,
 )
-from pipeline.pack.store import DEFAULT_KEEP, clean_leftovers, prune, write_latest
+from pipeline.pack.store import DEFAULT_KEEP, clean_leftovers, list_versions, prune, write_latest
 
 LOCK_FILE = ".publish.lock"
 
@@ -100,8 +102,14 @@ def content_hash(files: dict[str, dict[str, Any]], content: PackContent) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def make_version(as_of: datetime, digest: str) -> str:
-    return f"{as_of.astimezone(UTC).strftime(VERSION_TIME_FORMAT)}-{digest[:8]}"
+def make_version(tenant_dir: Path, digest: str, now: datetime | None = None) -> str:
+    """`<publish time>-<hash>`, strictly after every kept version of the tenant even if the clock
+    stepped back or two publishes share a microsecond (called under the tenant's publish lock)."""
+    published = (now or datetime.now(UTC)).astimezone(UTC)
+    kept = [version_time(v.version) for v in list_versions(tenant_dir)]
+    if kept and published <= max(kept):
+        published = max(kept) + timedelta(microseconds=1)
+    return f"{published.strftime(VERSION_TIME_FORMAT)}-{digest[:8]}"
 
 
 def _manifest(
@@ -115,7 +123,7 @@ def _manifest(
         "version": version,
         "content_hash": digest,
         "as_of": content.as_of.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "created_at": version_time(version).isoformat().replace("+00:00", "Z"),
         "producer": {"package": "memorypack", "version": __version__, "dagster_run_id": run_id},
         "inputs": content.inputs,
         "models": content.models,
@@ -132,6 +140,14 @@ def _manifest(
     }
 
 
+def _live_manifest(tenant_dir: Path, latest: str | None) -> dict[str, Any]:
+    """The live pack's manifest; empty when there is none or it is unreadable (replace it)."""
+    try:
+        return read_manifest(tenant_dir / latest) if latest is not None else {}
+    except PackError:
+        return {}
+
+
 @dataclass
 class _Staged:
     content_tenant: str
@@ -139,6 +155,7 @@ class _Staged:
     temp: Path | None  # None: identical content is already live
     version: str
     manifest: dict[str, Any]
+    kept_reason: str = ""  # why nothing new goes live (temp is None)
 
 
 class PackStage:
@@ -166,16 +183,23 @@ class PackStage:
             crash_point("files_written")
             digest = content_hash(files, content)
             latest = read_latest(tenant_dir)
-            live = tenant_dir / latest if latest is not None else None
-            if (
-                live is not None
-                and (live / MANIFEST).is_file()
-                and read_manifest(live).get("content_hash") == digest
-            ):
+            live = _live_manifest(tenant_dir, latest)
+            as_of = content.as_of.astimezone(UTC).isoformat().replace("+00:00", "Z")
+            kept_as = "identical to the live pack" if live.get("content_hash") == digest else ""
+            if live and not kept_as and str(live.get("as_of", "")) > as_of:
+                # SPEC §5: a live pack never moves back in time (re-runs of old dates feed later
+                # nights; only an operator's `rollback` points LATEST at an older pack).
+                kept_as = (
+                    f"not published: as_of {as_of} is older than the live pack's {live['as_of']}"
+                )
+            if kept_as:
                 shutil.rmtree(temp)
-                self._staged.append(_Staged(content.tenant_id, tenant_dir, None, live.name, {}))
+                staged = _Staged(content.tenant_id, tenant_dir, None, str(latest), {}, kept_as)
+                self._staged.append(staged)
                 return
-            version = make_version(content.as_of, digest)
+            same = [v.version for v in list_versions(tenant_dir)]
+            same = [v for v in same if read_manifest(tenant_dir / v).get("content_hash") == digest]
+            version = same[-1] if same else make_version(tenant_dir, digest)
             manifest = _manifest(content, version, digest, files, self.run_id)
             with (temp / MANIFEST).open("w", encoding="utf-8") as handle:
                 json.dump(manifest, handle, indent=2, sort_keys=False, default=str)
@@ -210,14 +234,14 @@ class PackStage:
                 staged.content_tenant,
                 version,
                 False,
-                "identical to the live pack",
+                staged.kept_reason,
                 tenant_dir / version,
                 removed,
             )
         final = tenant_dir / version
         manifest, reason = staged.manifest, "published"
         if final.is_dir():
-            # Same as_of and content as a kept older version (e.g. after a rollback): reuse it.
+            # Same content as a kept older version (e.g. after a rollback): reuse that version.
             verify_pack(final)
             shutil.rmtree(staged.temp)
             manifest = read_manifest(final)
