@@ -46,7 +46,9 @@ lines = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(lines, st.booleans())
 def test_conservation_and_no_false_quarantine(mix, resend) -> None:
     encoded, good_ids, bad = [], [], 0
@@ -71,7 +73,9 @@ def test_conservation_and_no_false_quarantine(mix, resend) -> None:
     assert result.duplicates == (1 if resend and good_ids else 0)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    derandomize=True, max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.integers(1, 40), st.data())
 def test_damaged_gzip_keeps_a_prefix_and_conserves(n: int, data: st.DataObject) -> None:
     body = b"".join(json.dumps(interaction(f"e{k:02d}")).encode() + b"\n" for k in range(n))
@@ -93,4 +97,6 @@ def test_damaged_gzip_keeps_a_prefix_and_conserves(n: int, data: st.DataObject) 
     ids = result.events["event_id"].to_list()
     assert ids == [f"e{k:02d}" for k in range(len(ids))]  # only lines before the damage
     assert result.events["input"].unique().to_list() in ([], ["Where is my order?"])
-    assert result.quarantine.height <= 1 + n - len(ids)
+    # A flipped byte near the end can decode into extra lines before zlib notices: they are
+    # quarantined (never stored as events), and the file's damage is always named.
+    assert result.quarantine.height == result.lines_read - len(ids)
