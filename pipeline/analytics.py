@@ -141,6 +141,21 @@ def pack_versions_frame(paths: Paths) -> pl.DataFrame:
     )
 
 
+# duckdb 2.0 writes storage version 69 by default, which DuckDB 1.x clients (e.g. the 1.5 CLI) cannot
+# open; analysts use any client (SPEC §6), so the snapshot is written in a 1.x storage format.
+ANALYTICS_STORAGE_VERSION = "v1.4.0"
+
+
+def _copy_for_older_clients(source: Path, target: Path) -> None:
+    """Copy a database (tables, views, comments) into a file DuckDB 1.x clients can read."""
+    with duckdb.connect() as con:
+        _sql(con, f"ATTACH {_quote(str(source))} AS src (READ_ONLY)")
+        storage = _quote(ANALYTICS_STORAGE_VERSION)
+        _sql(con, f"ATTACH {_quote(str(target))} AS dst (STORAGE_VERSION {storage})")
+        _sql(con, "COPY FROM DATABASE src TO dst")
+        _sql(con, "DETACH dst")
+
+
 def build_snapshot(paths: Paths) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
@@ -154,6 +169,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     paths.home.mkdir(parents=True, exist_ok=True)
     target = paths.analytics
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    readable = temp.with_name(temp.name.replace(".tmp", ".v1.tmp"))
     report = SnapshotReport(target)
     try:
         if paths.warehouse.exists():
@@ -208,11 +224,13 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
             _sql(con, "CHECKPOINT")
         finally:
             con.close()
-        fsync_path(temp)
-        os.replace(temp, target)
+        _copy_for_older_clients(temp, readable)
+        fsync_path(readable)
+        os.replace(readable, target)
         fsync_path(target.parent)
     finally:
-        for leftover in (temp, temp.with_name(temp.name + ".wal")):
-            leftover.unlink(missing_ok=True)
+        for leftover in (temp, readable):
+            for path in (leftover, leftover.with_name(leftover.name + ".wal")):
+                path.unlink(missing_ok=True)
     report.seconds = (datetime.now(UTC) - began).total_seconds()
     return report

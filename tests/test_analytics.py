@@ -110,3 +110,31 @@ def test_the_snapshot_copies_the_warehouse_and_fills_in_from_the_lake(tmp_path: 
         assert "feedback" not in {
             r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
         }
+
+
+def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
+    """Analysts use any client (SPEC §6): the 1.5 CLI (dev extra `duckdb-cli`) reads the snapshot."""
+    import shutil
+    import subprocess
+    import sys
+
+    cli = Path(sys.executable).parent / "duckdb"
+    if not cli.exists():
+        cli = Path(shutil.which("duckdb") or "duckdb")
+    version = subprocess.run([str(cli), "-version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("v1."), version.stdout
+    paths = _home(tmp_path)
+    report = build_snapshot(paths)
+    query = (
+        "SELECT count(*) FROM duckdb_tables() WHERE comment IS NOT NULL;"
+        " SELECT count(*) FROM duckdb_views() WHERE NOT internal AND comment IS NOT NULL;"
+    )
+    out = subprocess.run(
+        [str(cli), "-readonly", "-csv", "-noheader", str(paths.analytics), "-c", query],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    tables, views = (int(n) for n in out.stdout.split())
+    assert tables == len(report.tables) + 1  # + the contents table
+    assert views == len(report.views)
