@@ -20,7 +20,12 @@ nightly = dg.define_asset_job(
 )
 
 
-@dg.schedule(cron_schedule="0 2 * * *", job=nightly, execution_timezone="UTC")
+@dg.schedule(
+    cron_schedule="0 2 * * *",
+    job=nightly,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
 def nightly_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
     """At 02:00 UTC, process the load date that just ended (yesterday)."""
     tick = context.scheduled_execution_time or datetime.now()

@@ -14,6 +14,7 @@ from pathlib import Path
 from pipeline import __version__
 from pipeline.config import Paths, first_partition_date, offline_environment
 from pipeline.errors import UserError
+from pipeline.homelock import home_lock
 
 log = logging.getLogger("memorypack")
 
@@ -60,8 +61,9 @@ def _check_range(landing: Path, dates: list[str], start: str, end: str) -> None:
         )
 
 
-def _run(home: Path, landing: Path, start: str, end: str) -> str:
-    """One in-process Dagster run of `nightly`; returns the run id or raises a one-line error."""
+def _run(home: Path, landing: Path, start: str, end: str, wait: bool = False) -> str:
+    """One in-process Dagster run of `nightly` under the home lock; returns the run id or raises
+    a one-line error (also when another run holds the home and `wait` is off)."""
     offline_environment()
     try:  # Dagster is only loaded when a run is asked for
         runner = importlib.import_module("jobs.runner")
@@ -69,8 +71,10 @@ def _run(home: Path, landing: Path, start: str, end: str) -> str:
         raise UserError(
             f"running the pipeline needs its extras ({error}): pip install 'memorypack[pipeline]'"
         ) from None
-    began = time.perf_counter()
-    outcome = runner.run_nightly(home, landing, start, end)
+    command = f"memorypack run --date {start}" if start == end else f"memorypack run {start}..{end}"
+    with home_lock(home, command, wait=wait):
+        began = time.perf_counter()
+        outcome = runner.run_nightly(home, landing, start, end)
     if not outcome.success:
         raise UserError(
             f"run {outcome.run_id} failed at {outcome.failed_step or 'an unknown step'}: {outcome.error}"
@@ -113,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(
         f"memorypack: nightly for load dates {start}..{end} (home {paths.home}, landing {landing})"
     )
-    _run(paths.home, landing, start, end)
+    _run(paths.home, landing, start, end, wait=args.wait)
     return 0
 
 
@@ -236,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--date", type=_date, help="one load date")
     run.add_argument("--start", type=_date, help="first load date of a range (single-run backfill)")
     run.add_argument("--end", type=_date, help="last load date of a range")
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another run holds this home, queue behind it (default: refuse in one line)",
+    )
     run.set_defaults(func=cmd_run)
 
     gen = sub.add_parser("generate", help="write realistic sample logs with planted answers")

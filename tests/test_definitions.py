@@ -43,7 +43,11 @@ def test_nightly_job_schedule_and_sensor() -> None:
     schedule = defs.resolve_schedule_def("nightly_schedule")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.execution_timezone == "UTC"
-    assert defs.resolve_sensor_def("landing_sensor").job_name == "nightly"
+    # README: nightly runs at 02:00 out of the box; the sensor is switched on by hand.
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    sensor = defs.resolve_sensor_def("landing_sensor")
+    assert sensor.job_name == "nightly"
+    assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
 
 
 def test_schedule_targets_the_day_that_ended() -> None:

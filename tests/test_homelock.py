@@ -1,0 +1,67 @@
+"""One writer per home: a second run refuses in one line naming the holder; a dead holder frees it."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.errors import UserError
+from pipeline.homelock import home_lock
+
+ROOT = Path(__file__).resolve().parents[1]
+HOLDER = """
+import sys, time
+from pathlib import Path
+from pipeline.homelock import home_lock
+with home_lock(Path(sys.argv[1]), "memorypack run --date 2026-11-02"):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_second_run_refuses_in_one_line_naming_the_holder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "landing" / "2026-11-02").mkdir(parents=True)
+    home = tmp_path / "home"
+    with home_lock(home, "memorypack run --date 2026-11-01"):
+        code = main(
+            [
+                "run",
+                "--home",
+                str(home),
+                "--landing",
+                str(tmp_path / "landing"),
+                "--date",
+                "2026-11-02",
+            ]
+        )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith(f"memorypack: home {home} is busy: run by pid {os.getpid()} ")
+    assert "(memorypack run --date 2026-11-01)" in err[-1]
+    assert err[-1].endswith("use --wait to queue behind it")
+
+
+def test_a_killed_holder_frees_the_home(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with (
+            pytest.raises(UserError, match=rf"busy: run by pid {holder.pid} "),
+            home_lock(tmp_path, "second"),
+        ):
+            pass
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with home_lock(tmp_path, "after the kill", wait=True):
+        assert "after the kill" in (tmp_path / ".memorypack.lock").read_text()
+    assert (tmp_path / ".memorypack.lock").read_text() == ""
