@@ -14,7 +14,7 @@ from pathlib import Path
 from pipeline import __version__
 from pipeline.config import Paths, first_partition_date, offline_environment
 from pipeline.errors import UserError
-from pipeline.homelock import home_lock
+from pipeline.homelock import clean_leftovers, home_lock
 
 log = logging.getLogger("memorypack")
 
@@ -73,6 +73,10 @@ def _run(home: Path, landing: Path, start: str, end: str, wait: bool = False) ->
         ) from None
     command = f"memorypack run --date {start}" if start == end else f"memorypack run {start}..{end}"
     with home_lock(home, command, wait=wait):
+        leftovers = clean_leftovers(home)
+        if leftovers:
+            print(f"memorypack: removed {len(leftovers)} leftover(s) of a killed run")
+            log.info("removed %s", ", ".join(map(str, leftovers)))
         began = time.perf_counter()
         outcome = runner.run_nightly(home, landing, start, end)
     if not outcome.success:

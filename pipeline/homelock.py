@@ -45,3 +45,14 @@ def home_lock(home: Path, command: str, wait: bool = False) -> Iterator[None]:
             handle.truncate()
             handle.flush()
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def clean_leftovers(home: Path) -> list[Path]:
+    """Remove temp files a killed run left (analytics copies, half-written lake Parquet).
+
+    Call only while holding the home lock: then no writer of this home is alive to own them.
+    Pack temp folders are cleaned by the publisher under each tenant's publish lock."""
+    found = [*home.glob(".analytics.duckdb.*.tmp*"), *(home / "lake").rglob(".*.tmp")]
+    for path in found:
+        path.unlink(missing_ok=True)
+    return sorted(found)

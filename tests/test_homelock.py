@@ -65,3 +65,24 @@ def test_a_killed_holder_frees_the_home(tmp_path: Path) -> None:
     with home_lock(tmp_path, "after the kill", wait=True):
         assert "after the kill" in (tmp_path / ".memorypack.lock").read_text()
     assert (tmp_path / ".memorypack.lock").read_text() == ""
+
+
+def test_leftovers_of_a_killed_run_are_removed_under_the_lock(tmp_path: Path) -> None:
+    from pipeline.homelock import clean_leftovers
+
+    partition = tmp_path / "lake" / "events" / "load_date=2026-11-02"
+    partition.mkdir(parents=True)
+    (partition / "data.parquet").write_bytes(b"kept")
+    doomed = [
+        tmp_path / ".analytics.duckdb.0a1b.tmp",
+        tmp_path / ".analytics.duckdb.0a1b.v1.tmp.wal",
+        partition / ".data.parquet.3c4d.tmp",
+    ]
+    for path in doomed:
+        path.write_bytes(b"half")
+    (tmp_path / "analytics.duckdb").write_bytes(b"live")
+    with home_lock(tmp_path, "test"):
+        assert clean_leftovers(tmp_path) == sorted(doomed)
+    assert not any(p.exists() for p in doomed)
+    assert (partition / "data.parquet").read_bytes() == b"kept"
+    assert (tmp_path / "analytics.duckdb").read_bytes() == b"live"
