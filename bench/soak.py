@@ -19,6 +19,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -219,8 +220,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args(argv)
-    import tempfile
-
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="memorypack-soak-"))
     started = time.monotonic()
     report = soak(workdir, args.kills, args.seed)

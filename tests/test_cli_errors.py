@@ -13,6 +13,19 @@ from pipeline.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _python(code: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -c code args` from this tree, in a clean environment (plus `env`)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def _err(capsys: pytest.CaptureFixture[str]) -> list[str]:
     return capsys.readouterr().err.strip().splitlines()
 
@@ -76,16 +89,7 @@ LIGHT = (
 @pytest.mark.parametrize("command", ["run", "demo"])
 def test_light_install_names_the_extra_in_one_line(tmp_path: Path, command: str) -> None:
     (tmp_path / "landing" / "2026-11-01").mkdir(parents=True)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", LIGHT, command, "--home", str(tmp_path)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _python(LIGHT, command, "--home", str(tmp_path))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -145,17 +149,7 @@ def test_date_before_the_first_partition_is_one_line(
 
 @pytest.mark.parametrize(("env", "first"), [(None, "2026-01-01"), ("2026-10-01", "2026-10-01")])
 def test_partitions_start_at_the_configured_first_date(env: str | None, first: str) -> None:
-    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT)}
-    if env:
-        environ["MEMORYPACK_FIRST_DATE"] = env
+    extra = {"MEMORYPACK_FIRST_DATE": env} if env else {}
     code = "from assets.partitions import DAILY; print(DAILY.start.date())"
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _python(code, **extra)
     assert done.stdout.strip() == first, done.stderr

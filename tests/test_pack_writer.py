@@ -260,7 +260,7 @@ def test_versions_of_one_as_of_sort_in_publish_order(paths: Paths) -> None:
 def test_a_version_is_after_every_kept_one_even_when_the_clock_steps_back(paths: Paths) -> None:
     published = _publish(paths).version
     past = version_time(published) - timedelta(days=3)
-    assert version_time(make_version(paths.packs / "acme", "ab" * 32, now=past)) == version_time(
+    assert version_time(make_version([published], "ab" * 32, now=past)) == version_time(
         published
     ) + timedelta(microseconds=1)
 

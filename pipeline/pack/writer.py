@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -102,14 +102,18 @@ def content_hash(files: dict[str, dict[str, Any]], content: PackContent) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def make_version(tenant_dir: Path, digest: str, now: datetime | None = None) -> str:
-    """`<publish time>-<hash>`, strictly after every kept version of the tenant even if the clock
+def make_version(kept: Sequence[str], digest: str, now: datetime | None = None) -> str:
+    """`<publish time>-<hash>`, strictly after every `kept` version of the tenant even if the clock
     stepped back or two publishes share a microsecond (called under the tenant's publish lock)."""
     published = (now or datetime.now(UTC)).astimezone(UTC)
-    kept = [version_time(v.version) for v in list_versions(tenant_dir)]
-    if kept and published <= max(kept):
-        published = max(kept) + timedelta(microseconds=1)
+    newest = max((version_time(v) for v in kept), default=None)
+    if newest is not None and published <= newest:
+        published = newest + timedelta(microseconds=1)
     return f"{published.strftime(VERSION_TIME_FORMAT)}-{digest[:8]}"
+
+
+def _utc_text(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _manifest(
@@ -122,8 +126,8 @@ def _manifest(
         "tenant_id": content.tenant_id,
         "version": version,
         "content_hash": digest,
-        "as_of": content.as_of.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        "created_at": version_time(version).isoformat().replace("+00:00", "Z"),
+        "as_of": _utc_text(content.as_of),
+        "created_at": _utc_text(version_time(version)),
         "producer": {"package": "memorypack", "version": __version__, "dagster_run_id": run_id},
         "inputs": content.inputs,
         "models": content.models,
@@ -184,7 +188,7 @@ class PackStage:
             digest = content_hash(files, content)
             latest = read_latest(tenant_dir)
             live = _live_manifest(tenant_dir, latest)
-            as_of = content.as_of.astimezone(UTC).isoformat().replace("+00:00", "Z")
+            as_of = _utc_text(content.as_of)
             kept_as = "identical to the live pack" if live.get("content_hash") == digest else ""
             if live and not kept_as and str(live.get("as_of", "")) > as_of:
                 # SPEC §5: a live pack never moves back in time (re-runs of old dates feed later
@@ -197,9 +201,9 @@ class PackStage:
                 staged = _Staged(content.tenant_id, tenant_dir, None, str(latest), {}, kept_as)
                 self._staged.append(staged)
                 return
-            same = [v.version for v in list_versions(tenant_dir)]
-            same = [v for v in same if read_manifest(tenant_dir / v).get("content_hash") == digest]
-            version = same[-1] if same else make_version(tenant_dir, digest)
+            kept = list_versions(tenant_dir)
+            same = [v.version for v in kept if v.manifest.get("content_hash") == digest]
+            version = same[-1] if same else make_version([v.version for v in kept], digest)
             manifest = _manifest(content, version, digest, files, self.run_id)
             with (temp / MANIFEST).open("w", encoding="utf-8") as handle:
                 json.dump(manifest, handle, indent=2, sort_keys=False, default=str)
