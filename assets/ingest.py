@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 
 from assets.metadata import PREVIEW_ROWS, frame_metadata
-from assets.partitions import DAILY
+from assets.partitions import DAILY, check_per_partition, daily_check
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.ingest import TYPED_TABLES, ingest_folder, typed_tables
@@ -38,7 +38,7 @@ class PartitionSummary:
     conserved: bool
     by_reason: dict[str, int]
     preview: pl.DataFrame
-    contract: dg.AssetCheckResult
+    contract: tuple[bool, dict[str, str]]  # matches_contract: passed, metadata
 
 
 def _ingest_partition(
@@ -57,7 +57,7 @@ def _ingest_partition(
     if not folder.is_dir():
         log.warning(f"no landing folder {folder}: partition {key} is empty")
     result = ingest_folder(folder, date.fromisoformat(key), existing)
-    contract = _contract_check("raw_events", result.events)
+    contract = _contract_problems("raw_events", result.events)
     lake.write_partition("events", key, result.events)
     lake.write_partition("quarantine", key, result.quarantine)
     lake.write_partition(
@@ -80,8 +80,8 @@ def _ingest_partition(
     backfill_policy=dg.BackfillPolicy.single_run(),
     group_name="ingest",
     check_specs=[
-        dg.AssetCheckSpec(CONSERVATION, asset="raw_events", blocking=True),
-        dg.AssetCheckSpec("matches_contract", asset="raw_events", blocking=True),
+        daily_check(CONSERVATION, "raw_events"),
+        daily_check("matches_contract", "raw_events"),
     ],
     description="Parse and validate one landing folder (load date) into events; bad lines to quarantine.",
 )
@@ -110,13 +110,19 @@ def raw_events(
         metadata["dagster/row_count"] = dg.MetadataValue.int(int(summary.stats["accepted"]))
         context.add_asset_metadata(metadata, partition_key=key)
     yield dg.MaterializeResult(metadata={"run_load_dates": keys})
-    yield dg.AssetCheckResult(
-        check_name=CONSERVATION,
-        passed=all(s.conserved for s in summaries),
-        metadata={"per_load_date": dg.MetadataValue.json([s.stats for s in summaries])},
+    yield check_per_partition(
+        context,
+        CONSERVATION,
+        {
+            key: (s.conserved, {k: s.stats[k] for k in INGEST_FIGURES})
+            for key, s in zip(keys, summaries, strict=True)
+        },
     )
-    failed = [s.contract for s in summaries if not s.contract.passed]
-    yield failed[0] if failed else summaries[-1].contract
+    yield check_per_partition(
+        context,
+        "matches_contract",
+        {key: s.contract for key, s in zip(keys, summaries, strict=True)},
+    )
 
 
 @dg.multi_asset(
@@ -175,24 +181,23 @@ def typed_event_tables(
         )
         yield dg.MaterializeResult(asset_key=name, metadata=metadata)
         # Checks the rows this run wrote; earlier partitions were checked when they were written.
-        yield _contract_check(name, frame)
+        passed, metadata = _contract_problems(name, frame)
+        yield dg.AssetCheckResult(
+            check_name="matches_contract", asset_key=name, passed=passed, metadata=metadata
+        )
 
 
 def _counts_by(table: pl.LazyFrame, column: str) -> dict[str, int]:
     return dict(table.group_by(column).len().sort(column).collect().iter_rows())
 
 
-def _contract_check(name: str, frame: pl.DataFrame) -> dg.AssetCheckResult:
+def _contract_problems(name: str, frame: pl.DataFrame) -> tuple[bool, dict[str, str]]:
+    """Whether `frame` matches its table's contract, and pandera's report when it does not."""
     try:
         CONTRACT_MODELS[name].validate(frame, lazy=True)
     except Exception as error:  # pandera's SchemaErrors: report, don't crash the step
-        return dg.AssetCheckResult(
-            check_name="matches_contract",
-            asset_key=name,
-            passed=False,
-            metadata={"error": dg.MetadataValue.text(str(error)[:2000])},
-        )
-    return dg.AssetCheckResult(check_name="matches_contract", asset_key=name, passed=True)
+        return False, {"error": str(error)[:2000]}
+    return True, {}
 
 
 ASSETS = [raw_events, typed_event_tables]

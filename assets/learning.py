@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 
 from assets.metadata import frame_metadata
-from assets.partitions import DAILY
+from assets.partitions import DAILY, check_per_partition, daily_check
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline import skill_stats as skills
@@ -201,9 +201,7 @@ def _snapshot_metadata(home: MemorypackHome, key: str, snap: pl.DataFrame) -> di
         "feedback",
         "memory_statements",
     ],
-    check_specs=[
-        dg.AssetCheckSpec(name, asset="decay_snapshots", blocking=True) for name in SNAPSHOT_CHECKS
-    ],
+    check_specs=[daily_check(name, "decay_snapshots") for name in SNAPSHOT_CHECKS],
     description=COMMENTS["decay_snapshots"],
 )
 def decay_snapshots(
@@ -218,33 +216,42 @@ def decay_snapshots(
         context.add_asset_metadata(_snapshot_metadata(home, key, snap), partition_key=key)
     yield dg.MaterializeResult(metadata={"run_partitions": keys})
     problems = {key: snapshot_problems(snap, DEFAULT_DECAY) for key, (snap, _) in per_key.items()}
-    totals = {
-        name: sum(p[name] for p in problems.values()) for name in next(iter(problems.values()))
-    }
-    yield dg.AssetCheckResult(
-        check_name="confidence_in_range",
-        passed=totals["confidence_out_of_range"] == 0 and totals["unknown_memory_type"] == 0,
-        metadata={
-            k: totals[k] for k in ("confidence_out_of_range", "unknown_memory_type", "negative_age")
+    yield check_per_partition(
+        context,
+        "confidence_in_range",
+        {
+            key: (
+                p["confidence_out_of_range"] == 0 and p["unknown_memory_type"] == 0,
+                {
+                    k: p[k]
+                    for k in ("confidence_out_of_range", "unknown_memory_type", "negative_age")
+                },
+            )
+            for key, p in problems.items()
         },
     )
-    presence = {
-        key: {"rows": snap.height, "memories": expected}
-        for key, (snap, expected) in per_key.items()
-    }
-    yield dg.AssetCheckResult(
-        check_name="every_memory_present",
-        passed=all(v["rows"] == v["memories"] for v in presence.values())
-        and totals["duplicate_memories"] == 0,
-        metadata={
-            "per_partition": dg.MetadataValue.json(presence),
-            "duplicate_memories": totals["duplicate_memories"],
+    yield check_per_partition(
+        context,
+        "every_memory_present",
+        {
+            key: (
+                snap.height == expected and problems[key]["duplicate_memories"] == 0,
+                {
+                    "rows": snap.height,
+                    "memories": expected,
+                    "duplicate_memories": problems[key]["duplicate_memories"],
+                },
+            )
+            for key, (snap, expected) in per_key.items()
         },
     )
-    yield dg.AssetCheckResult(
-        check_name="status_consistent",
-        passed=totals["status_inconsistent"] == 0,
-        metadata={"rows_inconsistent": totals["status_inconsistent"]},
+    yield check_per_partition(
+        context,
+        "status_consistent",
+        {
+            key: (p["status_inconsistent"] == 0, {"rows_inconsistent": p["status_inconsistent"]})
+            for key, p in problems.items()
+        },
     )
 
 

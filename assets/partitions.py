@@ -1,5 +1,9 @@
 """The daily partitions shared by every partitioned asset: one partition per landing folder (load date)."""
 
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
 import dagster as dg
 
 from pipeline.config import first_partition_date
@@ -9,3 +13,48 @@ FIRST_DATE = first_partition_date()
 
 # end_offset=1: today's landing folder is a valid partition as soon as it appears (the sensor's case).
 DAILY = dg.DailyPartitionsDefinition(start_date=FIRST_DATE, end_offset=1)
+
+# A check spec with partitions_def is a preview feature: it is how a check's result belongs to a day.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+
+def daily_check(name: str, asset: str) -> dg.AssetCheckSpec:
+    """A blocking check whose results are recorded per load date, like the asset's metadata."""
+    return dg.AssetCheckSpec(name, asset=asset, blocking=True, partitions_def=DAILY)
+
+
+def check_per_partition(
+    context: dg.AssetExecutionContext,
+    check_name: str,
+    results: Mapping[str, tuple[bool, Mapping[str, Any]]],
+    asset: str | None = None,
+) -> dg.AssetCheckResult:
+    """One check's result for each partition of the run (partition key → passed, metadata).
+
+    A one-date run's result is recorded under that date by Dagster. A range run (one step, several
+    dates) records each date's own evaluation, then returns the range's result, which gates the
+    downstream steps: it fails when any date fails and lists the failing dates.
+    """
+    key = dg.AssetKey(asset) if asset else context.asset_key
+    if len(results) == 1:
+        ((passed, metadata),) = results.values()
+        return dg.AssetCheckResult(
+            asset_key=key, check_name=check_name, passed=passed, metadata=dict(metadata)
+        )
+    for partition, (passed, metadata) in results.items():
+        context.log_event(
+            dg.AssetCheckEvaluation(
+                asset_key=key,
+                check_name=check_name,
+                passed=passed,
+                metadata=dict(metadata),
+                partition=partition,
+            )
+        )
+    failed = [partition for partition, (passed, _) in results.items() if not passed]
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=check_name,
+        passed=not failed,
+        metadata={"partitions": len(results), "failed_partitions": failed},
+    )

@@ -40,3 +40,59 @@ def test_decay_snapshots_of_a_range_carry_each_days_figures(tmp_path: Path) -> N
     assert first["by_status"] == {"active": 4, "archived": 1}
     assert last["by_status"] == {"active": 3, "archived": 2}
     assert first["run_partitions"] == last["run_partitions"]
+
+
+def _check_evaluations(
+    instance: dg.DagsterInstance, run_id: str
+) -> dict[tuple[str, str | None], dict]:
+    """(check name, partition) → metadata of every check evaluation the run recorded."""
+    found: dict[tuple[str, str | None], dict] = {}
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        evaluation = entry.dagster_event.event_specific_data  # type: ignore[union-attr]
+        found[(evaluation.check_name, evaluation.partition)] = {
+            k: v.value for k, v in evaluation.metadata.items()
+        } | {"passed": evaluation.passed}
+    return found
+
+
+def test_decay_checks_of_a_range_are_recorded_per_day(tmp_path: Path) -> None:
+    write_lake(Lake(Paths.from_env(tmp_path)), late_feedback=True)
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [*ASSETS, *CHECKS],
+            resources={"home": MemorypackHome(home=str(tmp_path))},
+            instance=instance,
+            tags={
+                "dagster/asset_partition_range_start": DAY1,
+                "dagster/asset_partition_range_end": DAY2,
+            },
+        )
+        assert result.success
+        checks = _check_evaluations(instance, result.run_id)
+        present = {k: v for k, v in checks.items() if k[0] == "every_memory_present"}
+        # Each day's own evaluation, plus the range's result that gates downstream steps.
+        assert present[("every_memory_present", DAY1)] == {
+            "rows": 5,
+            "memories": 5,
+            "duplicate_memories": 0,
+            "passed": True,
+        }
+        assert present[("every_memory_present", DAY2)]["rows"] == 5
+        assert present[("every_memory_present", None)] == {
+            "partitions": 4,  # 2026-11-02 .. 2026-11-05
+            "failed_partitions": [],
+            "passed": True,
+        }
+        one_day = dg.materialize(
+            [*ASSETS, *CHECKS],
+            resources={"home": MemorypackHome(home=str(tmp_path))},
+            instance=instance,
+            partition_key=DAY2,
+        )
+        assert one_day.success
+        single = _check_evaluations(instance, one_day.run_id)
+    # A one-date run records each check under its date, once.
+    assert {k for k in single if k[0] in ("confidence_in_range", "status_consistent")} == {
+        ("confidence_in_range", DAY2),
+        ("status_consistent", DAY2),
+    }
