@@ -12,7 +12,13 @@ from assets.partitions import DAILY, check_per_partition, daily_check
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline import skill_stats as skills
-from pipeline.audit import CONFLICT_SCHEMA, audit, audit_figures, promotion_candidates
+from pipeline.audit import (
+    CONFLICT_SCHEMA,
+    AuditConfig,
+    audit,
+    audit_figures,
+    promotion_candidates,
+)
 from pipeline.decay import (
     DEFAULT_DECAY,
     as_of_for,
@@ -318,7 +324,7 @@ def promotion_candidates_eligible(home: MemorypackHome) -> dg.AssetCheckResult:
         conflicted = set(pairs["memory_id_a"]) | set(pairs["memory_id_b"])
     bad = candidates.filter(
         (pl.col("memory_type") != "inferred_pattern")
-        | (pl.col("repeats") < 2)
+        | (pl.col("repeats") < AuditConfig().promotion_min_repeats)
         | pl.col("memory_id").is_in(list(conflicted))
     )
     return dg.AssetCheckResult(

@@ -82,10 +82,6 @@ def polarity(expr: pl.Expr) -> pl.Expr:
     return pl.when(negations % 2 == 1).then(pl.lit(-1, pl.Int8)).otherwise(pl.lit(1, pl.Int8))
 
 
-def has_polarity_word(expr: pl.Expr) -> pl.Expr:
-    return _clean(expr).str.contains(_ANY_POLARITY)
-
-
 def subject(expr: pl.Expr) -> pl.Expr:
     """The text without its polarity words and punctuation: what the statement is about.
 

@@ -174,7 +174,6 @@ FIELDS: tuple[Field, ...] = (
     # `category` is free text on interactions and an enumeration on memories.
     Field("category", JsonKind.STRING, (_I, _M)),
 )
-FIELDS_BY_NAME = {f.name: f for f in FIELDS}
 MEMORY_CATEGORIES = tuple(MemoryCategory)
 
 _TS = pl.Datetime("us", "UTC")
@@ -330,10 +329,3 @@ class MemoryStatements(pa.DataFrameModel):
 
     class Config:
         unique = ("tenant_id", "event_id")
-
-
-class Quarantine(pa.DataFrameModel):
-    load_date: pl.Date
-    file: str
-    line_no: pl.Int64 = pa.Field(ge=1)
-    reason: str

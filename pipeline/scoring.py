@@ -66,11 +66,6 @@ class ScoringConfig:
 
 DEFAULT_SCORING = ScoringConfig()
 SIGNALS = [s.value for s in Signal]
-MEMORY_KEY_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id": pl.String(),
-    "memory_kind": pl.String(),
-}
 
 
 def _lazy(frame: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:

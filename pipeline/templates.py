@@ -19,7 +19,6 @@ from pipeline.contracts import FeedbackReason, Signal
 REGISTRY_RESOURCE = "skill_templates.yaml"
 SOURCE_REGISTRY = "registry"
 SOURCE_REFINED = "refined"
-SOURCE_ROLLBACK = "rollback"
 
 TEMPLATE_HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "tenant_id": pl.String(),

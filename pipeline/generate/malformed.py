@@ -175,8 +175,3 @@ def build(variant: Variant, tenant: str, load_date: date, ts: str, event_id: str
     event = base_event(variant.base, tenant, ts, event_id, "c00001")
     out = variant.mutate(event, load_date)
     return out if isinstance(out, bytes) else dumps(out)
-
-
-def required_reasons() -> set[str]:
-    """Every reason the variants plant (each `contracts.Reason` but the file-level ones)."""
-    return {v.reason for v in VARIANTS}
