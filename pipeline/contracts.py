@@ -12,6 +12,14 @@ import polars as pl
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 EVENT_ID_MAX_CHARS = 128
 COMMENT_MAX_CHARS = 300
+# Field size limits: one line must not blow up memory, the lake or a pack. A line over
+# LINE_MAX_BYTES is quarantined before its JSON is parsed (`line_too_long`, its raw cut to
+# RAW_KEPT_CHARS: the landing file keeps the rest); a field over its `max_chars` is `too_long:<field>`.
+LINE_MAX_BYTES = 1 << 20
+RAW_KEPT_CHARS = 4096
+ID_MAX_CHARS = 256  # contact, session, skill, target, user ids; system, kind, model
+TEXT_MAX_CHARS = 65_536  # input, output, corrected_output: a long LLM exchange fits
+NOTE_MAX_CHARS = 8192  # summary, memory content, metadata, tags, supersedes
 TENANT_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # An event may be stamped up to one day after its load date (clock skew, time zones); more is an error.
 FUTURE_TOLERANCE_DAYS = 1
@@ -101,6 +109,8 @@ class Reason(StrEnum):
     UNKNOWN_SIGNAL = "unknown_signal"
     UNKNOWN_VALUE = "unknown_value"  # unknown_value:<field> for the other enumerations
     OUT_OF_RANGE = "out_of_range"  # out_of_range:<field>
+    TOO_LONG = "too_long"  # too_long:<field>: over the field's max_chars
+    LINE_TOO_LONG = "line_too_long"  # over LINE_MAX_BYTES: not parsed
     CONFLICTING_DUPLICATE = "conflicting_duplicate"  # same (tenant, event_id), different content
     # File-level: the unreadable rest of a file is one quarantined "line" (see pipeline.ingest).
     CORRUPT_GZIP = "corrupt_gzip"
@@ -131,6 +141,7 @@ class Field:
     allowed: tuple[str, ...] | None = None  # enumeration, when the field has one
     low: float | None = None
     high: float | None = None
+    max_chars: int | None = None  # of its text (JSON text for objects, lists and non-strings)
 
 
 _I, _F, _M = EventType.INTERACTION, EventType.FEEDBACK, EventType.MEMORY
@@ -142,35 +153,35 @@ FIELDS: tuple[Field, ...] = (
     Field("tenant_id", JsonKind.STRING, (), required=True),
     Field("event_type", JsonKind.STRING, (), required=True, allowed=tuple(EventType)),
     Field("ts", JsonKind.STRING, (), required=True),
-    Field("contact_id", JsonKind.STRING, ()),
-    Field("metadata", JsonKind.OBJECT, ()),
+    Field("contact_id", JsonKind.STRING, (), max_chars=ID_MAX_CHARS),
+    Field("metadata", JsonKind.OBJECT, (), max_chars=NOTE_MAX_CHARS),
     # interaction
-    Field("system", JsonKind.STRING, (_I,), required=True),
-    Field("kind", JsonKind.STRING, (_I,), required=True),
-    Field("session_id", JsonKind.STRING, (_I,)),
-    Field("skill_id", JsonKind.STRING, (_I,)),
-    Field("input", JsonKind.STRING, (_I,), required=True),
-    Field("output", JsonKind.ANY, (_I,), required=True),
-    Field("summary", JsonKind.STRING, (_I,)),
-    Field("tags", JsonKind.STRING_LIST, (_I, _M)),
+    Field("system", JsonKind.STRING, (_I,), required=True, max_chars=ID_MAX_CHARS),
+    Field("kind", JsonKind.STRING, (_I,), required=True, max_chars=ID_MAX_CHARS),
+    Field("session_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
+    Field("skill_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
+    Field("input", JsonKind.STRING, (_I,), required=True, max_chars=TEXT_MAX_CHARS),
+    Field("output", JsonKind.ANY, (_I,), required=True, max_chars=TEXT_MAX_CHARS),
+    Field("summary", JsonKind.STRING, (_I,), max_chars=NOTE_MAX_CHARS),
+    Field("tags", JsonKind.STRING_LIST, (_I, _M), max_chars=NOTE_MAX_CHARS),
     Field("importance", JsonKind.NUMBER, (_I,), low=0.0, high=1.0),
-    Field("model", JsonKind.STRING, (_I,)),
+    Field("model", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
     Field("stage", JsonKind.STRING, (_I,), allowed=tuple(Stage)),
-    Field("parent_event_id", JsonKind.STRING, (_I,)),
+    Field("parent_event_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
     # feedback
-    Field("target_id", JsonKind.STRING, (_F,), required=True),
+    Field("target_id", JsonKind.STRING, (_F,), required=True, max_chars=ID_MAX_CHARS),
     Field("signal", JsonKind.STRING, (_F,), required=True, allowed=tuple(Signal)),
     Field("rating", JsonKind.INTEGER, (_F,), low=1, high=5),
     Field("reason", JsonKind.STRING, (_F,), allowed=tuple(FeedbackReason)),
     Field("comment", JsonKind.STRING, (_F,)),
-    Field("corrected_output", JsonKind.ANY, (_F,)),
-    Field("user_id", JsonKind.STRING, (_I, _F)),
+    Field("corrected_output", JsonKind.ANY, (_F,), max_chars=TEXT_MAX_CHARS),
+    Field("user_id", JsonKind.STRING, (_I, _F), max_chars=ID_MAX_CHARS),
     # memory
     Field("memory_type", JsonKind.STRING, (_M,), required=True, allowed=tuple(MemoryType)),
-    Field("content", JsonKind.STRING, (_M,), required=True),
+    Field("content", JsonKind.STRING, (_M,), required=True, max_chars=NOTE_MAX_CHARS),
     Field("impact_level", JsonKind.STRING, (_M,), allowed=tuple(ImpactLevel)),
     Field("confidence", JsonKind.NUMBER, (_M,), low=0.0, high=1.0),
-    Field("supersedes", JsonKind.STRING_LIST, (_M,)),
+    Field("supersedes", JsonKind.STRING_LIST, (_M,), max_chars=NOTE_MAX_CHARS),
     # `category` is free text on interactions and an enumeration on memories.
     Field("category", JsonKind.STRING, (_I, _M)),
 )

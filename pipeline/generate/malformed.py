@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from pipeline.contracts import Reason
+from pipeline.contracts import ID_MAX_CHARS, LINE_MAX_BYTES, NOTE_MAX_CHARS, Reason
 
 Event = dict[str, Any]
 CONFLICT = Reason.CONFLICTING_DUPLICATE.value
@@ -124,8 +124,15 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(Reason.ANCIENT_TIMESTAMP.value, "memory", _set("ts", "1999-12-31T23:59:59Z")),
     Variant(Reason.BAD_TIMESTAMP.value, "feedback", lambda e, d: {**e, "ts": f"{d}T10:00:00+0100"}),
     Variant(Reason.BAD_TIMESTAMP.value, "interaction", _set("ts", "-0001-01-01T00:00:00Z")),
+    Variant(
+        f"{Reason.TOO_LONG}:contact_id", "memory", _set("contact_id", "c" * (ID_MAX_CHARS + 1))
+    ),
+    Variant(f"{Reason.TOO_LONG}:content", "memory", _set("content", "x" * (NOTE_MAX_CHARS + 1))),
+    Variant(Reason.LINE_TOO_LONG.value, "interaction", _set("input", "y" * LINE_MAX_BYTES)),
     Variant(CONFLICT, "none", _raw(b"")),  # built by the generator from an accepted event
 )
+# Drawn again at random once every variant is planted: not the 1 MiB line (once is enough).
+REPEATABLE = tuple(v for v in VARIANTS if v.reason != Reason.LINE_TOO_LONG.value)
 
 
 def base_event(kind: str, tenant: str, ts: str, event_id: str, contact: str) -> Event:
