@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +34,11 @@ TEMPLATE_HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "created_at": pl.Datetime("us", "UTC"),
     "source": pl.String(),  # registry | refined | rollback
     "base_version": pl.Int64(),  # the registry version this template derives from
+    # A refined version's win over the one it replaced, on the same eval pairs (`Comparison`):
+    "eval_n": pl.Int64(),
+    "win_p_value": pl.Float64(),
+    "gain_low": pl.Float64(),  # 95 % interval of the accuracy gain
+    "gain_high": pl.Float64(),
 }
 
 # Scores already computed: the same policy, template text and eval pairs always score the same,
@@ -46,6 +52,7 @@ TEMPLATE_SCORE_SCHEMA: dict[str, pl.DataType] = {
     "eval_accuracy": pl.Float64(),
     "eval_margin": pl.Float64(),
     "n_eval": pl.Int64(),
+    "pair_diffs": pl.List(pl.Float64()),  # per eval pair, in canonical order (see `eval_order`)
     "scored_at": pl.Datetime("us", "UTC"),
 }
 
@@ -58,6 +65,9 @@ DECISION_SCHEMA: dict[str, pl.DataType] = {
     "n_eval": pl.Int64(),
     "adopted": pl.Boolean(),
     "memo": pl.Boolean(),  # the score came from template_scores, not from the policy
+    "win_p_value": pl.Float64(),  # against the current template (candidates only)
+    "gain_low": pl.Float64(),
+    "gain_high": pl.Float64(),
     "note": pl.String(),
 }
 
@@ -86,7 +96,12 @@ class SkillTemplate:
 class TemplateConfig:
     """Knobs of template refinement (SPEC §4.7)."""
 
-    min_eval_pairs: int = 3  # fewer held-out pairs for a skill → no candidate is scored
+    # A candidate replaces the current template only when its win on the held-out pairs is
+    # significant: a one-sided exact sign test on the pairs where the two disagree, p < `alpha`.
+    # Even a clean sweep needs 5 such pairs (0.5**5 = 0.031 < 0.05), so fewer eval pairs than
+    # that can never show a win: they are not scored.
+    alpha: float = 0.05
+    min_eval_pairs: int = 5
     margin_epsilon: float = 1e-3  # at equal accuracy, a candidate must beat the margin by this
     min_reason_count: int = 1  # feedback rows with a reason before it becomes guidance
     max_examples: int = 1  # best outputs / corrections quoted in a candidate
@@ -99,6 +114,39 @@ class TemplateScore:
     accuracy: float
     margin: float
     n: int
+    diffs: tuple[float, ...] = ()  # per eval pair: reward(chosen) − reward(rejected)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A candidate against the current template on the same eval pairs (a paired comparison)."""
+
+    wins: int  # pairs the candidate ranks right and the current template wrong
+    losses: int  # the reverse
+    n: int
+    p_value: float  # one-sided exact sign test (McNemar) on the wins + losses discordant pairs
+    gain_low: float  # 95 % interval of the accuracy gain (paired Wald, clipped to [-1, 1])
+    gain_high: float
+
+    def note(self) -> str:
+        return (
+            f"wins {self.wins}, losses {self.losses} of {self.n} pairs, p={self.p_value:.3f}, "
+            f"accuracy gain 95% [{self.gain_low:+.2f}, {self.gain_high:+.2f}]"
+        )
+
+
+def compare(candidate: TemplateScore, current: TemplateScore) -> Comparison:
+    """Is the candidate's win real? Needs both scores' per-pair differences on the same pairs."""
+    if len(candidate.diffs) != len(current.diffs):
+        raise ValueError("a paired comparison needs both templates scored on the same pairs")
+    right = np.asarray(candidate.diffs) > 0
+    was_right = np.asarray(current.diffs) > 0
+    wins, losses, n = int((right & ~was_right).sum()), int((~right & was_right).sum()), right.size
+    discordant = wins + losses
+    p_value = sum(math.comb(discordant, k) for k in range(wins, discordant + 1)) / 2**discordant
+    gain = (wins - losses) / n if n else 0.0
+    spread = 1.96 * math.sqrt(max(discordant - (wins - losses) ** 2 / n, 0.0)) / n if n else 1.0
+    return Comparison(wins, losses, n, p_value, max(gain - spread, -1.0), min(gain + spread, 1.0))
 
 
 @dataclass(frozen=True)
@@ -327,7 +375,10 @@ def preference_score(chosen_rewards: np.ndarray, rejected_rewards: np.ndarray) -
     if diff.size == 0:
         return TemplateScore(accuracy=float("nan"), margin=float("nan"), n=0)
     return TemplateScore(
-        accuracy=float((diff > 0).mean()), margin=float(diff.mean()), n=int(diff.size)
+        accuracy=float((diff > 0).mean()),
+        margin=float(diff.mean()),
+        n=int(diff.size),
+        diffs=tuple(diff.tolist()),
     )
 
 
@@ -358,6 +409,11 @@ def _sha(*parts: str) -> str:
     return digest.hexdigest()
 
 
+def eval_order(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Eval pairs in one canonical order, so per-pair scores line up across templates and nights."""
+    return pairs.sort("prompt", "chosen", "rejected")
+
+
 def eval_set_sha(pairs: pl.DataFrame) -> str:
     """Content hash of a set of eval pairs (order-free)."""
     rows = sorted(zip(pairs["prompt"], pairs["chosen"], pairs["rejected"], strict=True))
@@ -369,14 +425,17 @@ class ScoreMemo:
 
     def __init__(self, rows: pl.DataFrame | None, created_at: datetime) -> None:
         self.created_at = created_at
+        # Scores kept before per-pair differences were recorded cannot be compared: scored again.
         self.rows = (
-            rows.select(list(TEMPLATE_SCORE_SCHEMA)).cast(TEMPLATE_SCORE_SCHEMA)  # type: ignore[arg-type]
+            rows.select(list(TEMPLATE_SCORE_SCHEMA))
+            .cast(TEMPLATE_SCORE_SCHEMA)  # type: ignore[arg-type]
+            .filter(pl.col("pair_diffs").is_not_null())
             if rows is not None
             else pl.DataFrame(schema=TEMPLATE_SCORE_SCHEMA)
         )
         self.known = {
-            (t, s, p, ts, es): TemplateScore(float(a), float(m), int(n))
-            for t, s, p, ts, es, a, m, n in self.rows.select(
+            (t, s, p, ts, es): TemplateScore(float(a), float(m), int(n), tuple(d))
+            for t, s, p, ts, es, a, m, n, d in self.rows.select(
                 list(TEMPLATE_SCORE_SCHEMA)[:-1]
             ).iter_rows()
         }
@@ -402,7 +461,7 @@ class ScoreMemo:
             dict(
                 zip(
                     TEMPLATE_SCORE_SCHEMA,
-                    (*full, score.accuracy, score.margin, score.n, self.created_at),
+                    (*full, score.accuracy, score.margin, score.n, score.diffs, self.created_at),
                     strict=True,
                 )
             )
@@ -549,7 +608,9 @@ def refine_templates(
             note = "skill not in the registry"
         elif tenant not in scorers:
             note = "no trained policy for the tenant"
-        pairs = eval_pairs.filter((pl.col("tenant_id") == tenant) & (pl.col("skill_id") == skill))
+        pairs = eval_order(
+            eval_pairs.filter((pl.col("tenant_id") == tenant) & (pl.col("skill_id") == skill))
+        )
         if note is None and pairs.height < config.min_eval_pairs:
             note = f"{pairs.height} eval pairs < min_eval_pairs {config.min_eval_pairs}"
         if note is not None:
@@ -563,7 +624,9 @@ def refine_templates(
         current_score, current_memo = memo.score(key, reward_fn, now["template"], pairs, eval_sha)
         outcomes = [memo.score(key, reward_fn, c.template, pairs, eval_sha) for c in candidates]
         scored = [score for score, _ in outcomes]
-        winner = select_template(current_score, scored, config.margin_epsilon)
+        best = select_template(current_score, scored, config.margin_epsilon)
+        versus = [compare(score, current_score) for score in scored]
+        winner = best if best is not None and versus[best].p_value < config.alpha else None
         decisions.append(
             _decision(
                 tenant,
@@ -576,12 +639,15 @@ def refine_templates(
             )
         )
         for i, (cand, (score, from_memo)) in enumerate(zip(candidates, outcomes, strict=True)):
+            note = None
+            if i == best and winner is None:
+                note = f"kept the current template: the win is not significant ({versus[i].note()})"
             decisions.append(
-                _decision(tenant, skill, cand.name, score, i == winner, None, from_memo)
+                _decision(tenant, skill, cand.name, score, i == winner, note, from_memo, versus[i])
             )
         if winner is None:
             continue
-        cand, score = candidates[winner], scored[winner]
+        cand, score, win = candidates[winner], scored[winner], versus[winner]
         replaced.append((tenant, skill))
         new_rows.append(
             _row(
@@ -604,6 +670,7 @@ def refine_templates(
                         "from_evidence": cand.evidence,
                         "skill_evidence": ev.as_json(),
                         "n_eval_pairs": score.n,
+                        "significance": win.note(),
                         "replaced": {
                             "version": now["version"],
                             "eval_accuracy": current_score.accuracy,
@@ -616,6 +683,10 @@ def refine_templates(
                 created_at=created_at,
                 source=SOURCE_REFINED,
                 base_version=registry[skill].version,
+                eval_n=score.n,
+                win_p_value=win.p_value,
+                gain_low=win.gain_low,
+                gain_high=win.gain_high,
             )
         )
     if replaced:
@@ -639,6 +710,7 @@ def _decision(
     adopted: bool,
     note: str | None,
     memo: bool = False,
+    versus: Comparison | None = None,
 ) -> dict[str, Any]:
     return {
         "tenant_id": tenant,
@@ -649,6 +721,9 @@ def _decision(
         "n_eval": score.n if score else 0,
         "adopted": adopted,
         "memo": memo,
+        "win_p_value": versus.p_value if versus else None,
+        "gain_low": versus.gain_low if versus else None,
+        "gain_high": versus.gain_high if versus else None,
         "note": note,
     }
 

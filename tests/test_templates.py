@@ -1,6 +1,7 @@
 """Skill templates: registry, candidates from evidence, selection rule, history kept and reversible."""
 
 import json
+import re
 from datetime import UTC, datetime
 
 import numpy as np
@@ -13,6 +14,7 @@ from pipeline.templates import (
     SkillTemplate,
     TemplateScore,
     candidate_templates,
+    compare,
     empty_history,
     format_prompt,
     gather_evidence,
@@ -138,6 +140,80 @@ def test_selection_keeps_the_current_template_unless_a_candidate_wins() -> None:
     )
 
 
+def test_a_paired_comparison_counts_wins_losses_and_an_interval() -> None:
+    candidate = TemplateScore(0.75, 0.0, 8, (1, 1, 1, 1, 1, -1, 1, -1))
+    current = TemplateScore(0.25, 0.0, 8, (-1, -1, -1, -1, -1, 1, 1, -1))
+    got = compare(candidate, current)
+    assert (got.wins, got.losses, got.n) == (5, 1, 8)
+    assert got.p_value == pytest.approx(7 / 64)  # P(X >= 5), X ~ Bin(6, 1/2)
+    # gain (5 - 1) / 8 = 0.5 ± 1.96 · sqrt(6 - 16/8) / 8 = ± 0.49
+    assert (got.gain_low, got.gain_high) == (pytest.approx(0.01), pytest.approx(0.99))
+    assert compare(candidate, candidate).p_value == 1.0  # no discordant pair: no evidence
+
+
+def _pair(prompt: str) -> int:
+    return int(re.search(r"Q(\d+)", prompt)[1])  # type: ignore[index]
+
+
+def _by_prompt(right: set[int]):  # type: ignore[no-untyped-def]
+    """A fake policy: the candidate prefix ranks pairs `right` correctly, the base ranks none."""
+
+    def reward(
+        prompts: list[str], chosen: list[str], rejected: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        wins = [1.0 if "Keep answers under" in p and _pair(p) in right else -1.0 for p in prompts]
+        return np.array(wins), np.zeros(len(prompts))
+
+    return reward
+
+
+@pytest.mark.parametrize(
+    ("right", "adopted"),
+    [({0, 1}, False), ({0, 1, 2, 3}, False), ({0, 1, 2, 3, 4}, True), (set(range(8)), True)],
+)
+def test_a_candidate_is_adopted_only_on_a_significant_win(right: set[int], adopted: bool) -> None:
+    """8 eval pairs: 2 or 4 more right is chance (p = 0.25, 0.0625); 5 or 8 is a win."""
+    result = refine_templates(
+        empty_history(),
+        _registry(),
+        ["acme"],
+        EVIDENCE,
+        _eval_pairs(8),
+        {"acme": ("p1", _by_prompt(right))},
+        T0,
+    )
+    assert result.adopted == int(adopted)
+    best = result.decisions.filter(pl.col("candidate") != "current:v1").sort("eval_accuracy")[-1]
+    assert best["win_p_value"][0] == pytest.approx(0.5 ** len(right))
+    if adopted:
+        row = result.history.filter(pl.col("source") == "refined").row(0, named=True)
+        assert (row["eval_n"], row["win_p_value"]) == (8, pytest.approx(0.5 ** len(right)))
+        assert row["gain_low"] > 0
+    else:
+        assert "not significant" in best["note"][0]
+
+
+def test_a_tie_in_accuracy_keeps_the_current_template() -> None:
+    """A better margin at the same accuracy is no evidence of a better template."""
+
+    def reward(
+        prompts: list[str], chosen: list[str], rejected: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return np.array([2.0 if "Keep" in p else 1.0 for p in prompts]), np.zeros(len(prompts))
+
+    result = refine_templates(
+        empty_history(),
+        _registry(),
+        ["acme"],
+        EVIDENCE,
+        _eval_pairs(8),
+        {"acme": ("p", reward)},
+        T0,
+    )
+    assert result.adopted == 0
+    assert result.decisions["win_p_value"].drop_nulls().to_list() == [1.0]
+
+
 def _registry() -> dict[str, SkillTemplate]:
     return {
         "concise_response": SkillTemplate("concise_response", "d", "Be concise.", 1),
@@ -145,7 +221,7 @@ def _registry() -> dict[str, SkillTemplate]:
     }
 
 
-def _eval_pairs(n: int = 4) -> pl.DataFrame:
+def _eval_pairs(n: int = 6) -> pl.DataFrame:
     return pl.DataFrame(
         {
             "tenant_id": ["acme"] * n,
@@ -240,7 +316,7 @@ def test_a_template_scored_by_the_same_policy_on_the_same_pairs_is_not_scored_ag
     args = (_registry(), ["acme"], EVIDENCE, _eval_pairs())
     first = refine_templates(empty_history(), *args, {"acme": ("p1", counting)}, T0)
     assert (first.scored, first.memo_hits, len(calls)) == (2, 0, 2)  # current + one candidate
-    assert first.scores.select("policy_id", "n_eval").rows() == [("p1", 4), ("p1", 4)]
+    assert first.scores.select("policy_id", "n_eval").rows() == [("p1", 6), ("p1", 6)]
     assert first.adopted == 1
 
     # Next night, same policy and pairs: the now-current refined template is in the memo (and is
@@ -262,7 +338,7 @@ def test_a_template_scored_by_the_same_policy_on_the_same_pairs_is_not_scored_ag
         _registry(),
         ["acme"],
         EVIDENCE,
-        _eval_pairs(3),
+        _eval_pairs(5),
         {"acme": ("p1", counting)},
         T1,
         scores=first.scores,
