@@ -6,6 +6,12 @@ from typing import Any
 
 import dagster as dg
 
+# Not exported by `dagster`: what links a check result to the materialization it checked (the UI
+# counts a partition's check as run only through it).
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
+
 from pipeline.config import first_partition_date
 
 # The UI counts every day from here as a partition ("missing" until run): start near the data.
@@ -21,6 +27,20 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 def daily_check(name: str, asset: str) -> dg.AssetCheckSpec:
     """A blocking check whose results are recorded per load date, like the asset's metadata."""
     return dg.AssetCheckSpec(name, asset=asset, blocking=True, partitions_def=DAILY)
+
+
+def _materialization(
+    context: dg.AssetExecutionContext, key: dg.AssetKey, partition: str
+) -> AssetCheckEvaluationTargetMaterializationData | None:
+    """The partition's latest materialization (this run's: the step yields it before its checks)."""
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+    ).records
+    if not records:
+        return None
+    return AssetCheckEvaluationTargetMaterializationData(
+        storage_id=records[0].storage_id, run_id=records[0].run_id, timestamp=records[0].timestamp
+    )
 
 
 def check_per_partition(
@@ -49,6 +69,7 @@ def check_per_partition(
                 passed=passed,
                 metadata=dict(metadata),
                 partition=partition,
+                target_materialization_data=_materialization(context, key, partition),
             )
         )
     failed = [partition for partition, (passed, _) in results.items() if not passed]

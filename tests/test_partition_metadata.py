@@ -83,6 +83,19 @@ def test_decay_checks_of_a_range_are_recorded_per_day(tmp_path: Path) -> None:
             "failed_partitions": [],
             "passed": True,
         }
+        # What the UI counts: each day's check ran against that day's materialization.
+        check = dg.AssetCheckKey(dg.AssetKey("decay_snapshots"), "every_memory_present")
+        status = {
+            info.partition_key: (
+                info.latest_execution_status.value,
+                info.latest_target_materialization_storage_id
+                == info.latest_materialization_storage_id,
+            )
+            for info in instance.event_log_storage.get_asset_check_partition_info([check])
+        }
+        days = ["2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05"]
+        # (The range's own result, with no partition, is recorded beside them.)
+        assert {k: v for k, v in status.items() if k} == dict.fromkeys(days, ("SUCCEEDED", True))
         one_day = dg.materialize(
             [*ASSETS, *CHECKS],
             resources={"home": MemorypackHome(home=str(tmp_path))},
