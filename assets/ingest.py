@@ -7,6 +7,7 @@ from datetime import date
 import dagster as dg
 import polars as pl
 
+from assets import groups
 from assets.metadata import PREVIEW_ROWS, frame_metadata
 from assets.partitions import DAILY, check_per_partition, daily_check
 from assets.resources import MemorypackHome
@@ -78,7 +79,7 @@ def _ingest_partition(
 @dg.asset(
     partitions_def=DAILY,
     backfill_policy=dg.BackfillPolicy.single_run(),
-    group_name="ingest",
+    group_name=groups.INGEST,
     check_specs=[
         daily_check(CONSERVATION, "raw_events"),
         daily_check("matches_contract", "raw_events"),
@@ -127,7 +128,7 @@ def raw_events(
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(name, deps=["raw_events"], group_name="ingest", description=text)
+        dg.AssetSpec(name, deps=["raw_events"], group_name=groups.INGEST, description=text)
         for name, text in TYPED_COMMENTS.items()
     ],
     check_specs=[

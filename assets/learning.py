@@ -7,6 +7,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from assets import groups
 from assets.metadata import frame_metadata
 from assets.partitions import DAILY, check_per_partition, daily_check
 from assets.resources import MemorypackHome
@@ -35,7 +36,6 @@ from pipeline.scoring import (
 )
 from pipeline.storage import Lake
 
-GROUP = "learning"
 SNAPSHOT_CHECKS = ("confidence_in_range", "every_memory_present", "status_consistent")
 COMMENTS = {
     "feedback_scores": "Per memory: votes per signal, smoothed quality_score, Wilson quality_lower (rank by it), reputation.",
@@ -69,7 +69,7 @@ def _refresh(home: MemorypackHome, name: str, keys: list[str] | None = None) -> 
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.FEEDBACK,
     deps=["interactions", "feedback", "memory_statements"],
     description=COMMENTS["feedback_scores"],
 )
@@ -199,7 +199,7 @@ def _snapshot_metadata(home: MemorypackHome, key: str, snap: pl.DataFrame) -> di
 @dg.asset(
     partitions_def=DAILY,
     backfill_policy=dg.BackfillPolicy.single_run(),
-    group_name=GROUP,
+    group_name=groups.MEMORY,
     deps=[
         feedback_scores,
         "consolidated_summaries",
@@ -271,7 +271,7 @@ def _snapshot_key(lake: Lake) -> str | None:
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.MEMORY,
     deps=[decay_snapshots, "memory_conflicts", "memory_statements"],
     description=COMMENTS["memory_audit"],
 )
@@ -336,7 +336,7 @@ def promotion_candidates_eligible(home: MemorypackHome) -> dg.AssetCheckResult:
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.EXAMPLES,
     deps=["interactions", "feedback", "memory_embeddings", feedback_scores],
     description=COMMENTS["skill_stats"],
 )

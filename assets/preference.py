@@ -7,6 +7,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
+from assets import groups
 from assets.metadata import frame_metadata
 from assets.resources import MemorypackHome
 from pipeline import contracts
@@ -49,7 +50,6 @@ from pipeline.templates import (
     refine_templates,
 )
 
-GROUP = "preference"
 FEW_SHOT_SCHEMA: dict[str, pl.DataType] = {
     "tenant_id": pl.String(),
     "skill_id": pl.String(),
@@ -104,7 +104,7 @@ class DPOPolicyRunConfig(dg.Config):
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.PREFERENCE,
     deps=["interactions", "feedback", "feedback_scores", "memory_embeddings"],
     description="(prompt, chosen, rejected) pairs in TRL format: corrections, regenerations, "
     "near-identical prompts, ranked siblings; train/eval split grouped by prompt.",
@@ -186,7 +186,7 @@ def _prompt_index(
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.PREFERENCE,
     deps=["preference_pairs"],
     description="TRL DPO policy per tenant (SFT on well-rated outputs, then DPO on train pairs); "
     "skips with a reason under min_pairs.",
@@ -293,7 +293,7 @@ def _scorers(runs: pl.DataFrame) -> dict[str, tuple[str, RewardFn]]:
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.PREFERENCE,
     deps=["dpo_policy", "few_shot_sets", "feedback"],
     description="Current prompt template per tenant × skill: registry base, replaced only by a "
     "candidate that beats it on held-out pairs under the DPO policy's implicit reward.",

@@ -6,6 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 import dagster as dg
 import polars as pl
 
+from assets import groups
 from assets.metadata import frame_metadata
 from assets.resources import MemorypackHome
 from pipeline.analytics import build_snapshot, pack_versions_frame
@@ -74,7 +75,7 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
 
 
 @dg.asset(
-    group_name="publish",
+    group_name=groups.PUBLISH,
     deps=UPSTREAM,
     check_specs=[
         dg.AssetCheckSpec(
@@ -169,7 +170,7 @@ def memory_pack(
 
 
 @dg.asset(
-    group_name="publish",
+    group_name=groups.PUBLISH,
     deps=[memory_pack],
     description="analytics.duckdb: a complete, atomically replaced snapshot for analysts (SPEC §6).",
 )

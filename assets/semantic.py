@@ -6,6 +6,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
+from assets import groups
 from assets.metadata import frame_metadata
 from assets.resources import MemorypackHome
 from pipeline import contracts
@@ -41,7 +42,6 @@ from pipeline.fewshot import (
 )
 from pipeline.frames import changed_groups, group_fingerprints, replace_groups
 
-GROUP = "semantic"
 ONE_ROW_PER_MEMORY = "one_unit_vector_per_memory"
 ONE_CLUSTER_PER_STATEMENT = "every_statement_in_exactly_one_cluster"
 CONFLICTS_REFERENCE_MEMORIES = "conflicts_reference_same_tenant_and_contact"
@@ -61,7 +61,7 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.SEMANTIC,
     deps=["interactions", "memory_statements"],
     check_specs=[dg.AssetCheckSpec(ONE_ROW_PER_MEMORY, asset="memory_embeddings", blocking=True)],
     description="One unit-length vector per memory (statements: content; interactions: input), "
@@ -125,7 +125,7 @@ def memory_embeddings(
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.SEMANTIC,
     deps=["memory_statements", memory_embeddings],
     check_specs=[
         dg.AssetCheckSpec(CONFLICTS_REFERENCE_MEMORIES, asset="memory_conflicts", blocking=True)
@@ -198,7 +198,7 @@ def memory_conflicts(
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.SEMANTIC,
     deps=["interactions", "memory_statements", memory_embeddings, memory_conflicts],
     check_specs=[
         dg.AssetCheckSpec(ONE_CLUSTER_PER_STATEMENT, asset="consolidated_summaries", blocking=True)
@@ -276,7 +276,7 @@ def consolidated_summaries(
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.EXAMPLES,
     deps=["feedback_scores", "feedback", "interactions", memory_embeddings],
     check_specs=[dg.AssetCheckSpec(NO_NEGATIVE_EXAMPLES, asset="few_shot_sets", blocking=True)],
     description="Top-k diverse examples per tenant × system × kind × skill by quality_lower; "

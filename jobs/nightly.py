@@ -16,7 +16,10 @@ from pipeline.ingest import landing_files
 nightly = dg.define_asset_job(
     "nightly",
     selection=dg.AssetSelection.all(),
-    description="Everything for one load date: ingest → learning → semantic → preference → publish.",
+    description=(
+        "Everything for one load date: ingest → feedback → semantic → memory → examples → "
+        "preference → publish."
+    ),
 )
 
 

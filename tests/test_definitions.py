@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.groups import STAGES
 from jobs.definitions import defs
 from jobs.nightly import landing_fingerprints, landing_sensor, nightly_schedule
 
@@ -35,6 +36,19 @@ SPEC_ASSETS = {
 def test_every_spec_asset_is_defined() -> None:
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert keys >= SPEC_ASSETS
+
+
+def test_the_graph_flows_one_way_through_the_stage_groups() -> None:
+    """No edge from a later group to an earlier one: the UI's groups read in data order."""
+    graph = defs.resolve_asset_graph()
+    backwards = []
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.group_name in STAGES, key
+        for parent in node.parent_keys:
+            if STAGES.index(graph.get(parent).group_name) > STAGES.index(node.group_name):
+                backwards.append(f"{parent.to_user_string()} -> {key.to_user_string()}")
+    assert backwards == []
 
 
 def test_nightly_job_schedule_and_sensor() -> None:
