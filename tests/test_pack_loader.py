@@ -10,10 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.errors import UserError
 from pipeline.pack import MemoryPack, PackError
 from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.format import MANIFEST
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
 from tests.test_pack_support import AS_OF, make_lake
@@ -94,36 +92,12 @@ def test_tampered_file_is_refused(packs: Path, tmp_path: Path) -> None:
         MemoryPack.load(tenant)
 
 
-def test_unknown_format_is_refused(packs: Path, tmp_path: Path) -> None:
-    tenant = _copy(packs, tmp_path)
-    version = (tenant / "LATEST").read_text().strip()
-    manifest_path = tenant / version / MANIFEST
-    manifest = json.loads(manifest_path.read_text())
-    manifest["pack_format"] = 2
-    manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(PackError, match="pack_format 2; this loader reads format 1 only") as caught:
-        MemoryPack.load(tenant)
-    assert isinstance(caught.value, UserError)
-
-
 def test_missing_pack_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PackError, match="no published pack"):
         MemoryPack.load(tmp_path)
     (tmp_path / "LATEST").write_text("../../etc\n")
     with pytest.raises(PackError, match="not a pack version"):
         MemoryPack.load(tmp_path)
-
-
-def test_refreshed_keeps_the_old_pack_when_the_new_one_is_bad(packs: Path, tmp_path: Path) -> None:
-    tenant = _copy(packs, tmp_path)
-    old = MemoryPack.load(tenant)
-    bad = tenant / "20991231T000000Z-00000000"
-    bad.mkdir()
-    (bad / MANIFEST).write_text(
-        json.dumps({"pack_format": 1, "files": {"memories.parquet": {"bytes": 1}}})
-    )
-    (tenant / "LATEST").write_text(bad.name + "\n")
-    assert old.refreshed() is old
 
 
 def test_memories_for_ranks_with_score_parts(pack: MemoryPack) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.decay import BASE_CONFIDENCE
+from pipeline.pack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
 from pipeline.pii import redact_frame
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache
@@ -553,6 +554,36 @@ def _models_and_metrics(
     return models, metrics
 
 
+def _cut(text: pl.Expr) -> pl.Expr:
+    keep = MAX_FIELD_CHARS - len(TRUNCATION_MARK)
+    return (
+        pl.when(text.str.len_chars() > MAX_FIELD_CHARS)
+        .then(text.str.slice(0, keep) + TRUNCATION_MARK)
+        .otherwise(text)
+    )
+
+
+def cut_long_texts(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Every text (identifiers and list items too) cut to MAX_FIELD_CHARS, ending with the marker,
+    so one huge field cannot bloat a pack or an app's memory (loaders refuse longer ones); how
+    many were cut, per column. Run after redaction, which may lengthen a text."""
+    counts: dict[str, int] = {}
+    cuts = []
+    for column, dtype in frame.schema.items():
+        if dtype not in (pl.String, _STRS):
+            continue
+        texts = pl.col(column).explode() if dtype == _STRS else pl.col(column)
+        n = int(frame.select((texts.str.len_chars() > MAX_FIELD_CHARS).sum()).item())
+        if n:
+            counts[column] = n
+            cuts.append(
+                pl.col(column).list.eval(_cut(pl.element()))
+                if dtype == _STRS
+                else _cut(pl.col(column))
+            )
+    return (frame.with_columns(cuts) if cuts else frame), counts
+
+
 def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
     """Every file of one tenant's pack, only that tenant's rows, with PII redacted."""
     memories = _memories(inputs, tenant)
@@ -565,11 +596,14 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
 
     by_kind: Counter[str] = Counter()
     by_file: dict[str, dict[str, int]] = {}
+    truncated: dict[str, int] = {}
     for file_name in sorted(frames):
         frames[file_name], found = redact_frame(frames[file_name], keep=IDENTIFIER_COLUMNS)
         by_kind.update(found)
         if found:
             by_file[file_name] = dict(sorted(found.items()))
+        frames[file_name], cut = cut_long_texts(frames[file_name])
+        truncated.update({f"{file_name}:{column}": n for column, n in cut.items()})
     models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.shape[1])
     table_rows = {
         name: (
@@ -599,6 +633,7 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         "total": sum(by_kind.values()),
         "by_kind": dict(sorted(by_kind.items())),
         "by_file": by_file,
+        "truncated": truncated,  # texts over MAX_FIELD_CHARS characters, per file:column
     }
     return PackContent(
         tenant, inputs.as_of, frames, embeddings, models, metrics, input_info, redactions

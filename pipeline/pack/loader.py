@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from pipeline.pack.format import (
     EMBEDDINGS,
+    MAX_FIELD_CHARS,
     PackError,
     check_hash,
     read_latest,
@@ -54,8 +55,148 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 _SECONDS_PER_DAY = 86400.0
 
 
-def _read(folder: Path, name: str, files: dict[str, Any]) -> pa.Table:
-    return pq.read_table(folder / name).combine_chunks() if name in files else pa.table({})
+def _text(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _list_of(item: Any) -> Any:
+    def check(kind: pa.DataType) -> bool:
+        is_list = pa.types.is_list(kind) or pa.types.is_large_list(kind)
+        return bool(is_list and item(kind.value_type))
+
+    return check
+
+
+_texts, _floats = _list_of(_text), _list_of(pa.types.is_floating)
+
+
+def _time(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_timestamp(kind) and kind.unit == "us")
+
+
+_FLOAT, _INT, _BOOL = pa.types.is_floating, pa.types.is_integer, pa.types.is_boolean
+# The columns the loader reads from each file and the Arrow type each must have. memories.parquet
+# must hold all of its own; another file may lack any (read as nulls) but not hold it retyped.
+COLUMNS: dict[str, dict[str, Any]] = {
+    "memories.parquet": {
+        **dict.fromkeys(("memory_id", "contact_id", "kind", "memory_type", "status"), _text),
+        **dict.fromkeys(("text", "skill_id"), _text),
+        **dict.fromkeys(("confidence", "quality_score"), _FLOAT),
+        **dict.fromkeys(("last_confirmed", "ts"), _time),
+        **dict.fromkeys(("stale", "needs_reconfirmation"), _BOOL),
+        "n_feedback": _INT,
+        "tags": _texts,
+    },
+    "few_shot.parquet": {
+        **dict.fromkeys(("memory_id", "system", "kind", "skill_id", "input", "output"), _text),
+        "rank": _INT,
+        "quality_lower": _FLOAT,
+        "is_corrected": _BOOL,
+    },
+    "skills.parquet": {"user_id": _text, "skill_id": _text, "ema_confidence": _FLOAT},
+    "vectors.parquet": {"owner": _text, "owner_id": _text, "vector": _floats},
+    "templates.parquet": {
+        **dict.fromkeys(("skill_id", "template", "policy_id"), _text),
+        **dict.fromkeys(("eval_accuracy", "eval_margin"), _FLOAT),
+        "is_current": _BOOL,
+    },
+    "conflicts.parquet": dict.fromkeys(
+        ("contact_id", "memory_id_a", "memory_id_b", "preferred_id", "reason", "subject"), _text
+    ),
+}
+NOT_NULL = {"memories.parquet": ("memory_id", "confidence")}
+# Columns the index combines, which must therefore share one type.
+SAME_TYPE = (("kind", "memory_type"), ("last_confirmed", "ts"))
+# Python datetimes span years 1..9999: a timestamp outside cannot be handed to an app.
+_TIME_RANGE_US = (-62135596800 * 10**6, 253402300799 * 10**6)
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
+
+
+def _check_table(table: pa.Table, name: str, where: str, tenant: str) -> None:
+    """PackError unless the table has the columns and types the loader reads, only the tenant's
+    rows, no text over MAX_FIELD_CHARS and no time a Python datetime cannot hold."""
+    expected = COLUMNS.get(name, {})
+    if name == "memories.parquet":
+        missing = sorted(set(expected) - set(table.column_names))
+        if missing:
+            raise PackError(f"{where}: {name} lacks columns {missing}")
+    for column, kind in expected.items():
+        if column in table.column_names and not kind(table.schema.field(column).type):
+            raise PackError(
+                f"{where}: {name} column {column} has type {table.schema.field(column).type}"
+            )
+    for column in NOT_NULL.get(name, ()):
+        if table.column(column).null_count:
+            raise PackError(f"{where}: {name} column {column} has nulls")
+    for a, b in SAME_TYPE if name == "memories.parquet" else ():
+        if table.schema.field(a).type != table.schema.field(b).type:
+            raise PackError(f"{where}: {name} columns {a} and {b} differ in type")
+    if "tenant_id" in table.column_names:
+        if not _text(table.schema.field("tenant_id").type):
+            raise PackError(f"{where}: {name} column tenant_id is not text")
+        own = pc.sum(pc.equal(table.column("tenant_id"), tenant)).as_py() or 0
+        if own != table.num_rows:
+            raise PackError(f"{where}: {name} holds {table.num_rows - own} rows of other tenants")
+    for column, field in zip(table.column_names, table.schema, strict=True):
+        values = _array(table.column(column))
+        if _texts(field.type):
+            values = pc.list_flatten(values)
+        if _text(values.type):
+            longest = pc.max(pc.utf8_length(values)).as_py() or 0
+            if longest > MAX_FIELD_CHARS:
+                raise PackError(
+                    f"{where}: {name} column {column} holds a text of {longest} characters "
+                    f"(the limit is {MAX_FIELD_CHARS})"
+                )
+        elif pa.types.is_timestamp(field.type):
+            low, high = pc.min_max(values.cast(pa.int64())).values()
+            if not _time(field.type) or (
+                low.is_valid
+                and (low.as_py() < _TIME_RANGE_US[0] or high.as_py() > _TIME_RANGE_US[1])
+            ):
+                raise PackError(
+                    f"{where}: {name} column {column} holds times out of range or not in µs"
+                )
+
+
+def _read(folder: Path, name: str, manifest: dict[str, Any]) -> pa.Table:
+    """A listed Parquet file, checked (`_check_table`); an empty table when it is not listed."""
+    entry = manifest["files"].get(name)
+    if entry is None:
+        return pa.table({})
+    where = f"pack {folder}"
+    try:
+        table = pq.read_table(folder / name).combine_chunks()
+        table.validate(full=True)  # offsets and UTF-8, so no value fails later in an app's query
+    except (pa.ArrowException, OSError, ValueError) as error:
+        raise PackError(
+            f"{where}: {name} is not a readable Parquet file ({_one_line(error)})"
+        ) from None
+    if table.num_rows != entry["rows"]:
+        raise PackError(
+            f"{where}: {name} has {table.num_rows} rows, the manifest says {entry['rows']}"
+        )
+    _check_table(table, name, where, manifest["tenant_id"])
+    return table
+
+
+def _embeddings(folder: Path, rows: int) -> np.ndarray:
+    """The float32 matrix, memory-mapped: one row per memory."""
+    try:
+        matrix = np.load(folder / EMBEDDINGS, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        raise PackError(
+            f"pack {folder}: {EMBEDDINGS} is not a readable array ({_one_line(error)})"
+        ) from None
+    if not isinstance(matrix, np.ndarray) or matrix.dtype != np.float32 or matrix.ndim != 2:
+        raise PackError(f"pack {folder}: {EMBEDDINGS} is not a 2-D float32 matrix")
+    if matrix.shape[0] != rows:
+        raise PackError(f"pack {folder}: {matrix.shape[0]} embedding rows for {rows} memories")
+    return matrix
 
 
 def _column(table: pa.Table, name: str, default: Any = None) -> list[Any]:
@@ -97,70 +238,85 @@ class MemoryPack:
     """One tenant's published pack, verified at load; every query runs on precomputed arrays."""
 
     def __init__(self, folder: Path, manifest: dict[str, Any]) -> None:
-        files = manifest["files"]
         self.path = folder
         self.manifest = manifest
         self.version: str = manifest["version"]
         self.tenant_id: str = manifest["tenant_id"]
         self.as_of = datetime.fromisoformat(manifest["as_of"].replace("Z", "+00:00"))
-        self.memories = _read(folder, "memories.parquet", files)
-        self.embeddings: np.ndarray = np.load(
-            folder / EMBEDDINGS, mmap_mode="r", allow_pickle=False
-        )
-        if self.embeddings.shape[0] != self.memories.num_rows:
-            raise PackError(
-                f"pack {folder}: {self.embeddings.shape[0]} embedding rows for {self.memories.num_rows} memories"
-            )
-        self.dim = int(self.embeddings.shape[1]) if self.embeddings.ndim == 2 else 0
+        self.refresh_error: str | None = None  # why the last `refreshed()` kept this pack
+        self._key: str | bytes | None = None
+        self.memories = _read(folder, "memories.parquet", manifest)
+        self.embeddings: np.ndarray = _embeddings(folder, self.memories.num_rows)
+        self.dim = int(self.embeddings.shape[1])
         self._index_memories()
-        self._index_few_shot(_read(folder, "few_shot.parquet", files))
+        self._index_few_shot(_read(folder, "few_shot.parquet", manifest))
         self._index_skills(
-            _read(folder, "skills.parquet", files),
-            _read(folder, "vectors.parquet", files),
-            _read(folder, "templates.parquet", files),
+            _read(folder, "skills.parquet", manifest),
+            _read(folder, "vectors.parquet", manifest),
+            _read(folder, "templates.parquet", manifest),
         )
-        self._conflicts = _read(folder, "conflicts.parquet", files).to_pylist()
-        self.summaries = _read(folder, "summaries.parquet", files)
+        self._conflicts = _read(folder, "conflicts.parquet", manifest).to_pylist()
+        self.summaries = _read(folder, "summaries.parquet", manifest)
 
     # ---- loading ---------------------------------------------------------------------------
     @classmethod
     def load(
-        cls, path: str | os.PathLike[str], version: str | None = None, verify: bool = True
+        cls,
+        path: str | os.PathLike[str],
+        version: str | None = None,
+        verify: bool = True,
+        key: str | bytes | None = None,
     ) -> MemoryPack:
-        """Resolve LATEST (or `version`), verify the format, every size and every sha256, and index.
+        """Resolve LATEST (or `version`), check the manifest's seal (and signature, with a `key` or
+        MEMORYPACK_PACK_KEY), its fields and folder, every file's size and sha256, and index.
 
-        The files are hashed on worker threads while this one reads and indexes them (hashing
-        releases the GIL); the pack is returned only once every hash matched."""
+        Any malformed or foreign pack raises PackError with one line. `verify=False` skips only
+        the data files' sha256 (the manifest, sizes and contents are still checked). The files
+        are hashed on worker threads while this one reads them (hashing releases the GIL); the
+        pack is returned only once every hash matched."""
         folder = resolve(path, version)
         if not folder.is_dir():
             raise PackError(f"no pack version at {folder}")
-        manifest = verify_pack(folder, check_hashes=False)
-        if not verify:
-            return cls(folder, manifest)
+        manifest = verify_pack(folder, check_hashes=False, key=key)
         files = sorted(manifest["files"].items(), key=lambda item: -int(item[1]["bytes"]))
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="pack-verify") as pool:
-            hashed = [pool.submit(check_hash, folder, name, entry) for name, entry in files]
+            hashed = [pool.submit(check_hash, folder, n, e) for n, e in files if verify]
             try:
                 pack = cls(folder, manifest)
-            except Exception:
+            except Exception as error:
                 for job in hashed:  # a file that does not match says so, not how it failed to read
                     job.result()
-                raise
+                if isinstance(error, PackError):
+                    raise
+                # The checks above should leave nothing to fail; if something does, the app still
+                # gets one line, not a crash in the middle of indexing.
+                log.debug("pack %s failed to index", folder, exc_info=True)
+                raise PackError(f"pack {folder} cannot be indexed: {_one_line(error)}") from None
             for job in hashed:
                 job.result()
+        pack._key = key
         return pack
 
     def refreshed(self) -> MemoryPack:
-        """The newer live pack if LATEST moved and it verifies; otherwise keep this one."""
+        """The newer live pack if LATEST moved and it loads; on any failure keep this one, log
+        why and keep the reason in `refresh_error`."""
         tenant_dir = self.path.parent
+        self.refresh_error = None
         try:
             latest = read_latest(tenant_dir)
             if latest is None or latest == self.version:
                 return self
-            return MemoryPack.load(tenant_dir)
-        except PackError as error:
-            log.warning("keeping pack %s: %s", self.version, error)
+            fresh = MemoryPack.load(tenant_dir, key=self._key)
+        except Exception as error:
+            self.refresh_error = str(error) if isinstance(error, PackError) else _one_line(error)
+            log.warning(
+                "keeping pack %s: %s",
+                self.version,
+                self.refresh_error,
+                exc_info=not isinstance(error, PackError),
+            )
             return self
+        return fresh
 
     def __repr__(self) -> str:
         return (
@@ -598,7 +754,11 @@ class MemoryPack:
             notes.append("needs reconfirmation")
         for c in self._conflicts:
             if memory_id in (c.get("memory_id_a"), c.get("memory_id_b")):
-                other = c["memory_id_b"] if c.get("memory_id_a") == memory_id else c["memory_id_a"]
+                other = (
+                    c.get("memory_id_b")
+                    if c.get("memory_id_a") == memory_id
+                    else c.get("memory_id_a")
+                )
                 notes.append(
                     f"conflicts with {other} (preferred: {c.get('preferred_id')}); ask the person"
                 )

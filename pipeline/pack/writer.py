@@ -23,13 +23,16 @@ from pipeline.pack.format import (
     EMBEDDINGS,
     MANIFEST,
     PACK_FORMAT,
+    SEAL,
     TEMP_PREFIX,
     VERSION_TIME_FORMAT,
     PackError,
     crash_point,
     fsync_path,
+    pack_key,
     read_latest,
     read_manifest,
+    seal_text,
     sha256_file,
     verify_pack,
     version_time,
@@ -144,6 +147,26 @@ def _manifest(
     }
 
 
+def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    """manifest.json, then its seal (signed with MEMORYPACK_PACK_KEY when set), both fsynced."""
+    data = (json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n").encode()
+    for name, content in ((MANIFEST, data), (SEAL, seal_text(data, pack_key()).encode())):
+        with (folder / name).open("wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def _accepted(version_dir: Path) -> bool:
+    """Whether apps would load this kept version (an older memorypack wrote no seal; a pack key
+    may have been set since): only such a version may stand for identical content."""
+    try:
+        verify_pack(version_dir, check_hashes=False)
+    except PackError:
+        return False
+    return True
+
+
 def _live_manifest(tenant_dir: Path, latest: str | None) -> dict[str, Any]:
     """The live pack's manifest; empty when there is none or it is unreadable (replace it)."""
     try:
@@ -189,7 +212,8 @@ class PackStage:
             latest = read_latest(tenant_dir)
             live = _live_manifest(tenant_dir, latest)
             as_of = _utc_text(content.as_of)
-            kept_as = "identical to the live pack" if live.get("content_hash") == digest else ""
+            identical = live.get("content_hash") == digest and _accepted(tenant_dir / str(latest))
+            kept_as = "identical to the live pack" if identical else ""
             if live and not kept_as and str(live.get("as_of", "")) > as_of:
                 # SPEC §5: a live pack never moves back in time (re-runs of old dates feed later
                 # nights; only an operator's `rollback` points LATEST at an older pack).
@@ -202,16 +226,16 @@ class PackStage:
                 self._staged.append(staged)
                 return
             kept = list_versions(tenant_dir)
-            same = [v.version for v in kept if v.manifest.get("content_hash") == digest]
+            same = [
+                v.version
+                for v in kept
+                if v.manifest.get("content_hash") == digest and _accepted(v.path)
+            ]
             version = same[-1] if same else make_version([v.version for v in kept], digest)
             manifest = _manifest(content, version, digest, files, self.run_id)
-            with (temp / MANIFEST).open("w", encoding="utf-8") as handle:
-                json.dump(manifest, handle, indent=2, sort_keys=False, default=str)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+            _write_manifest(temp, manifest)
             crash_point("manifest_written")
-            verify_pack(temp)
+            verify_pack(temp, version=version)
             fsync_path(temp)
             crash_point("verified")
         except BaseException:
