@@ -20,6 +20,8 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.vectors import PartsCache
+
 # Placeholders are plain tokens so a prompt that contains one still reads naturally.
 PLACEHOLDER = {
     "email": "[EMAIL]",
@@ -423,18 +425,13 @@ def pseudonym(key: bytes, tenant_id: str, value: str) -> str:
 # --- the cached redactor over frames --------------------------------------------------------
 
 
-class RedactionCache:
+class RedactionCache(PartsCache):
     """`<lake>/pii_cache/<detector version>/part-*.parquet`: text_hash (a keyed hash of the exact
     text), redacted, kinds. Append-only like the embedding cache; a new detector version starts
     a new folder, so nothing redacted by an older detector is ever served."""
 
-    def __init__(self, root: Path) -> None:
-        from pipeline.vectors import PartsCache
-
-        self.parts = PartsCache(root)
-
     def lookup(self, version: str, hashes: pl.Series) -> pl.DataFrame:
-        scan = self.parts.scan(version)
+        scan = self.scan(version)
         if scan is None:
             return pl.DataFrame(schema=_CACHE_SCHEMA)
         return (
@@ -442,9 +439,6 @@ class RedactionCache:
             .unique("text_hash", keep="first")
             .collect()
         )
-
-    def append(self, version: str, rows: pl.DataFrame) -> None:
-        self.parts.append(version, rows)
 
 
 _CACHE_SCHEMA: dict[str, pl.DataType] = {

@@ -1,5 +1,6 @@
-"""Vectors of distinct texts: the embedding cache in the lake (append-only, one folder per model) and
-`TextVectors`, the in-memory lookup stages use instead of one copy of a vector per memory."""
+"""Vectors of distinct texts: the embedding cache in the lake (append-only, one folder per model,
+on the generic `PartsCache`) and `TextVectors`, the in-memory lookup stages use instead of one copy
+of a vector per memory."""
 
 from __future__ import annotations
 
