@@ -69,6 +69,7 @@ class Sizes:
     dpo_pairs: int = 10_000
     pack_memories: int = 100_000
     queries: int = 1_000
+    pii_texts: int = 10_000
     reps: int = 3
     seed: int = 0
     quick: bool = False
@@ -85,6 +86,7 @@ class Sizes:
             dpo_pairs=100,
             pack_memories=10_000,
             queries=200,
+            pii_texts=1_000,
             reps=3,
             quick=True,
         )

@@ -76,6 +76,13 @@ SECTIONS: dict[str, Section] = {
             3600,
         ),
         Section(
+            "pii",
+            "bench.sections_pii:run",
+            "PII precision/recall per kind; redaction ms per 1k texts, first vs cached",
+            300,
+            3 * 3600,
+        ),
+        Section(
             "dpo", "bench.sections_dpo:run", "DPO stage wall time and eval accuracy", 300, 3 * 3600
         ),
         Section(
@@ -87,7 +94,7 @@ SECTIONS: dict[str, Section] = {
         ),
     ]
 }
-QUICK_ORDER = ["ingest", "embed", "pack", "dpo", "nightly"]
+QUICK_ORDER = ["ingest", "embed", "pack", "pii", "dpo", "nightly"]
 # What the quick smoke test runs (tests/test_bench.py): the smallest, fastest section.
 SMALLEST = ["ingest"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,6 +82,7 @@ class SnapshotReport:
     tables: dict[str, int] = field(default_factory=dict)  # name -> rows
     views: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)  # PII found per kind
     seconds: float = 0.0
 
 
@@ -156,6 +158,49 @@ def _copy_for_older_clients(source: Path, target: Path) -> None:
         _sql(con, "DETACH dst")
 
 
+def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
+    """PII redaction of every table of the snapshot, as in a pack (SPEC §5): text columns
+    redacted, PII-looking ids pseudonymized with the same key (so analysts can join them with the
+    packs' ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`).
+    Texts already seen by a pack or an earlier snapshot come from the redaction cache."""
+    from pipeline.pack.build import ENUM_COLUMNS, ID_COLUMNS
+    from pipeline.pii import Redactor
+
+    redactor = Redactor.for_home(paths.home)
+    found: Counter[str] = Counter()
+    tables = [str(r[0]) for r in _sql(con, "SELECT table_name FROM duckdb_tables() ORDER BY 1")]
+    for table in tables:
+        columns = _sql(
+            con,
+            f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = {_quote(table)}",
+        )
+        texts = [
+            str(c)
+            for c, t in columns
+            if t in ("VARCHAR", "VARCHAR[]") and c not in ENUM_COLUMNS | {"tenant_id"}
+        ]
+        for column in (str(c) for c, t in columns if t == "BLOB"):
+            _sql(con, f'UPDATE "{table}" SET "{column}" = NULL')
+        if not texts:
+            continue
+        tenant = ', "tenant_id"' if any(c == "tenant_id" for c, _ in columns) else ""
+        listed = ", ".join(f'"{c}"' for c in texts)
+        frame = con.sql(f'SELECT rowid AS _rid{tenant}, {listed} FROM "{table}"').pl()
+        redacted, counts = redactor.frame(frame, identifiers=ID_COLUMNS, keep={"_rid"})
+        if not counts:
+            continue
+        found.update(counts)
+        con.register("_redacted", redacted.to_arrow())
+        assignments = ", ".join(f'"{c}" = r."{c}"' for c in texts)
+        _sql(
+            con,
+            f'UPDATE "{table}" SET {assignments} FROM _redacted r WHERE "{table}".rowid = r._rid',
+        )
+        con.unregister("_redacted")
+    redactor.flush()
+    return dict(sorted(found.items()))
+
+
 def build_snapshot(paths: Paths) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
@@ -199,6 +244,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                 report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
                 notes.append((name, "table", report.tables[name], comment))
             con.unregister("pack_versions_frame")
+            report.redactions = _redact_tables(con, paths)
             for view, (needs, comment, sql) in VIEWS.items():
                 absent = [t for t in needs if t not in report.tables]
                 if absent:

@@ -1,5 +1,6 @@
-"""Vectors of distinct texts: the embedding cache in the lake (append-only, one folder per model) and
-`TextVectors`, the in-memory lookup stages use instead of one copy of a vector per memory."""
+"""Vectors of distinct texts: the embedding cache in the lake (append-only, one folder per model,
+on the generic `PartsCache`) and `TextVectors`, the in-memory lookup stages use instead of one copy
+of a vector per memory."""
 
 from __future__ import annotations
 
@@ -69,22 +70,50 @@ class TextVectors:
         return self.matrix[self.rows(hashes)]
 
 
-class EmbeddingCache:
-    """`<lake>/embedding_cache/<model>/part-*.parquet`: vectors of distinct texts (cache_schema).
-
-    Parts are only ever added (a night writes the vectors it computed, nothing else) and compacted
-    when a model has more than MAX_PARTS of them. Every model has its own folder, so vectors of
-    models with another dimension never meet in one scan.
-    """
+class PartsCache:
+    """`<root>/<key>/part-*.parquet`: rows by text_hash, only ever added (a night writes what it
+    computed, nothing else) and compacted when a key has more than MAX_PARTS parts."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def _folder(self, model: str) -> Path:
-        return self.root / re.sub(r"[^A-Za-z0-9._+-]", "_", model)
+    def _folder(self, key: str) -> Path:
+        return self.root / re.sub(r"[^A-Za-z0-9._+-]", "_", key)
 
-    def _parts(self, model: str) -> list[Path]:
-        return sorted(self._folder(model).glob("part-*.parquet"))
+    def _parts(self, key: str) -> list[Path]:
+        return sorted(self._folder(key).glob("part-*.parquet"))
+
+    def scan(self, key: str) -> pl.LazyFrame | None:
+        """The key's cached rows, or None when it has none."""
+        parts = self._parts(key)
+        return pl.scan_parquet(parts) if parts else None
+
+    def hashes(self, key: str) -> pl.Series:
+        scan = self.scan(key)
+        if scan is None:
+            return pl.Series("text_hash", [], dtype=pl.String)
+        return scan.select("text_hash").collect().get_column("text_hash")
+
+    def append(self, key: str, rows: pl.DataFrame) -> None:
+        if rows.is_empty():
+            return
+        folder = self._folder(key)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        write_parquet_atomic(rows, folder / f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet")
+        parts = self._parts(key)
+        if len(parts) > MAX_PARTS:
+            merged = pl.read_parquet(parts).unique("text_hash", keep="first", maintain_order=True)
+            write_parquet_atomic(merged, folder / f"part-{stamp}-compacted.parquet")
+            for part in parts:
+                part.unlink()
+
+
+class EmbeddingCache(PartsCache):
+    """`<lake>/embedding_cache/<model>/part-*.parquet`: vectors of distinct texts (cache_schema).
+
+    Every model has its own folder, so vectors of models with another dimension never meet in
+    one scan.
+    """
 
     def _migrate(self) -> None:
         """The earlier layout, one data.parquet for every model: split into model folders."""
@@ -95,17 +124,9 @@ class EmbeddingCache:
                 self.append(str(model), rows)
             legacy.unlink()
 
-    def scan(self, model: str) -> pl.LazyFrame | None:
-        """The model's cached rows, or None when it has none."""
+    def scan(self, key: str) -> pl.LazyFrame | None:
         self._migrate()
-        parts = self._parts(model)
-        return pl.scan_parquet(parts) if parts else None
-
-    def hashes(self, model: str) -> pl.Series:
-        scan = self.scan(model)
-        if scan is None:
-            return pl.Series("text_hash", [], dtype=pl.String)
-        return scan.select("text_hash").collect().get_column("text_hash")
+        return super().scan(key)
 
     def vectors(self, model: str, hashes: pl.Series | None = None) -> TextVectors:
         """The model's vectors of `hashes` (all of them when None)."""
@@ -118,16 +139,3 @@ class EmbeddingCache:
         if hashes is not None:
             scan = scan.filter(pl.col("text_hash").is_in(hashes.unique().implode()))
         return TextVectors.from_frame(scan.select("text_hash", "embedding").collect())
-
-    def append(self, model: str, rows: pl.DataFrame) -> None:
-        if rows.is_empty():
-            return
-        folder = self._folder(model)
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-        write_parquet_atomic(rows, folder / f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet")
-        parts = self._parts(model)
-        if len(parts) > MAX_PARTS:
-            merged = pl.read_parquet(parts).unique("text_hash", keep="first", maintain_order=True)
-            write_parquet_atomic(merged, folder / f"part-{stamp}-compacted.parquet")
-            for part in parts:
-                part.unlink()

@@ -1,5 +1,6 @@
 """The analyst snapshot: documented tables and views, atomic swap under an open analyst connection."""
 
+import json
 from datetime import date
 from pathlib import Path
 
@@ -138,3 +139,35 @@ def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
     tables, views = (int(n) for n in out.stdout.split())
     assert tables == len(report.tables) + 1  # + the contents table
     assert views == len(report.views)
+
+
+def test_snapshot_holds_no_planted_pii(tmp_path: Path) -> None:
+    """As in a pack (SPEC §5): text redacted, a PII-looking id pseudonymized, the same as the pack's."""
+    from pipeline.pii import pii_key, pseudonym
+    from tests.test_pack_support import PLANTED
+
+    paths = _home(tmp_path)
+    lake = Lake(paths)
+    interactions = pl.read_parquet(paths.table("interactions"))
+    lake.write(
+        "interactions",
+        interactions.with_columns(
+            pl.when(pl.col("event_id") == "a-i0")
+            .then(pl.lit("jane.doe@example.com"))
+            .otherwise(pl.col("contact_id"))
+            .alias("contact_id")
+        ),
+    )
+    report = build_snapshot(paths)
+    assert report.redactions["email"] >= 2 and report.redactions["card"] >= 1
+    with duckdb.connect(str(paths.analytics), read_only=True) as con:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+        dump = json.dumps(
+            [con.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables], default=str
+        )
+        contact = con.execute(
+            "SELECT contact_id FROM interactions WHERE event_id = 'a-i0'"
+        ).fetchone()
+    for value in PLANTED.values():
+        assert value not in dump and value.replace(" ", "") not in dump, value
+    assert contact == (pseudonym(pii_key(paths.home), "acme", "jane.doe@example.com"),)

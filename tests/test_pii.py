@@ -1,39 +1,67 @@
-"""PII redaction: checksummed formats are recognised, look-alikes and ordinary numbers are left alone."""
+"""PII redaction (presidio + spaCy + phonenumbers), keyed pseudonyms for identifiers, the cache,
+and the publish guard's independent detector: every leak of issue 17 is a case here."""
+
+import os
+import stat
+from pathlib import Path
 
 import polars as pl
 import pytest
 
-from pipeline.pii import iban_valid, luhn_valid, redact_frame, redact_text
+from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
+from pipeline.pii import PSEUDONYM, RedactionCache, Redactor, detect, pseudonym, redact_text
+from pipeline.pii_guard import find_pii, iban_valid, luhn_valid
+
+KEY = b"test-key"
 
 
 @pytest.mark.parametrize(
-    ("text", "expected", "kind"),
+    ("text", "expected"),
     [
-        ("write to jane.doe@example.com today", "write to [EMAIL] today", "email"),
-        ("call +1 (415) 555-0132 now", "call [PHONE] now", "phone"),
-        ("mobile 0176 1234567", "mobile [PHONE]", "phone"),
-        ("intl +4915112345678", "intl [PHONE]", "phone"),
-        ("card 4111 1111 1111 1111 ok", "card [CARD] ok", "card"),
-        ("card 5500-0000-0000-0004", "card [CARD]", "card"),
-        ("iban DE89 3704 0044 0532 0130 00.", "iban [IBAN].", "iban"),
-        ("iban GB82WEST12345698765432", "iban [IBAN]", "iban"),
-        ("ssn 123-45-6789", "ssn [SSN]", "ssn"),
-        ("host 192.168.10.20", "host [IP]", "ip_address"),
+        # Leaked verbatim before: phones without a run of three digits, national formats.
+        ("call +33 6 12 34 56 78 now", "call [PHONE] now"),
+        ("call 06 12 34 56 78 now", "call [PHONE] now"),
+        ("call (06) 12-34-56-78 now", "call [PHONE] now"),
+        ("call 030/12345678 now", "call [PHONE] now"),
+        ("call +1 (415) 555-0132 now", "call [PHONE] now"),
+        ("mobile 0176 1234567", "mobile [PHONE]"),
+        # IPv4 without three-digit groups, and every IPv6.
+        ("dns 8.8.8.8 and 10.0.0.1", "dns [IP] and [IP]"),
+        ("from fe80::1 and 2001:db8::8a2e:370:7334", "from [IP] and [IP]"),
+        # Street addresses.
+        ("ship to 221B Baker Street, please", "ship to [ADDRESS], please"),
+        ("ship to Hauptstraße 5 today", "ship to [ADDRESS] today"),
+        # Cards with dots, lowercase IBANs, bare 9-digit SSNs.
+        ("card 4111.1111.1111.1111 ok", "card [CARD] ok"),
+        ("iban de89370400440532013000.", "iban [IBAN]."),
+        ("iban GB82 WEST 1234 5698 7654 32", "iban [IBAN]"),
+        ("my SSN is 536904399", "my SSN is [SSN]"),
+        ("ssn 536-90-4399", "ssn [SSN]"),
+        # Half-redacted before: the whole value goes.
+        ("mail jürgen.müller@example.de", "mail [EMAIL]"),
+        ("call +31 6 12345678", "call [PHONE]"),
+        # People's names (the demo pack showed this one).
+        ('Scan this message from Priya Lopez: "hi"', 'Scan this message from [PERSON]: "hi"'),
+        ("Maria Lopez reports to Kenji Tanaka.", "[PERSON] reports to [PERSON]."),
     ],
 )
-def test_redacts_each_kind(text: str, expected: str, kind: str) -> None:
+def test_redacts_the_leaks_of_issue_17(text: str, expected: str) -> None:
     redacted, counts = redact_text(text)
     assert redacted == expected
-    assert counts == {kind: 1}
+    assert sum(counts.values()) == expected.count("[")
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "card 4111 1111 1111 1112 fails Luhn",  # 16 digits, wrong check digit
+        "Order #12345678901 shipped.",  # was #[PHONE]
+        "Please upgrade to version 1.2.3.4 today.",  # was [IP]
+        "card 4111 1111 1111 1112 fails Luhn",
         "iban DE00 3704 0044 0532 0130 00 fails mod-97",
         "on 2026-11-02 10:00 the order 12345 cost 3.50 (v2.3.1), id 1234567",
-        "score 72/100, 1,250.00 EUR",
+        "score 72/100, 1,250.00 EUR, ticket 123456789",
+        "Mark the ticket as urgent. May we call on Monday?",
+        "My SSN is not something I share.",
     ],
 )
 def test_leaves_look_alikes_alone(text: str) -> None:
@@ -42,8 +70,74 @@ def test_leaves_look_alikes_alone(text: str) -> None:
     assert not counts
 
 
+# Floors per kind on the labelled corpus (measured: every kind 1.0 except person recall 0.95,
+# location recall 0.83 — spaCy's small model misses "Lyon"); a regression drops below.
+REDACTOR_FLOORS = {
+    "email": (1.0, 1.0),
+    "phone": (0.95, 1.0),
+    "card": (1.0, 1.0),
+    "iban": (1.0, 1.0),
+    "ssn": (1.0, 1.0),
+    "ip_address": (1.0, 1.0),
+    "person": (0.9, 0.9),
+    "address": (0.9, 0.9),
+    "location": (0.75, 0.9),
+}
+GUARD_FLOORS = {kind: (0.85, 1.0) for kind in GUARD_KINDS}
+
+
+@pytest.fixture(scope="module")
+def labelled():
+    rows = corpus()
+    spans = detect([r.text for r in rows])
+    return rows, [[(s.start, s.end, s.kind) for s in found] for found in spans]
+
+
+def test_redactor_precision_and_recall_per_kind(labelled) -> None:
+    rows, found = labelled
+    table = evaluate(rows, found)
+    for kind, (recall, precision) in REDACTOR_FLOORS.items():
+        assert table[kind]["planted"] >= 6, kind
+        assert table[kind]["recall"] >= recall, (kind, table[kind])
+        assert table[kind]["precision"] >= precision, (kind, table[kind])
+    look_alikes = [f for r, f in zip(rows, found, strict=True) if not r.values]
+    assert look_alikes and not any(look_alikes)
+
+
+def test_guard_is_independent_and_finds_the_shaped_kinds() -> None:
+    rows = corpus()
+    table = evaluate(rows, [_guard_spans(r.text) for r in rows], GUARD_KINDS)
+    for kind, (recall, precision) in GUARD_FLOORS.items():
+        assert table[kind]["recall"] >= recall, (kind, table[kind])
+        assert table[kind]["precision"] >= precision, (kind, table[kind])
+    import pipeline.pii_guard as guard
+
+    source = Path(guard.__file__).read_text()
+    assert (
+        "presidio" not in source.split('"""', 2)[2]
+        and "phonenumbers" not in source.split('"""', 2)[2]
+    )
+
+
+def _guard_spans(text: str) -> list[tuple[int, int, str]]:
+    from pipeline.pii_guard import find_spans
+
+    return find_spans(text)
+
+
+def test_guard_finds_what_a_broken_redactor_leaves() -> None:
+    assert find_pii("mail jürgen.mü[EMAIL] or +31 6 [PHONE]") == {"half_redacted": 2}
+    assert find_pii("card 4111.1111.1111.1111, iban de89370400440532013000") == {
+        "card": 1,
+        "iban": 1,
+    }
+    assert find_pii("8.8.8.8 or fe80::1, call 06 12 34 56 78") == {"ip_address": 2, "phone": 1}
+    redacted, _ = redact_text("Order #12345678901, version 1.2.3.4, mail a@b.example")
+    assert not find_pii(redacted)
+
+
 def test_checksums() -> None:
-    assert luhn_valid("4111111111111111")
+    assert luhn_valid("4111.1111.1111.1111")
     assert not luhn_valid("4111111111111112")
     assert not luhn_valid("4111")  # too short to be a card
     assert iban_valid("DE89370400440532013000")
@@ -51,19 +145,60 @@ def test_checksums() -> None:
     assert not iban_valid("DE89370400440532013001")
 
 
-def test_redact_frame_counts_and_keeps_identifiers() -> None:
+def test_frame_redacts_texts_and_pseudonymizes_pii_ids() -> None:
     frame = pl.DataFrame(
         {
-            "memory_id": ["bob@example.com", "m2", "m3"],
+            "tenant_id": ["acme", "acme", "acme"],
+            "contact_id": ["jane.doe@example.com", "c00006", "jane.doe@example.com"],
+            "kind": ["note", "note", "note"],
             "text": ["mail bob@example.com or 4111111111111111", None, "nothing here"],
             "tags": [["vip", "bob@example.com"], None, []],
             "n": [1, 2, 3],
         }
     )
-    out, counts = redact_frame(frame, keep={"memory_id"})
-    assert out["memory_id"].to_list() == frame["memory_id"].to_list()
+    redactor = Redactor(KEY)
+    out, counts = redactor.frame(frame, identifiers={"contact_id"}, keep={"kind"})
+    hashed = pseudonym(KEY, "acme", "jane.doe@example.com")
+    # A PII-looking id becomes the same pseudonym everywhere (joins hold); c00006 stays.
+    assert out["contact_id"].to_list() == [hashed, "c00006", hashed]
+    assert pl.Series([hashed]).str.contains(PSEUDONYM).all()
     assert out["text"].to_list() == ["mail [EMAIL] or [CARD]", None, "nothing here"]
     assert out["tags"].to_list() == [["vip", "[EMAIL]"], None, []]
-    assert out["n"].to_list() == [1, 2, 3]
-    assert counts == {"email": 2, "card": 1}
+    assert out["n"].to_list() == [1, 2, 3] and out["kind"].to_list() == frame["kind"].to_list()
+    assert counts == {"email": 4, "card": 1}
     assert out.schema == frame.schema
+    # Stable per tenant, different across tenants, unknown without the key.
+    assert pseudonym(KEY, "acme", "jane.doe@example.com") == hashed
+    assert pseudonym(KEY, "globex", "jane.doe@example.com") != hashed
+    assert pseudonym(b"other", "acme", "jane.doe@example.com") != hashed
+
+
+def test_each_distinct_text_is_analysed_once(tmp_path: Path) -> None:
+    cache = RedactionCache(tmp_path / "pii_cache")
+    texts = pl.Series("text", ["call 06 12 34 56 78", "hello", "call 06 12 34 56 78"])
+    first = Redactor(KEY, cache)
+    out, counts = first.series(texts)
+    assert out.to_list() == ["call [PHONE]", "hello", "call [PHONE]"]
+    assert counts == {"phone": 2}
+    assert (first.analysed, first.served) == (2, 0)
+    first.flush()
+    again = Redactor(KEY, cache)
+    out_again, counts_again = again.series(texts.append(pl.Series("text", ["new text"])))
+    assert out_again.to_list()[:3] == out.to_list() and counts_again == counts
+    assert (again.analysed, again.served) == (1, 2)
+    # A new detector version never gets the old redactions.
+    other = Redactor(KEY, cache, version="another-detector")
+    other.series(texts)
+    assert other.served == 0
+
+
+def test_key_file_is_created_once_and_private(tmp_path: Path, monkeypatch) -> None:
+    from pipeline.pii import KEY_ENV, pii_key
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    key = pii_key(tmp_path)
+    path = tmp_path / "secrets" / "pii.key"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert len(key) == 64 and pii_key(tmp_path) == key
+    monkeypatch.setenv(KEY_ENV, "from-the-environment")
+    assert pii_key(tmp_path) == b"from-the-environment"

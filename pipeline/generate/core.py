@@ -359,7 +359,7 @@ class Generator:
             "signals": dict(sorted(self.tally.signals.items())),
         }
         truth.update(asdict(self.truth))
-        truth["pii"] = sorted(self.w.pii)
+        truth["pii"] = sorted(self.w.pii.union(*(t.pii_ids for t in self.w.tenants)))
         (self.out / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
         return truth
 

@@ -65,27 +65,55 @@ LAST = (
     "Park",
 )
 
-# Planted personal data (the pack must redact all of it). Cards pass the Luhn check.
+# Planted personal data (the pack must redact all of it). Cards pass the Luhn check, IBANs
+# mod-97; phones are valid numbers in the formats people type (issue 17's leaks among them).
 PII_EMAILS = (
     "maria.lopez@example.com",
     "j.smith@globex-mail.com",
     "kenji.tanaka@example.net",
     "billing+4471@example.org",
+    "jürgen.müller@example.de",
 )
-PII_PHONES = ("+1 415 555 0132", "(212) 555-0199", "+44 20 7946 0958", "+49 30 9018 2044")
-PII_CARDS = ("4111 1111 1111 1111", "5500 0000 0000 0004", "4012888888881881", "3782 822463 10005")
+PII_PHONES = (
+    "+1 415 555 0132",
+    "(212) 555-0199",
+    "+44 20 7946 0958",
+    "+49 30 9018 2044",
+    "+33 6 12 34 56 78",
+    "06 12 34 56 78",
+    "(06) 12-34-56-78",
+    "030/12345678",
+    "+31 6 12345678",
+)
+PII_CARDS = (
+    "4111 1111 1111 1111",
+    "5500 0000 0000 0004",
+    "4012888888881881",
+    "3782 822463 10005",
+    "4111.1111.1111.1111",
+)
 PII_IBANS = (
     "DE89 3704 0044 0532 0130 00",
     "GB82 WEST 1234 5698 7654 32",
     "NL91ABNA0417164300",
     "FR14 2004 1010 0505 0001 3M02 606",
+    "de89370400440532013000",
 )
+PII_IPS = ("8.8.8.8", "10.0.0.1", "2001:db8::8a2e:370:7334")
+PII_SSNS = ("536904399", "536-90-4399")
+PII_ADDRESSES = ("221B Baker Street", "Hauptstraße 5", "12 rue de la Paix")
+PII_NAMES = ("Priya Lopez", "Kenji Tanaka", "Jürgen Müller")
 PII_PHRASES = (
     ("You can reach me at {e} if that is easier.", PII_EMAILS),
     ("Call me back on {e} please.", PII_PHONES),
     ("The charge was on my card {e}.", PII_CARDS),
     ("Please refund to IBAN {e}.", PII_IBANS),
+    ("The login came from {e} this morning.", PII_IPS),
+    ("My SSN is {e}.", PII_SSNS),
+    ("Ship the replacement to {e}, please.", PII_ADDRESSES),
+    ('Forwarding a note from {e}: "see below".', PII_NAMES),
 )
+# Look-alikes beside them that must stay (order numbers, versions): see pipeline.generate.pii_corpus.
 
 _TOPICS = tuple(SUPPORT_TOPICS)
 PLANS = ("Starter", "Team", "Business", "Pro")

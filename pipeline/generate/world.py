@@ -77,6 +77,12 @@ SUMMARIES = {
 OFFSETS = (("+02:00", 2), ("-05:00", -5), ("+05:30", 5.5), ("+09:00", 9), ("-08:00", -8))
 
 
+# Users (contacts) 1, 14, 27 (2, 15, 28) of each tenant have a phone number (an e-mail address)
+# as their id: a few per tenant, whatever the size.
+PII_ID_EVERY = 13
+PII_ID_BELOW = 40
+
+
 @dataclass
 class Tenant:
     index: int
@@ -85,11 +91,21 @@ class Tenant:
     contacts: int
     reservoir: deque[Event] = field(default_factory=lambda: deque(maxlen=64))
     last_memory: dict[int, str] = field(default_factory=dict)
+    pii_ids: set[str] = field(default_factory=set)  # ids that are personal data (planted)
 
     def user(self, n: int) -> str:
+        """Mostly `u00042`; some apps key users by their phone number (PII in an id)."""
+        if n % PII_ID_EVERY == 1 and n < PII_ID_BELOW:
+            self.pii_ids.add(phone := f"+44 20 7946 {n % 10000:04d}")
+            return phone
         return f"u{n:05d}"
 
     def contact(self, n: int) -> str:
+        """Mostly `c00042`; some apps key contacts by their e-mail address (PII in an id)."""
+        if n % PII_ID_EVERY == 2 and n < PII_ID_BELOW:
+            first, last = texts.person(n).lower().split()
+            self.pii_ids.add(email := f"{first}.{last}.{n}@example.com")
+            return email
         return f"c{n:05d}"
 
     def taste(self, user: int) -> tuple[str, str]:

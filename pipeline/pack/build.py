@@ -12,7 +12,7 @@ import polars as pl
 
 from pipeline.decay import BASE_CONFIDENCE
 from pipeline.pack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
-from pipeline.pii import redact_frame
+from pipeline.pii import Redactor
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache
 
@@ -159,23 +159,31 @@ VECTOR_SCHEMA: dict[str, pl.DataType] = {
     "vector": _VEC,
     "n": pl.Int64(),
 }
-# Identifier and enumeration columns are kept verbatim (they are keys, not free text); every
-# other text column of every pack file goes through PII redaction.
-IDENTIFIER_COLUMNS = frozenset(
+# Enumerations are kept verbatim; identifiers that look like PII (an e-mail, a phone number…)
+# become keyed pseudonyms (pipeline.pii.pseudonym); every other text column of every pack file
+# goes through PII redaction.
+ENUM_COLUMNS = frozenset(
     {
         "tenant_id",
-        "memory_id",
         "memory_kind",
-        "contact_id",
         "memory_type",
         "kind",
         "system",
-        "skill_id",
-        "user_id",
         "status",
         "category",
         "impact_level",
         "scope",
+        "owner",
+        "stage",
+        "model",
+    }
+)
+ID_COLUMNS = frozenset(
+    {
+        "memory_id",
+        "contact_id",
+        "skill_id",
+        "user_id",
         "cluster_id",
         "representative_id",
         "member_ids",
@@ -183,14 +191,10 @@ IDENTIFIER_COLUMNS = frozenset(
         "memory_id_b",
         "preferred_id",
         "policy_id",
-        "owner",
         "owner_id",
         "session_id",
-        "stage",
-        "model",
     }
 )
-
 
 # Used only while no decay snapshot exists yet: the §4.2 base of the type (BASE_CONFIDENCE).
 DEFAULT_CONFIDENCE = 0.5
@@ -209,6 +213,7 @@ class PackInputs:
     ingest_totals: dict[str, int] = field(default_factory=dict)
     event_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     cache: EmbeddingCache | None = None  # where memory_embeddings' vectors are
+    redactor: Redactor | None = None  # PII redaction with the home's cache and key
 
     @property
     def run_date(self) -> date:
@@ -290,6 +295,7 @@ def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
             frame = frame.filter(pl.col("load_date").cast(pl.Date) <= run_date)
         tables[name] = frame
     inputs = PackInputs(as_of, tables, missing, snapshot_key)
+    inputs.redactor = Redactor.for_home(lake.paths.home)
     if "memory_embeddings" in tables:
         inputs.cache = EmbeddingCache(lake.paths.embedding_cache)
     if lake.exists("ingest_stats"):
@@ -597,13 +603,18 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
     by_kind: Counter[str] = Counter()
     by_file: dict[str, dict[str, int]] = {}
     truncated: dict[str, int] = {}
+    if inputs.redactor is None:
+        raise ValueError("PackInputs.redactor is not set: build packs from load_inputs")
     for file_name in sorted(frames):
-        frames[file_name], found = redact_frame(frames[file_name], keep=IDENTIFIER_COLUMNS)
+        frames[file_name], found = inputs.redactor.frame(
+            frames[file_name], identifiers=ID_COLUMNS, keep=ENUM_COLUMNS
+        )
         by_kind.update(found)
         if found:
             by_file[file_name] = dict(sorted(found.items()))
         frames[file_name], cut = cut_long_texts(frames[file_name])
         truncated.update({f"{file_name}:{column}": n for column, n in cut.items()})
+    inputs.redactor.flush()
     models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.shape[1])
     table_rows = {
         name: (

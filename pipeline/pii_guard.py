@@ -1,0 +1,122 @@
+"""The publish guard's own PII detector: independent of the redactor (no presidio, spaCy or
+phonenumbers: its own patterns, Luhn and mod-97 checksums, the standard library's `ipaddress`),
+so a bug or a gap in one is caught by the other.
+
+It covers the kinds with a shape (email, phone, card, IBAN, SSN, IP address) and placeholders
+glued to what is left of a value (`mü[EMAIL]`, `+31 6 [PHONE]`). Names and places have no shape:
+only the redactor's NER and name list find them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections import Counter
+
+import polars as pl
+
+_EMAIL = re.compile(r"[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")
+# Country code, two check digits, 11–30 alphanumerics, optionally grouped by 4 with spaces.
+_IBAN = re.compile(r"(?<!\w)[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,4})?(?!\w)")
+# 13–19 digits, optionally grouped with spaces, dashes or dots.
+_CARD = re.compile(r"(?<![\w+.])\d(?:[ .-]?\d){12,18}(?![\w]|\.\d)")
+_SSN = re.compile(r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w-])")
+_IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.]|\.\d)")
+_IPV6 = re.compile(r"(?<![\w:])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![\w:])")
+# +CC then groups, or a national number with its trunk 0 (optionally in brackets) then groups.
+_PHONE = re.compile(
+    r"(?<![\w+])(?:\+\d{1,3}|\(?0\d{0,4}\)?)(?:[ ./-]{0,2}\(?\d{1,5}\)?){1,6}(?![\w])"
+)
+_VERSION_BEFORE = re.compile(r"\b(?:version|ver|v|release|build|firmware)\W{0,3}$", re.IGNORECASE)
+_DATE_SHAPE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}")
+_GLUED = re.compile(
+    r"[^\W_]\[(?:EMAIL|PHONE|CARD|IBAN|SSN|IP)\]|\[(?:EMAIL|PHONE|CARD|IBAN|SSN|IP)\][^\W_]"
+    r"|\+\d[\d ().-]*\[PHONE\]"
+)
+# Every kind holds a digit, an @ or a colon (IPv6): other texts are skipped without a scan.
+MAYBE_PII = r"[\d@:]"
+
+
+def luhn_valid(number: str) -> bool:
+    digits = [int(c) for c in number if c.isdigit()]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for position, digit in enumerate(reversed(digits)):
+        if position % 2 == 1:
+            digit *= 2
+            if digit > 9:
+                digit -= 9
+        total += digit
+    return total % 10 == 0
+
+
+def iban_valid(candidate: str) -> bool:
+    compact = candidate.replace(" ", "").upper()
+    if not 15 <= len(compact) <= 34 or not compact.isalnum():
+        return False
+    rearranged = compact[4:] + compact[:4]
+    numeric = "".join(str(int(c, 36)) for c in rearranged)
+    return int(numeric) % 97 == 1
+
+
+def _ip(candidate: str, text: str, start: int) -> bool:
+    try:
+        ipaddress.ip_address(candidate)
+    except ValueError:
+        return False
+    return "." not in candidate or not _VERSION_BEFORE.search(text[:start])
+
+
+def _phone(candidate: str) -> bool:
+    digits = sum(c.isdigit() for c in candidate)
+    if _DATE_SHAPE.fullmatch(candidate.strip("()")):
+        return False
+    grouped = candidate.startswith("+") or any(c in candidate for c in " ./-()")
+    return 8 <= digits <= 15 and grouped
+
+
+def find_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of every PII value left in `text`, the first kind to claim it."""
+    found: list[tuple[int, int, str]] = []
+
+    def claim(kind: str, match: re.Match[str]) -> None:
+        start, end = match.span()
+        if not any(start < e and s < end for s, e, _ in found):
+            found.append((start, end, kind))
+
+    for match in _EMAIL.finditer(text):
+        claim("email", match)
+    for match in _IBAN.finditer(text):
+        if iban_valid(match.group()):
+            claim("iban", match)
+    for match in _CARD.finditer(text):
+        if luhn_valid(match.group()):
+            claim("card", match)
+    for match in _SSN.finditer(text):
+        claim("ssn", match)
+    for pattern in (_IPV4, _IPV6):
+        for match in pattern.finditer(text):
+            if _ip(match.group(), text, match.start()):
+                claim("ip_address", match)
+    for match in _PHONE.finditer(text):
+        if _phone(match.group()):
+            claim("phone", match)
+    for match in _GLUED.finditer(text):
+        claim("half_redacted", match)
+    return found
+
+
+def find_pii(text: str) -> Counter[str]:
+    """Counts per kind of the PII values left in `text`."""
+    return Counter(kind for _, _, kind in find_spans(text))
+
+
+def leaks(series: pl.Series) -> int:
+    """How many values of a String or List(String) column still hold PII."""
+    if series.dtype == pl.List(pl.String):
+        series = series.explode()
+    candidates = series.drop_nulls()
+    candidates = candidates.filter(candidates.str.contains(MAYBE_PII))
+    leaking = [text for text in candidates.unique().to_list() if find_pii(text)]
+    return int(candidates.is_in(pl.Series(leaking, dtype=pl.String).implode()).sum())
