@@ -39,9 +39,10 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(PY) -m bench.run --quick
 
+# The instance `memorypack run` uses: DAGSTER_HOME, else <home>/dagster, with jobs/dagster.yaml (run queue)
 ui: $(STAMP)
-	DAGSTER_HOME=$${DAGSTER_HOME:-$(CURDIR)/data/dagster} ; mkdir -p $$DAGSTER_HOME ; \
-	DAGSTER_HOME=$$DAGSTER_HOME $(VENV)/bin/dagster dev -w workspace.yaml
+	DAGSTER_HOME=$$($(PY) -m jobs.instance) && export DAGSTER_HOME && \
+	$(VENV)/bin/dagster dev -w workspace.yaml
 
 clean:
 	rm -rf $(VENV) data/landing data/lake data/packs data/models data/*.duckdb data/dagster

@@ -2,19 +2,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import dagster as dg
 import polars as pl
 
 from pipeline.config import DEFAULT_HOME, Paths
+from pipeline.homelock import clean_leftovers, home_lock
 from pipeline.storage import Lake, Warehouse
 from pipeline.vectors import EmbeddingCache, TextVectors
 
 
 class MemorypackHome(dg.ConfigurableResource):
-    """Configured from MEMORYPACK_HOME (default ./data); all DuckDB writes go through `warehouse`."""
+    """Configured from MEMORYPACK_HOME (default ./data); all DuckDB writes go through `warehouse`.
+
+    A run holds the home lock from its first step to its last (the job runs in one process), so a
+    run the daemon launched and a `memorypack run` never overlap: the later one waits its turn."""
 
     home: str = DEFAULT_HOME
     landing: str = ""  # empty = <home>/landing (or MEMORYPACK_LANDING)
+
+    @contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[MemorypackHome]:
+        home, log = self.paths.home, context.log
+        run = context.dagster_run
+        partition = run.tags.get("dagster/partition", "") if run else ""
+        command = f"dagster run {context.run_id} {partition}".strip()
+
+        def busy(holder: str) -> None:
+            if log:
+                log.info(f"home {home} is busy: {holder}; waiting for it")
+
+        # Taken by this run (False: `memorypack run` in this process holds it and has cleaned).
+        with home_lock(home, command, wait=True, on_busy=busy) as taken:
+            removed = clean_leftovers(home) if taken else []
+            if removed and log:
+                log.info(f"removed {len(removed)} leftover(s) of a killed run: {removed}")
+            yield self
 
     @property
     def paths(self) -> Paths:

@@ -15,4 +15,6 @@ defs = dg.Definitions(
     schedules=[nightly_schedule],
     sensors=[landing_sensor],
     resources={"home": home_resource()},
+    # One process per run: the `home` resource holds the home lock from the first step to the last.
+    executor=dg.in_process_executor,
 )

@@ -10,8 +10,15 @@ from pathlib import Path
 import dagster as dg
 
 from assets.partitions import DAILY
+from jobs.instance import HOME_TAG
 from pipeline.config import Paths
 from pipeline.ingest import landing_files
+
+
+def home_tags() -> dict[str, str]:
+    """The tag the run queue limits to one run per home at a time (jobs/dagster.yaml)."""
+    return {HOME_TAG: str(Paths.from_env().home)}
+
 
 nightly = dg.define_asset_job(
     "nightly",
@@ -33,7 +40,7 @@ def nightly_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
     """At 02:00 UTC, process the load date that just ended (yesterday)."""
     tick = context.scheduled_execution_time or datetime.now()
     key = (tick.date() - timedelta(days=1)).isoformat()
-    return dg.RunRequest(run_key=f"scheduled:{key}", partition_key=key)
+    return dg.RunRequest(run_key=f"scheduled:{key}", partition_key=key, tags=home_tags())
 
 
 def landing_fingerprints(landing: Path) -> dict[str, str]:
@@ -62,7 +69,7 @@ def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     current = landing_fingerprints(landing)
     requests = [
-        dg.RunRequest(run_key=f"landing:{key}:{fp}", partition_key=key)
+        dg.RunRequest(run_key=f"landing:{key}:{fp}", partition_key=key, tags=home_tags())
         for key, fp in current.items()
         if seen.get(key) != fp
     ]

@@ -1,6 +1,5 @@
 """Run the nightly job in this process (no daemon): what `memorypack run` and `memorypack demo` call."""
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +8,7 @@ from typing import Any
 import dagster as dg
 
 from assets.resources import MemorypackHome
+from jobs.instance import dagster_home
 from pipeline.config import Paths
 
 
@@ -53,15 +53,8 @@ def _step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]
 
 
 def _instance(paths: Paths) -> dg.DagsterInstance:
-    """The instance under DAGSTER_HOME, else `<home>/dagster`, so `dagster dev` shows CLI runs too."""
-    if not os.environ.get("DAGSTER_HOME"):
-        dagster_home = paths.home / "dagster"
-        dagster_home.mkdir(parents=True, exist_ok=True)
-        config = dagster_home / "dagster.yaml"
-        if not config.exists():
-            config.write_text("telemetry:\n  enabled: false\n")
-        os.environ["DAGSTER_HOME"] = str(dagster_home)
-    return dg.DagsterInstance.get()
+    """The instance `make ui` shows too (DAGSTER_HOME, else `<home>/dagster`; jobs/instance.py)."""
+    return dg.DagsterInstance.from_config(str(dagster_home(paths.home)))
 
 
 def run_nightly(

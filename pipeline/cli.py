@@ -72,7 +72,11 @@ def _run(home: Path, landing: Path, start: str, end: str, wait: bool = False) ->
             f"running the pipeline needs its extras ({error}): pip install 'memorypack[pipeline]'"
         ) from None
     command = f"memorypack run --date {start}" if start == end else f"memorypack run {start}..{end}"
-    with home_lock(home, command, wait=wait):
+
+    def busy(holder: str) -> None:
+        print(f"memorypack: home {home} is busy: {holder}; waiting for it", flush=True)
+
+    with home_lock(home, command, wait=wait, on_busy=busy):
         leftovers = clean_leftovers(home)
         if leftovers:
             print(f"memorypack: removed {len(leftovers)} leftover(s) of a killed run")

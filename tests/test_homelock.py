@@ -4,6 +4,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,10 +21,25 @@ HOLDER = """
 import sys, time
 from pathlib import Path
 from pipeline.homelock import home_lock
-with home_lock(Path(sys.argv[1]), "memorypack run --date 2026-11-02"):
+with home_lock(Path(sys.argv[1]), "memorypack run --date 2026-11-01"):
     print("held", flush=True)
     time.sleep(600)
 """
+
+
+@contextmanager
+def held_elsewhere(home: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding the home lock until the block ends (it is then SIGKILLed)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(home)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
 
 
 def test_a_second_run_refuses_in_one_line_naming_the_holder(
@@ -28,7 +47,7 @@ def test_a_second_run_refuses_in_one_line_naming_the_holder(
 ) -> None:
     (tmp_path / "landing" / "2026-11-02").mkdir(parents=True)
     home = tmp_path / "home"
-    with home_lock(home, "memorypack run --date 2026-11-01"):
+    with held_elsewhere(home) as holder:
         code = main(
             [
                 "run",
@@ -42,29 +61,50 @@ def test_a_second_run_refuses_in_one_line_naming_the_holder(
         )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert err[-1].startswith(f"memorypack: home {home} is busy: run by pid {os.getpid()} ")
+    assert err[-1].startswith(f"memorypack: home {home} is busy: run by pid {holder.pid} ")
     assert "(memorypack run --date 2026-11-01)" in err[-1]
     assert err[-1].endswith("use --wait to queue behind it")
 
 
 def test_a_killed_holder_frees_the_home(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with (
-            pytest.raises(UserError, match=rf"busy: run by pid {holder.pid} "),
-            home_lock(tmp_path, "second"),
-        ):
-            pass
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
+    with (
+        held_elsewhere(tmp_path) as holder,
+        pytest.raises(UserError, match=rf"busy: run by pid {holder.pid} "),
+        home_lock(tmp_path, "second"),
+    ):
+        pass
     with home_lock(tmp_path, "after the kill", wait=True):
         assert "after the kill" in (tmp_path / ".memorypack.lock").read_text()
     assert (tmp_path / ".memorypack.lock").read_text() == ""
+
+
+def test_the_lock_is_reentrant_within_one_process(tmp_path: Path) -> None:
+    """`memorypack run` holds the lock when the run's `home` resource takes it again."""
+    with home_lock(tmp_path, "outer") as outer, home_lock(tmp_path, "inner") as inner:
+        assert (outer, inner) == (True, False)
+        assert "(outer)" in (tmp_path / ".memorypack.lock").read_text()
+    with home_lock(tmp_path, "again") as again:
+        assert again
+
+
+def test_a_waiting_run_is_told_who_holds_the_home_then_runs(tmp_path: Path) -> None:
+    told: list[str] = []
+    taken: list[bool] = []
+
+    def wait_for_the_home() -> None:
+        with home_lock(tmp_path, "waiter", wait=True, on_busy=told.append) as took:
+            taken.append(took)
+
+    waiter = threading.Thread(target=wait_for_the_home)
+    with held_elsewhere(tmp_path) as holder:
+        waiter.start()
+        deadline = time.monotonic() + 30
+        while not told and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert taken == []  # still queued behind the holder
+    waiter.join(30)
+    assert len(told) == 1 and told[0].startswith(f"run by pid {holder.pid} ")
+    assert taken == [True]
 
 
 def test_leftovers_of_a_killed_run_are_removed_under_the_lock(tmp_path: Path) -> None:

@@ -1,0 +1,38 @@
+"""The Dagster instance folder `memorypack run` and `make ui` share, with memorypack's dagster.yaml.
+
+DAGSTER_HOME=$(python -m jobs.instance)   # prepares it and prints its path (the Makefile's ui)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from pipeline.config import Paths
+
+CONFIG = Path(__file__).with_name("dagster.yaml")
+HOME_TAG = "memorypack/home"  # the run tag the queue limits to one run per value (dagster.yaml)
+
+
+def dagster_home(home: Path) -> Path:
+    """DAGSTER_HOME when set, else `<home>/dagster`, with the packaged dagster.yaml in it.
+
+    `<home>/dagster` is memorypack's: its dagster.yaml is rewritten whenever it differs from the
+    packaged one. A DAGSTER_HOME set explicitly is the user's: its dagster.yaml is written only
+    when it has none (the home lock still keeps runs apart under any config)."""
+    explicit = os.environ.get("DAGSTER_HOME")
+    folder = Path(explicit).resolve() if explicit else home / "dagster"
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "dagster.yaml"
+    wanted = CONFIG.read_text(encoding="utf-8")
+    if not config.exists() or (not explicit and config.read_text(encoding="utf-8") != wanted):
+        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as tmp:
+            tmp.write(wanted)
+        os.chmod(tmp.name, 0o644)
+        os.replace(tmp.name, config)  # a reader never sees half a file
+    return folder
+
+
+if __name__ == "__main__":
+    print(dagster_home(Paths.from_env().home))
