@@ -97,7 +97,7 @@ def raw_events(
         ("quarantine", "Rejected lines with file, line number and reason."),
         ("ingest_stats", "Per load date: lines read, accepted, duplicates, quarantined."),
     ):
-        warehouse.refresh(name, home.lake, comment=comment, keys=keys)
+        warehouse.refresh(name, home.lake, comment=comment)
     # Each partition carries its own day's figures, not the range's (one step, several partitions).
     for key, summary in zip(keys, summaries, strict=True):
         metadata = frame_metadata(
@@ -160,7 +160,7 @@ def typed_event_tables(
             written[name].append(frame)
     for name in names:
         lake.drop(name, sorted(gone))
-        home.warehouse.refresh(name, lake, comment=TYPED_COMMENTS[name], keys=keys or None)
+        home.warehouse.refresh(name, lake, comment=TYPED_COMMENTS[name])
     context.log.info(f"typed tables rebuilt for load dates {keys or 'none'}")
     for name in names:
         columns = TYPED_TABLES[name][1]

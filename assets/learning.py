@@ -61,8 +61,8 @@ def _optional(lake: Lake, name: str) -> pl.LazyFrame | None:
     return lake.read(name) if lake.exists(name) else None
 
 
-def _refresh(home: MemorypackHome, name: str, keys: list[str] | None = None) -> None:
-    home.warehouse.refresh(name, home.lake, comment=COMMENTS[name], keys=keys)
+def _refresh(home: MemorypackHome, name: str) -> None:
+    home.warehouse.refresh(name, home.lake, comment=COMMENTS[name])
 
 
 # ---------------------------------------------------------------------------------------- scores
@@ -155,7 +155,9 @@ def feedback_scores_one_row_per_memory(home: MemorypackHome) -> dg.AssetCheckRes
 # ------------------------------------------------------------------------------------- snapshots
 
 
-def _snapshot_one(home: MemorypackHome, key: str) -> tuple[pl.DataFrame, int]:
+def _snapshot_one(home: MemorypackHome, key: str) -> tuple[pl.DataFrame, int, bool]:
+    """The snapshot of load date `key`, the memories it must hold, and whether it changed: an
+    identical snapshot is not rewritten (the warehouse then has nothing to reload)."""
     lake = home.lake
     interactions, statements, feedback = _inputs(lake)
     as_of = as_of_for(key)
@@ -163,8 +165,11 @@ def _snapshot_one(home: MemorypackHome, key: str) -> tuple[pl.DataFrame, int]:
     snap = snapshot(
         interactions, statements, feedback, reinforcement, as_of, DEFAULT_DECAY, DEFAULT_SCORING
     )
-    lake.write_partition("decay_snapshots", key, snap)
-    return snap, known_memory_count(interactions, statements, as_of)
+    path = home.paths.partition("decay_snapshots", key)
+    changed = not (path.exists() and pl.read_parquet(path).equals(snap))
+    if changed:
+        lake.write_partition("decay_snapshots", key, snap)
+    return snap, known_memory_count(interactions, statements, as_of), changed
 
 
 def _snapshot_metadata(home: MemorypackHome, key: str, snap: pl.DataFrame) -> dict[str, Any]:
@@ -213,15 +218,41 @@ def _snapshot_metadata(home: MemorypackHome, key: str, snap: pl.DataFrame) -> di
 def decay_snapshots(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    """One snapshot per partition key; earlier partitions are never rewritten by later runs."""
+    """One snapshot per partition key of the run, and again every later snapshot in the lake.
+
+    A snapshot is a function of the lake and its date: when a run re-does an old date (late
+    data), every snapshot from that date on is recomputed as a fresh backfill would make it, so
+    the newest one (read by the audit and the packs) reflects the late data in the same run, and
+    the decay history has no kink where the late data surfaced. Unchanged snapshots stay as they
+    are; each rewritten later one is logged as a materialization of its own partition.
+    """
     keys = sorted(context.partition_keys)
-    per_key = {key: _snapshot_one(home, key) for key in keys}
-    _refresh(home, "decay_snapshots", keys)
+    later = [
+        k for k in home.lake.partition_keys("decay_snapshots") if k > keys[0] and k not in keys
+    ]
+    per_key = {key: _snapshot_one(home, key) for key in keys + later}
+    _refresh(home, "decay_snapshots")
     # Each partition carries its own snapshot's figures, not the last one's (one step, several keys).
-    for key, (snap, _) in per_key.items():
-        context.add_asset_metadata(_snapshot_metadata(home, key, snap), partition_key=key)
-    yield dg.MaterializeResult(metadata={"run_partitions": keys})
-    problems = {key: snapshot_problems(snap, DEFAULT_DECAY) for key, (snap, _) in per_key.items()}
+    for key in keys:
+        context.add_asset_metadata(
+            _snapshot_metadata(home, key, per_key[key][0]), partition_key=key
+        )
+    rewritten = [key for key in later if per_key[key][2]]
+    for key in rewritten:
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key="decay_snapshots",
+                partition=key,
+                description=f"rewritten: the run of {keys[0]} changed what this date knows",
+                metadata=_snapshot_metadata(home, key, per_key[key][0]),
+            )
+        )
+    yield dg.MaterializeResult(metadata={"run_partitions": keys, "later_rewritten": rewritten})
+    # Checked: every snapshot this run wrote, each under its own date.
+    checked = {key: per_key[key] for key in keys + rewritten}
+    problems = {
+        key: snapshot_problems(snap, DEFAULT_DECAY) for key, (snap, _, _) in checked.items()
+    }
     yield check_per_partition(
         context,
         "confidence_in_range",
@@ -248,7 +279,7 @@ def decay_snapshots(
                     "duplicate_memories": problems[key]["duplicate_memories"],
                 },
             )
-            for key, (snap, expected) in per_key.items()
+            for key, (snap, expected, _) in checked.items()
         },
     )
     yield check_per_partition(

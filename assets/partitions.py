@@ -49,19 +49,18 @@ def check_per_partition(
     results: Mapping[str, tuple[bool, Mapping[str, Any]]],
     asset: str | None = None,
 ) -> dg.AssetCheckResult:
-    """One check's result for each partition of the run (partition key → passed, metadata).
+    """One check's result for each partition the step wrote (partition key → passed, metadata).
 
-    A one-date run's result is recorded under that date by Dagster. A range run (one step, several
-    dates) records each date's own evaluation, then returns the range's result, which gates the
-    downstream steps: it fails when any date fails and lists the failing dates.
+    Each date's evaluation is recorded under that date. A one-date run's own date is the result
+    Dagster records for the step; every other date (a range run's, or later snapshots a re-run
+    rewrote) is logged beside it. The returned result gates the downstream steps: it fails when
+    any date fails, and names the failing dates.
     """
     key = dg.AssetKey(asset) if asset else context.asset_key
-    if len(results) == 1:
-        ((passed, metadata),) = results.values()
-        return dg.AssetCheckResult(
-            asset_key=key, check_name=check_name, passed=passed, metadata=dict(metadata)
-        )
+    own = context.partition_key if context.has_partition_key else None
     for partition, (passed, metadata) in results.items():
+        if partition == own:
+            continue
         context.log_event(
             dg.AssetCheckEvaluation(
                 asset_key=key,
@@ -73,6 +72,11 @@ def check_per_partition(
             )
         )
     failed = [partition for partition, (passed, _) in results.items() if not passed]
+    if own is not None and own in results:
+        metadata = {**results[own][1], **({"failed_partitions": failed} if failed else {})}
+        return dg.AssetCheckResult(
+            asset_key=key, check_name=check_name, passed=not failed, metadata=metadata
+        )
     return dg.AssetCheckResult(
         asset_key=key,
         check_name=check_name,

@@ -29,6 +29,7 @@ import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
+from pipeline.analytics import TABLES
 from pipeline.config import PARTITION_COLUMNS, Paths
 from pipeline.generate import generate
 from pipeline.pack.format import LATEST, read_latest, verify_pack
@@ -81,12 +82,17 @@ def leftovers(paths: Paths) -> list[str]:
 
 
 def warehouse_differences(paths: Paths) -> list[str]:
-    """Tables (and partitions) whose row counts differ between the warehouse and the lake."""
+    """Tables (and partitions) whose row counts differ between the warehouse and the lake, and
+    analyst tables the lake has and the warehouse lacks."""
     lake = Lake(paths)
-    differences = []
     with duckdb.connect(str(paths.warehouse), read_only=True) as con:
         tables = [
             row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        ]
+        differences = [
+            f"{name}: in the lake, not in the warehouse"
+            for name in TABLES
+            if name not in tables and lake.exists(name)
         ]
         for name in tables:
             if not lake.exists(name):

@@ -22,7 +22,8 @@ class RunOutcome:
 
 
 def failure_cause(data: Any) -> str:
-    """One line of cause: a `dg.Failure`'s description, else the innermost exception and its line."""
+    """One line of cause: a `dg.Failure`'s description or a `UserError`'s message, else the
+    innermost exception and its line."""
     user = getattr(data, "user_failure_data", None)
     if user is not None and user.description:
         return str(user.description).strip().splitlines()[0]
@@ -31,6 +32,8 @@ def failure_cause(data: Any) -> str:
         error = error.cause
     lines = error.message.strip().splitlines()
     text = lines[0] if lines else error.cls_name or "unknown error"
+    if error.cls_name == "UserError":  # an expected failure: its message is the whole line
+        return text.split(": ", 1)[-1]
     frames = [f for f in error.stack if "site-packages" not in f] or error.stack
     # The last frame of our own code says where; numpy's internals rarely help.
     where = re.search(r'File "([^"]+)", line (\d+)', frames[-1]) if frames else None

@@ -16,6 +16,7 @@ import polars as pl
 from pipeline.config import Paths
 from pipeline.pack.format import fsync_path
 from pipeline.pack.store import list_versions
+from pipeline.storage import LOADED_FILES, Lake, Warehouse
 
 # Lake tables published to analysts, with the comment each carries in DuckDB.
 TABLES: dict[str, str] = {
@@ -206,7 +207,8 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
 
     The snapshot starts as a copy of the warehouse, which every stage keeps up to date as it
     writes the lake (partitioned tables by partition), so a night copies one file instead of
-    re-loading every table; a table the warehouse lacks is loaded from the lake. An analyst
+    re-loading every table. The warehouse first converges to the lake (catching up what a killed
+    or blocked step left behind); a table it lacks is loaded from the lake. An analyst
     holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
     never opens the live file for writing, so it can never be blocked by one.
     """
@@ -218,11 +220,11 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     report = SnapshotReport(target)
     try:
         if paths.warehouse.exists():
-            with duckdb.connect(str(paths.warehouse)) as warehouse:
-                _sql(warehouse, "CHECKPOINT")  # everything in the file, nothing in the WAL
+            Warehouse(paths).converge(Lake(paths))
             shutil.copyfile(paths.warehouse, temp)
         con = duckdb.connect(str(temp))
         try:
+            _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")  # the warehouse's bookkeeping
             present = {r[0] for r in _sql(con, "SELECT table_name FROM duckdb_tables()")}
             notes: list[tuple[str, str, int | None, str]] = []
             for name, comment in TABLES.items():

@@ -135,6 +135,18 @@ def test_failure_description_is_kept_as_is() -> None:
     assert failure_cause(data) == "3 events lost between landing and lake"
 
 
+def test_a_user_error_in_a_step_is_its_message_alone() -> None:
+    from jobs.runner import failure_cause
+
+    inner = _error(
+        "pipeline.errors.UserError: warehouse /h/warehouse.duckdb is held open by pid 7\n",
+        "UserError",
+        ['  File "/x/pipeline/storage.py", line 170, in connect\n'],
+    )
+    data = SimpleNamespace(user_failure_data=None, error=_error("x", "StepError", [], inner))
+    assert failure_cause(data) == "warehouse /h/warehouse.duckdb is held open by pid 7"
+
+
 def test_date_before_the_first_partition_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

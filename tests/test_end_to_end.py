@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.resources import MemorypackHome
+from bench.soak import warehouse_differences
 from jobs.definitions import defs
 from pipeline.config import Paths
 from pipeline.generate import generate
@@ -59,6 +60,11 @@ def test_run_succeeds_with_every_check_passing(world) -> None:
         if not e.passed
     ]
     assert failed_checks == []
+
+
+def test_the_warehouse_equals_the_lake(world) -> None:
+    paths, _, _ = world
+    assert warehouse_differences(paths) == []
 
 
 def test_ingest_counts_match_planted_truth(world) -> None:

@@ -1,14 +1,16 @@
-"""A range run's partitions each carry their own figures in the instance, not the range's."""
+"""Partition metadata in the instance: a range run's partitions carry their own figures; a re-run of an
+old day records the later snapshots it rewrote."""
 
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 
 from assets.learning import ASSETS, CHECKS
 from assets.resources import MemorypackHome
 from pipeline.config import Paths
-from pipeline.storage import Lake
-from tests.test_learning_assets import DAY1, DAY2, write_lake
+from pipeline.storage import Lake, file_identity
+from tests.test_learning_assets import DAY1, DAY2, materialize, write_lake
 
 
 def _metadata(instance: dg.DagsterInstance, asset: str, key: str) -> dict[str, object]:
@@ -109,3 +111,46 @@ def test_decay_checks_of_a_range_are_recorded_per_day(tmp_path: Path) -> None:
         ("confidence_in_range", DAY2),
         ("status_consistent", DAY2),
     }
+
+
+def test_rerunning_an_old_day_rewrites_the_later_snapshots_it_changes(tmp_path: Path) -> None:
+    lake = Lake(Paths.from_env(tmp_path))
+    write_lake(lake, late_feedback=False)
+    later = lake.paths.partition("decay_snapshots", DAY2)
+    with dg.instance_for_test() as instance:
+        materialize(tmp_path, DAY1, instance)
+        materialize(tmp_path, DAY2, instance)
+        written = file_identity(later)
+        unchanged = _rewritten(materialize(tmp_path, DAY1, instance))
+        kept = file_identity(later)
+        # A thumbs-down on i2 arrives late in day 1's landing folder; day 1 runs again.
+        feedback = lake.read("feedback").collect()
+        late = feedback.head(1).with_columns(
+            event_id=pl.lit("f_late"), target_id=pl.lit("i2"), signal=pl.lit("thumbs_down")
+        )
+        lake.write("feedback", pl.concat([feedback, late]))
+        result = materialize(tmp_path, DAY1, instance)
+        checks = _check_evaluations(instance, result.run_id)
+        latest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey("decay_snapshots"), asset_partitions=[DAY2]
+            ),
+            limit=1,
+        ).records[0]
+    assert (unchanged, kept) == ([], written)  # recomputed, identical: not rewritten
+    assert _rewritten(result) == [DAY2]
+    assert file_identity(later) != written
+    assert latest.run_id == result.run_id  # the UI shows which run rewrote day 2's snapshot
+    # ... and that run checked day 2's new snapshot, under day 2; day 1's result is the step's.
+    checked = {k for k in checks if k[0] == "every_memory_present"}
+    assert checked == {("every_memory_present", DAY1), ("every_memory_present", DAY2)}
+    i2 = pl.read_parquet(later).filter(pl.col("memory_id") == "i2")
+    assert i2["reputation"].item() < 1.0
+
+
+def _rewritten(result: dg.ExecuteInProcessResult) -> object:
+    """What the run's own (day 1) materialization says it rewrote besides."""
+    ours = [
+        m for m in result.asset_materializations_for_node("decay_snapshots") if m.partition == DAY1
+    ]
+    return ours[0].metadata["later_rewritten"].value

@@ -1,14 +1,27 @@
-"""Lake and warehouse: a partition refresh replaces only the partitions it is given."""
+"""Lake and warehouse: a refresh makes a warehouse table equal its lake table, reading only what differs."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from pipeline.config import Paths
-from pipeline.storage import Lake, Warehouse
+from pipeline.errors import UserError
+from pipeline.storage import LOADED_FILES, Lake, Warehouse
+
+HOLDER = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+print("holding", flush=True)
+sys.stdin.readline()
+con.close()
+"""
 
 
 def _day(key: str, ids: list[str]) -> pl.DataFrame:
@@ -18,40 +31,116 @@ def _day(key: str, ids: list[str]) -> pl.DataFrame:
     )
 
 
-def _rows(warehouse: Warehouse) -> list[tuple[str, str]]:
+def _rows(warehouse: Warehouse, table: str = "events") -> list[tuple[str, str]]:
     with warehouse.connect(read_only=True) as con:
         return con.execute(
-            "SELECT CAST(load_date AS VARCHAR), event_id FROM events ORDER BY ALL"
+            f"SELECT CAST(load_date AS VARCHAR), event_id FROM {table} ORDER BY ALL"
         ).fetchall()
 
 
-def test_refresh_with_keys_replaces_only_those_partitions(tmp_path: Path) -> None:
+def _home(tmp_path: Path) -> tuple[Lake, Warehouse]:
     paths = Paths.from_env(tmp_path)
-    lake, warehouse = Lake(paths), Warehouse(paths)
+    return Lake(paths), Warehouse(paths)
+
+
+def test_refresh_catches_up_every_partition_that_differs(tmp_path: Path) -> None:
+    lake, warehouse = _home(tmp_path)
     lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a", "b"]))
-    assert warehouse.refresh("events", lake, keys=["2026-11-01"]) == 2  # no table yet: a build
-
+    assert warehouse.refresh("events", lake) == 2
+    # A run killed after writing 11-02 to the lake, before its warehouse refresh:
     lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["c"]))
-    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))  # rewritten
-    assert warehouse.refresh("events", lake, keys=["2026-11-02"]) == 3
-    # 11-01 was not named: the table still holds its old rows (nothing re-read)
+    # the next night (11-03) loads 11-02 too.
+    lake.write_partition("events", "2026-11-03", _day("2026-11-03", ["d"]))
+    assert warehouse.refresh("events", lake) == 4
+    assert _rows(warehouse) == [
+        ("2026-11-01", "a"),
+        ("2026-11-01", "b"),
+        ("2026-11-02", "c"),
+        ("2026-11-03", "d"),
+    ]
+    # A rewritten partition is replaced, one the lake dropped is deleted.
+    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
+    lake.drop("events", ["2026-11-02"])
+    assert warehouse.refresh("events", lake) == 2
+    assert _rows(warehouse) == [("2026-11-01", "a"), ("2026-11-03", "d")]
+
+
+def test_unchanged_partitions_are_not_read_again(tmp_path: Path) -> None:
+    lake, warehouse = _home(tmp_path)
+    old = lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a", "b"]))
+    warehouse.refresh("events", lake)
+    # Same inode, size and mtime, unreadable bytes: a refresh that read this file would fail.
+    stat = old.stat()
+    old.write_bytes(b"x" * stat.st_size)
+    os.utime(old, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["c"]))
+    assert warehouse.refresh("events", lake) == 3
     assert _rows(warehouse) == [("2026-11-01", "a"), ("2026-11-01", "b"), ("2026-11-02", "c")]
+    with warehouse.connect(read_only=True) as con:
+        recorded = con.execute(f"SELECT part FROM {LOADED_FILES} ORDER BY 1").fetchall()
+    assert recorded == [("2026-11-01",), ("2026-11-02",)]
 
-    assert warehouse.refresh("events", lake, keys=["2026-11-01", "2026-11-02"]) == 2
-    assert _rows(warehouse) == [("2026-11-01", "a"), ("2026-11-02", "c")]
 
-
-def test_refresh_with_keys_rebuilds_when_the_columns_changed(tmp_path: Path) -> None:
-    paths = Paths.from_env(tmp_path)
-    lake, warehouse = Lake(paths), Warehouse(paths)
+def test_changed_columns_rebuild_the_table(tmp_path: Path) -> None:
+    lake, warehouse = _home(tmp_path)
     lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
     warehouse.refresh("events", lake)
     wider = _day("2026-11-02", ["b"]).with_columns(pl.lit("x").alias("note"))
     lake.write_partition("events", "2026-11-02", wider)
-    assert warehouse.refresh("events", lake, keys=["2026-11-02"]) == 2
+    assert warehouse.refresh("events", lake) == 2
     with warehouse.connect(read_only=True) as con:
-        columns = [row[0] for row in con.execute("DESCRIBE events").fetchall()]
-    assert "note" in columns
+        notes = con.execute("SELECT event_id, note FROM events ORDER BY 1").fetchall()
+    assert notes == [("a", None), ("b", "x")]
+
+
+def test_converge_refreshes_every_table_and_drops_what_the_lake_lost(tmp_path: Path) -> None:
+    lake, warehouse = _home(tmp_path)
+    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
+    lake.write("scores", pl.DataFrame({"memory_id": ["a"], "score": [0.5]}))
+    lake.write("pairs", pl.DataFrame({"pair_id": ["p"]}))
+    for name in ("events", "scores", "pairs"):
+        warehouse.refresh(name, lake, comment=f"{name} explained")
+    lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["b", "c"]))
+    lake.write("scores", pl.DataFrame({"memory_id": ["a", "b"], "score": [0.5, 0.1]}))
+    lake.drop("pairs")
+    assert warehouse.converge(lake) == {"events": 3, "pairs": 0, "scores": 2}
+    with warehouse.connect(read_only=True) as con:
+        tables = con.execute(
+            "SELECT table_name, comment FROM duckdb_tables() ORDER BY 1"
+        ).fetchall()
+    assert tables == [
+        (LOADED_FILES, None),
+        ("events", "events explained"),
+        ("scores", "scores explained"),
+    ]
+
+
+def test_a_held_warehouse_fails_in_one_line_and_the_next_refresh_converges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pipeline.storage.LOCK_WAIT_SECONDS", 0.3)
+    lake, warehouse = _home(tmp_path)
+    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
+    warehouse.refresh("events", lake)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(warehouse.paths.warehouse)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["b"]))
+        with pytest.raises(UserError) as caught:
+            warehouse.refresh("events", lake)
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert str(caught.value) == (
+        f"warehouse {warehouse.paths.warehouse} is held open by pid {holder.pid}"
+        f" ({Path(sys.executable).resolve().name}): close that connection and run again"
+        " (analysts: query analytics.duckdb, which never blocks a run)"
+    )
+    assert warehouse.refresh("events", lake) == 2
 
 
 def test_stale_partitions_follow_the_source_writes(tmp_path: Path) -> None:

@@ -207,11 +207,11 @@ def _column(table: pa.Table, name: str, default: Any = None) -> list[Any]:
 
 def _group_rows(codes: np.ndarray) -> dict[int, np.ndarray]:
     """Code → the row indices holding it (one argsort, no Python loop over rows)."""
+    if not codes.size:  # e.g. a pack whose memories carry no tags
+        return {}
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
-    starts = (
-        np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]]) if codes.size else _EMPTY
-    )
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
     ends = np.r_[starts[1:], codes.size]
     return {int(sorted_codes[s]): order[s:e] for s, e in zip(starts, ends, strict=True)}
 
