@@ -86,6 +86,13 @@ SECTIONS: dict[str, Section] = {
             "dpo", "bench.sections_dpo:run", "DPO stage wall time and eval accuracy", 300, 3 * 3600
         ),
         Section(
+            "paraphrase",
+            "bench.sections_paraphrase:run",
+            "merge thresholds vs paraphrases scored by people (STS-B sample) and the generator's",
+            300,
+            1800,
+        ),
+        Section(
             "nightly",
             "bench.sections_nightly:run",
             "nightly full vs incremental run, peak memory",
@@ -94,7 +101,7 @@ SECTIONS: dict[str, Section] = {
         ),
     ]
 }
-QUICK_ORDER = ["ingest", "embed", "pack", "pii", "dpo", "nightly"]
+QUICK_ORDER = ["ingest", "embed", "paraphrase", "pack", "pii", "dpo", "nightly"]
 # What the quick smoke test runs (tests/test_bench.py): the smallest, fastest section.
 SMALLEST = ["ingest"]
 

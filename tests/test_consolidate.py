@@ -42,7 +42,7 @@ STATEMENTS = [
     statement("e1", "Prefers email over phone calls", "inferred_pattern", day=1),
     statement("e2", "Would rather get an email than a phone call", "confirmed_pattern", day=5),
     statement(
-        "e3", "Likes to be contacted by email rather than by phone", "inferred_pattern", day=8
+        "e3", "Prefers to be contacted by email rather than by phone", "inferred_pattern", day=8
     ),
     statement("l1", "Always cc legal on vendor contracts", "explicit_instruction", day=2),
     statement("l2", "Never cc legal on vendor contracts", "inferred_pattern", day=9),

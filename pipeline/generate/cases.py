@@ -104,21 +104,24 @@ DECAY_CASES: tuple[tuple[str, timedelta, str, str, bool, bool, str], ...] = (
         "Mark {n}'s requests as 'urgent', not 'high priority'.",
     ),
 )
+# Re-wordings people would score "same meaning": within 0.27 of each other (the statement threshold
+# is 0.30, calibrated on people's paraphrases; looser "calls after lunch" / "afternoon slots for
+# meetings", 0.36, would rightly stay apart).
 PARAPHRASES = (
     (
         "communication",
         (
             "{n} prefers short answers in bullet points.",
             "{n} likes replies kept brief, ideally as a bulleted list.",
-            "Keep messages to {n} concise and use bullet points.",
+            "Keep replies to {n} short, in bullet points.",
         ),
     ),
     (
         "scheduling",
         (
             "{n} prefers meetings in the afternoon.",
-            "{n} likes to schedule calls after lunch.",
-            "Afternoon slots work best for meetings with {n}.",
+            "{n} likes to schedule meetings after lunch.",
+            "Afternoon meetings work best for {n}.",
         ),
     ),
     (
