@@ -12,12 +12,13 @@ from assets.metadata import frame_metadata
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.dpo import (
-    DPO_RUNS_SCHEMA,
+    DPO_RUNS_HISTORY_SCHEMA,
     STATUS_SKIPPED,
     STATUS_TRAINED,
     DPOPolicyConfig,
     PolicyScorer,
     held_out_pairs,
+    record_runs,
     runs_frame,
     sft_examples_from,
     train_policies,
@@ -55,11 +56,6 @@ FEW_SHOT_SCHEMA: dict[str, pl.DataType] = {
     "skill_id": pl.String(),
     "rank": pl.Int64(),
     "output": pl.String(),
-}
-DPO_RUNS_HISTORY_SCHEMA: dict[str, pl.DataType] = {
-    **DPO_RUNS_SCHEMA,
-    "run_at": pl.Datetime("us", "UTC"),
-    "is_latest": pl.Boolean(),
 }
 
 
@@ -202,27 +198,26 @@ def dpo_policy(
         pairs,
     )
     runs = train_policies(pairs, sft, policy_config, home.paths.models, tenants=_tenants(home))
-    current = runs_frame(runs).with_columns(
-        pl.lit(datetime.now(UTC)).cast(pl.Datetime("us", "UTC")).alias("run_at"),
-        pl.lit(True).alias("is_latest"),
-    )
+    current = runs_frame(runs)
     previous = _read(home, "dpo_runs", DPO_RUNS_HISTORY_SCHEMA).select(
         list(DPO_RUNS_HISTORY_SCHEMA)
     )
-    history = pl.concat(
-        [previous.with_columns(pl.lit(False).alias("is_latest")), current], how="vertical_relaxed"
-    )
-    home.lake.write("dpo_runs", history)
+    history = record_runs(previous, current, datetime.now(UTC))
+    recorded = history.height - previous.height
+    if recorded or not home.lake.exists("dpo_runs"):
+        home.lake.write("dpo_runs", history)
     home.warehouse.refresh(
         "dpo_runs",
         home.lake,
-        comment="Every DPO policy run: status, eval accuracy, margin, loss, steps.",
+        comment="DPO policy outcomes per tenant (status, eval accuracy, margin, loss, steps); a night "
+        "that reuses the recorded policy adds no row.",
     )
     for run in runs:
         if run.status == STATUS_SKIPPED:
             context.log.warning(f"dpo_policy skipped for {run.tenant_id}: {run.skipped_reason}")
     trained = current.filter(pl.col("status") == STATUS_TRAINED)
     figures: dict[str, object] = {
+        "runs_recorded": recorded,  # 0: every tenant's policy is the one dpo_runs already has
         "tenants_trained": trained.height,
         "tenants_skipped": current.height - trained.height,
         "per_tenant": [

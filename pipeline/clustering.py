@@ -129,9 +129,12 @@ def assign_to_clusters(
         sims = new[start : start + rows] @ old.T
         within = (sims >= 1.0 - threshold).astype(np.float32)
         counts = np.asarray((membership.T @ within.T).T)  # (rows × clusters): members within
-        means = np.asarray((membership.T @ (sims * within).T).T) / sizes
-        eligible = counts == sizes
-        means[~eligible] = -np.inf
+        sums = np.asarray((membership.T @ (sims * within).T).T)
+        # A label none of `old` carries (the caller's labels are global: other tenants' and
+        # groups' clusters) is no cluster: "every member within" must not hold for no member.
+        eligible = (counts == sizes) & (sizes > 0)
+        means = np.full(sums.shape, -np.inf)
+        np.divide(sums, sizes, out=means, where=eligible)
         best = means.argmax(axis=1)
         found = eligible[np.arange(len(best)), best]
         choice[start : start + rows] = np.where(found, best, -1)

@@ -161,6 +161,9 @@ def _rule_expr(config: DecayConfig, attribute: str) -> pl.Expr:
     return pl.col("memory_type").replace_strict(mapping, default=None, return_dtype=pl.Float64)
 
 
+DAYS_PER_US = 1 / 86_400e6
+
+
 def snapshot(
     interactions: pl.DataFrame | pl.LazyFrame,
     statements: pl.DataFrame | pl.LazyFrame,
@@ -190,7 +193,11 @@ def snapshot(
     keys = ["tenant_id", "memory_id"]
     cap = _rule_expr(config, "cap")
     base = pl.coalesce(pl.col("stated_confidence"), _rule_expr(config, "base")).clip(0.0, cap)
-    age_days = (pl.lit(as_of) - pl.col("last_confirmed")).dt.total_microseconds() / 86_400e6
+    # Times a constant, not divided by one: polars divides a column by a scalar as a multiplication
+    # by its reciprocal, but a one-row chunk (or the streaming engine) by true division, so a
+    # memory's age could differ by an ulp from one run to the next; one multiplication is the same
+    # in every path (identical input → identical snapshot and pack, SPEC §5).
+    age_days = (pl.lit(as_of) - pl.col("last_confirmed")).dt.total_microseconds() * DAYS_PER_US
     decay = _rule_expr(config, "factor").pow(pl.col("age_days") / _rule_expr(config, "period_days"))
     inactive_below = _rule_expr(config, "inactive_below")
     archived = (

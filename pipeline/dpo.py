@@ -15,6 +15,7 @@ import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,14 @@ DPO_RUNS_SCHEMA: dict[str, pl.DataType] = {
     "beta": pl.Float64(),
     "reused": pl.Boolean(),
 }
+# The lake's `dpo_runs`: a tenant's rows in the order they were recorded, its newest is_latest.
+DPO_RUNS_HISTORY_SCHEMA: dict[str, pl.DataType] = {
+    **DPO_RUNS_SCHEMA,
+    "run_at": pl.Datetime("us", "UTC"),
+    "is_latest": pl.Boolean(),
+}
+# What makes two runs of a tenant the same policy outcome (`reused` only says how it was obtained).
+SAME_RUN = [c for c in DPO_RUNS_SCHEMA if c != "reused"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +150,28 @@ class PolicyRun:
 
 def runs_frame(runs: Sequence[PolicyRun]) -> pl.DataFrame:
     return pl.DataFrame([r.row() for r in runs], schema=DPO_RUNS_SCHEMA)
+
+
+def record_runs(history: pl.DataFrame, current: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """`history` (DPO_RUNS_HISTORY_SCHEMA) plus the rows of `current` (runs_frame) that differ from
+    their tenant's latest row, stamped `run_at = now`; those tenants' older rows stop being latest.
+
+    A night whose policies are the ones already recorded (same input, or a reused policy) adds no
+    row, so re-running a night leaves the history, and the packs built from it, as they were.
+    """
+    latest = history.filter(pl.col("is_latest")).select(SAME_RUN)
+    changed = current.join(latest, on=SAME_RUN, how="anti", nulls_equal=True)
+    if changed.is_empty():
+        return history
+    renewed = pl.col("tenant_id").is_in(changed["tenant_id"].implode())
+    return pl.concat(
+        [
+            history.with_columns(is_latest=pl.col("is_latest") & ~renewed),
+            changed.with_columns(
+                run_at=pl.lit(now, DPO_RUNS_HISTORY_SCHEMA["run_at"]), is_latest=pl.lit(True)
+            ),
+        ]
+    )
 
 
 def _saved_run(model_dir: Path) -> dict[str, Any] | None:

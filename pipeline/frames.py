@@ -48,10 +48,14 @@ def group_fingerprints(frame: pl.DataFrame, keys: list[str], ids: str, salt: str
     A stage whose output per group depends only on the group's (immutable) events, its config and
     its model (`salt`) reuses last night's output for every group whose fingerprint is unchanged.
     """
-    return frame.group_by(keys).agg(
-        pl.len().cast(pl.Int64).alias("n"),
-        pl.col(ids).sort().str.join("\x1f").hash(seed=7).alias("digest"),
-        pl.lit(salt, pl.String).alias("salt"),
+    return (
+        frame.group_by(keys)
+        .agg(
+            pl.len().cast(pl.Int64).alias("n"),
+            pl.col(ids).sort().str.join("\x1f").hash(seed=7).alias("digest"),
+            pl.lit(salt, pl.String).alias("salt"),
+        )
+        .sort(keys, nulls_last=True)  # the same groups are written as the same rows
     )
 
 

@@ -171,6 +171,9 @@ def _tenant_skill_vectors(
         used.join(embeddings, left_on="event_id", right_on="memory_id", how="inner")
         .group_by("skill_id", "text_hash")
         .agg(pl.len().alias("n"))
+        # group_by's order varies from run to run and is the order the mean below sums in: fixed,
+        # so the same input gives the same float32 bits (the vectors go into the pack).
+        .sort("skill_id", "text_hash")
         if embeddings is not None and vectors is not None
         else None
     )

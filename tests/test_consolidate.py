@@ -161,6 +161,16 @@ def test_a_new_text_joins_only_a_cluster_it_is_close_to_in_full() -> None:
     assert sorted(labels[2:].tolist()) == [-1, 1]  # one of the two joins B, never both
 
 
+def test_a_new_text_never_joins_a_label_of_another_group() -> None:
+    """Labels are global (every tenant × system × kind's clusters): those not among `old` belong
+    to other groups and are no candidates, even though "every member is within" holds for none."""
+    e = np.eye(4)
+    old = _unit(np.array([e[0] + 0.3 * e[1], e[0] - 0.3 * e[1], e[2]]))  # A = {0, 1}, B = {2}
+    old_labels = np.array([3, 3, 5])  # 0-2 and 4: other tenants' or kinds' clusters
+    new = _unit(np.array([e[0], e[3], e[1] + e[3]]))  # joins A; far from all; far from all
+    assert assign_to_clusters(new, old, old_labels, threshold=0.2).tolist() == [3, -1, -1]
+
+
 def _incremental_world(model: Any) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, TextVectors]:
     statements = statements_frame(
         [

@@ -132,6 +132,14 @@ def test_interaction_memories(importance: float | None, age: float, status: str)
     assert row["status"] == status
 
 
+def test_an_age_does_not_depend_on_the_rows_around_it() -> None:
+    # 1 d 18:44:38 ago: true division and a multiplication by the reciprocal differ in the last bit.
+    age = 153_878 / 86_400
+    alone = run(interactions=[inter("i1", age)])["i1"]["age_days"]
+    among = run(interactions=[inter("i1", age), inter("i2", 3.0), inter("i3", 5.0)])["i1"]
+    assert alone == among["age_days"] == 153_878e6 * (1 / 86_400e6)
+
+
 def test_thirty_day_half_life_of_interactions() -> None:
     assert run(interactions=[inter("i", 30)])["i"]["confidence"] == pytest.approx(0.25)
 

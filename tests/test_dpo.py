@@ -1,20 +1,25 @@
 """DPO policy: a tiny GPT-2 learns a planted preference (polite/concise ≻ rude/rambling)."""
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from pipeline.dpo import (
+    DPO_RUNS_HISTORY_SCHEMA,
     STATUS_SKIPPED,
     STATUS_TRAINED,
     DPOPolicyConfig,
+    PolicyRun,
     PolicyScorer,
     build_model,
     build_tokenizer,
     held_out_pairs,
     policy_id_for,
+    record_runs,
+    runs_frame,
     sft_examples_from,
     train_policies,
     train_policy,
@@ -36,6 +41,32 @@ def _sft(pairs: pl.DataFrame) -> pl.DataFrame:
     return pairs.filter(pl.col("split") == "train").select(
         "tenant_id", "prompt", pl.col("chosen").alias("completion")
     )
+
+
+def test_dpo_runs_record_a_tenant_only_when_its_policy_changed() -> None:
+    first, second = datetime(2026, 11, 2, 2, tzinfo=UTC), datetime(2026, 11, 3, 2, tzinfo=UTC)
+    acme = PolicyRun("acme", "acme-1", STATUS_TRAINED, n_train=12, eval_accuracy=0.75)
+    globex = PolicyRun(
+        "globex", None, STATUS_SKIPPED, skipped_reason="3 train pairs < min_pairs 10"
+    )
+    history = record_runs(
+        pl.DataFrame(schema=DPO_RUNS_HISTORY_SCHEMA), runs_frame([acme, globex]), first
+    )
+    assert history.select("tenant_id", "run_at", "is_latest").rows() == [
+        ("acme", first, True),
+        ("globex", first, True),
+    ]
+    # The same outcome again, acme's policy reused: nothing is recorded (run_at stays).
+    reused = PolicyRun(**{**acme.__dict__, "reused": True})
+    assert record_runs(history, runs_frame([reused, globex]), second).equals(history)
+    # globex trains: one row, its old one no longer latest; acme's row is untouched.
+    trained = PolicyRun("globex", "globex-1", STATUS_TRAINED, n_train=10, eval_accuracy=0.5)
+    later = record_runs(history, runs_frame([reused, trained]), second)
+    assert later.select("tenant_id", "policy_id", "run_at", "is_latest").rows() == [
+        ("acme", "acme-1", first, True),
+        ("globex", None, first, False),
+        ("globex", "globex-1", second, True),
+    ]
 
 
 def test_tokenizer_and_model_are_built_from_config() -> None:

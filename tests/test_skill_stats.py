@@ -149,6 +149,44 @@ def test_skill_vectors_are_mean_embeddings() -> None:
     assert np.linalg.norm(u1) == pytest.approx(1.0, abs=1e-6)
 
 
+def test_vectors_are_bit_identical_whatever_the_row_order() -> None:
+    """A pack holds these vectors: the same input must give the same bytes (SPEC §5), so no sum
+    may depend on the order rows arrive in or on group_by's order."""
+    rng = np.random.default_rng(3)
+    n = 300
+    interactions = pl.DataFrame(
+        [inter(f"i{i:03d}", f"s{i % 3}", f"u{i % 5}") for i in range(n)], schema=INTERACTION_SCHEMA
+    )
+    feedback = pl.DataFrame(
+        [fb(i, f"i{i:03d}", "thumbs_up" if i % 3 else "thumbs_down") for i in range(n)],
+        schema=FEEDBACK_SCHEMA,
+    )
+    embeddings = pl.DataFrame(
+        {
+            "tenant_id": "acme",
+            "memory_id": interactions["event_id"],
+            "memory_kind": "interaction",
+            "text_hash": [f"h{i % 150}" for i in range(n)],
+            "embedding": rng.normal(size=(n, 64)).astype(np.float32),
+        },
+        schema_overrides={"embedding": pl.Array(pl.Float32, 64)},
+    )
+    text_vectors = TextVectors.from_frame(embeddings)
+    results = []
+    for seed in range(6):
+        vectors = skill_vectors(
+            interactions.sample(fraction=1.0, shuffle=True, seed=seed),
+            embeddings.sample(fraction=1.0, shuffle=True, seed=seed),
+            text_vectors,
+        )
+        prefs = user_preferences(
+            interactions, feedback.sample(fraction=1.0, shuffle=True, seed=seed), vectors
+        )
+        results.append((vectors, prefs))
+    for vectors, prefs in results[1:]:
+        assert vectors.equals(results[0][0]) and prefs.equals(results[0][1])
+
+
 def test_learning_effectiveness() -> None:
     figures = learning_effectiveness(skill_stats(INTERACTIONS, FEEDBACK))
     assert figures["positive_share_by_skill"] == {"acme/concise": 0.75, "acme/detailed": 0.0}

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.decay import BASE_CONFIDENCE
+from pipeline.dpo import DPO_RUNS_SCHEMA
 from pipeline.pack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
 from pipeline.pii import Redactor
 from pipeline.storage import Lake
@@ -194,6 +195,14 @@ ID_COLUMNS = frozenset(
         "owner_id",
         "session_id",
     }
+)
+
+
+# What a pack reports of its tenant's policy (SPEC §4.7): facts of the policy only. When and how
+# long it ran, and whether a night reused it, stay in dpo_runs: a pack's content never depends on
+# the clock, so a re-run with identical input builds identical content (SPEC §5).
+POLICY_METRICS = tuple(
+    c for c in DPO_RUNS_SCHEMA if c not in ("tenant_id", "model_dir", "seconds", "reused")
 )
 
 # Used only while no decay snapshot exists yet: the §4.2 base of the type (BASE_CONFIDENCE).
@@ -552,11 +561,7 @@ def _models_and_metrics(
         models["policy_id"] = (
             row.get("policy_id") if row.get("status", "trained") == "trained" else None
         )
-        metrics["dpo"] = {
-            k: (v.isoformat() if isinstance(v, datetime | date) else v)
-            for k, v in row.items()
-            if k not in ("tenant_id", "model_dir")
-        }
+        metrics["dpo"] = {k: row[k] for k in POLICY_METRICS if k in row}
     return models, metrics
 
 
