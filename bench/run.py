@@ -76,7 +76,18 @@ SECTIONS: dict[str, Section] = {
             3600,
         ),
         Section(
-            "dpo", "bench.sections_dpo:run", "DPO stage wall time and eval accuracy", 300, 3 * 3600
+            "dpo",
+            "bench.sections_dpo:run",
+            "DPO stage wall time and eval accuracy beside its baselines",
+            300,
+            3 * 3600,
+        ),
+        Section(
+            "dpo_real",
+            "bench.sections_dpo:run_real",
+            "DPO on real human preferences (OASST, tree split) vs reference model and length rule",
+            420,
+            3600,
         ),
         Section(
             "nightly",
@@ -87,7 +98,7 @@ SECTIONS: dict[str, Section] = {
         ),
     ]
 }
-QUICK_ORDER = ["ingest", "embed", "pack", "dpo", "nightly"]
+QUICK_ORDER = ["ingest", "embed", "pack", "dpo", "dpo_real", "nightly"]
 # What the quick smoke test runs (tests/test_bench.py): the smallest, fastest section.
 SMALLEST = ["ingest"]
 
