@@ -293,7 +293,10 @@ def _learning_summary(trained: pl.DataFrame, short: pl.DataFrame) -> str:
     if not judged:
         return "not measured: no trained policy has eval pairs"
     if short.is_empty():
-        return f"learning beats the length rule, and is not below chance, for all {judged} policies"
+        return (
+            "learning beats the length rule, and is not below chance, "
+            f"for every policy ({judged} judged)"
+        )
     return (
         f"learning does not beat the length rule or chance for {short.height} of {judged} "
         f"policies: {'; '.join(short['verdict'].to_list())}"

@@ -67,8 +67,8 @@ class Sizes:
     nightly_dpo_max_steps: int = 0
     embed_texts: int = 10_000
     dpo_pairs: int = 10_000
-    # > 0: the dpo_real section's policy stops after this many DPO steps, with one SFT epoch (the
-    # quick smoke run). 0 = the default policy, as a night trains.
+    # > 0: the dpo_real section's policy stops after this many DPO steps, after a quarter SFT epoch
+    # (the quick smoke run). 0 = the default policy, as a night trains.
     dpo_real_max_steps: int = 0
     pack_memories: int = 100_000
     queries: int = 1_000

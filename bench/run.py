@@ -87,7 +87,7 @@ SECTIONS: dict[str, Section] = {
             "bench.sections_dpo:run_real",
             "DPO on real human preferences (OASST, tree split) vs reference model and length rule",
             420,
-            3600,
+            2 * 3600,  # the default policy on 551 real pairs: 15 CPU-min, 60 min on a busy host
         ),
         Section(
             "nightly",

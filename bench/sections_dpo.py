@@ -134,8 +134,12 @@ def run_real(sizes: Sizes) -> list[Figure]:
         raise NotAvailable(f"OpenAssistant sample {dpo_scale.OASST_SAMPLE} not found")
     pairs = dpo_scale.oasst_pairs(dpo_scale.OASST_SAMPLE)
     config = DPOPolicyConfig()
-    if sizes.dpo_real_max_steps > 0:  # the quick smoke run: a few DPO steps after one SFT epoch
-        config = replace(config, max_steps=sizes.dpo_real_max_steps, sft_epochs=1.0)
+    if sizes.dpo_real_max_steps > 0:
+        # The quick smoke run: a quarter SFT epoch, a few DPO steps; the reference is scored per
+        # step (cheaper than precomputing it for every train pair when few steps run).
+        config = replace(
+            config, max_steps=sizes.dpo_real_max_steps, sft_epochs=0.25, precompute_ref=False
+        )
     policy, wall = _train(pairs, config)
     trees = pairs.group_by("split").agg(pl.col("tree_id").n_unique())
     figures = _accuracy_figures(policy, "OASST tree split")

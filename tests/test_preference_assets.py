@@ -110,7 +110,7 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
         meta = result.asset_materializations_for_node("dpo_policy")[0].metadata
         assert meta["tenants_trained"].value == 1 and meta["tenants_skipped"].value == 1
         assert meta["learning"].value == (
-            "learning beats the length rule, and is not below chance, for all 1 policies"
+            "learning beats the length rule, and is not below chance, for every policy (1 judged)"
         )
 
     lake = Lake(Paths(home))
