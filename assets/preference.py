@@ -21,6 +21,7 @@ from pipeline.dpo import (
     record_runs,
     runs_frame,
     sft_examples_from,
+    short_of_baselines,
     train_policies,
 )
 from pipeline.neighbors import (
@@ -209,41 +210,38 @@ def dpo_policy(
     home.warehouse.refresh(
         "dpo_runs",
         home.lake,
-        comment="DPO policy outcomes per tenant (status, eval accuracy, margin, loss, steps); a night "
-        "that reuses the recorded policy adds no row.",
+        comment="DPO policy outcomes per tenant: status, eval accuracy with its 95 % interval beside "
+        "the reference model's and the length rule's, margin, loss, steps; a night that reuses the "
+        "recorded policy adds no row.",
     )
     for run in runs:
         if run.status == STATUS_SKIPPED:
             context.log.warning(f"dpo_policy skipped for {run.tenant_id}: {run.skipped_reason}")
     trained = current.filter(pl.col("status") == STATUS_TRAINED)
+    short = trained.filter(short_of_baselines())
+    for tenant, verdict in short.select("tenant_id", "verdict").iter_rows():
+        context.log.warning(f"dpo_policy {tenant}: {verdict}")
     figures: dict[str, object] = {
         "runs_recorded": recorded,  # 0: every tenant's policy is the one dpo_runs already has
         "tenants_trained": trained.height,
         "tenants_skipped": current.height - trained.height,
-        "per_tenant": [
-            {
-                k: v
-                for k, v in r.row().items()
-                if k
-                in (
-                    "tenant_id",
-                    "policy_id",
-                    "status",
-                    "skipped_reason",
-                    "eval_accuracy",
-                    "eval_margin",
-                    "steps",
-                    "seconds",
-                )
-            }
-            for r in runs
-        ],
+        "per_tenant": [{k: v for k, v in r.row().items() if k in PER_TENANT_FIGURES} for r in runs],
     }
     if trained.height:
         figures |= {
-            "eval_accuracy": float(trained["eval_accuracy"].mean() or 0.0),  # type: ignore[arg-type]
-            "eval_margin": float(trained["eval_margin"].mean() or 0.0),  # type: ignore[arg-type]
-            "train_loss": float(trained["train_loss"].mean() or 0.0),  # type: ignore[arg-type]
+            "learning": _learning_summary(trained, short),
+            **{
+                name: float(mean)  # type: ignore[arg-type]
+                for name in (
+                    "eval_accuracy",
+                    "reference_accuracy",
+                    "length_rule_accuracy",
+                    "eval_margin",
+                    "train_loss",
+                )
+                if (mean := trained[name].mean()) is not None
+            },
+            "n_eval": int(trained["n_eval"].sum()),
             "steps": int(trained["steps"].sum()),
             "seconds": float(trained["seconds"].sum()),
         }
@@ -257,10 +255,46 @@ def dpo_policy(
                 "status",
                 "skipped_reason",
                 "eval_accuracy",
+                "length_rule_accuracy",
+                "reference_accuracy",
                 "eval_margin",
                 "steps",
             ],
         )
+    )
+
+
+PER_TENANT_FIGURES = (
+    "tenant_id",
+    "policy_id",
+    "status",
+    "skipped_reason",
+    "n_eval",
+    "eval_accuracy",
+    "eval_accuracy_low",
+    "eval_accuracy_high",
+    "reference_accuracy",
+    "length_rule_accuracy",
+    "verdict",
+    "eval_margin",
+    "steps",
+    "seconds",
+)
+
+
+def _learning_summary(trained: pl.DataFrame, short: pl.DataFrame) -> str:
+    """Says plainly, for the whole run, whether learning holds against the baselines."""
+    judged = trained.filter(pl.col("verdict").is_not_null()).height
+    if not judged:
+        return "not measured: no trained policy has eval pairs"
+    if short.is_empty():
+        return (
+            "learning beats the length rule, and is not below chance, "
+            f"for every policy ({judged} judged)"
+        )
+    return (
+        f"learning does not beat the length rule or chance for {short.height} of {judged} "
+        f"policies: {'; '.join(short['verdict'].to_list())}"
     )
 
 
@@ -405,6 +439,34 @@ def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
+    asset=dpo_policy,
+    description="Learning holds against simple baselines: warns (never blocks) when a policy's eval "
+    "accuracy is below chance (its 95 % interval under 0.5) or does not beat the length rule's.",
+)
+def learning_beats_baselines(home: MemorypackHome) -> dg.AssetCheckResult:
+    latest = _read(home, "dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
+        pl.col("is_latest") & (pl.col("status") == STATUS_TRAINED)
+    )
+    short = latest.filter(short_of_baselines())
+    return dg.AssetCheckResult(
+        passed=short.is_empty(),
+        severity=dg.AssetCheckSeverity.WARN,
+        description="; ".join(
+            f"{t}: {v}" for t, v in short.select("tenant_id", "verdict").iter_rows()
+        )
+        or "every trained policy beats the length rule and none is below chance",
+        metadata={
+            "trained": latest.height,
+            "short_of_baselines": short.height,
+            "runs": [
+                {k: v for k, v in row.items() if k in PER_TENANT_FIGURES}
+                for row in latest.iter_rows(named=True)
+            ],
+        },
+    )
+
+
+@dg.asset_check(
     asset=refined_templates,
     blocking=True,
     description="Every tenant × skill has one current template.",
@@ -419,4 +481,10 @@ def current_template_per_skill(home: MemorypackHome) -> dg.AssetCheckResult:
 
 
 ASSETS = [preference_pairs, dpo_policy, refined_templates]
-CHECKS = [pair_format_valid, no_split_leakage, eval_accuracy_recorded, current_template_per_skill]
+CHECKS = [
+    pair_format_valid,
+    no_split_leakage,
+    eval_accuracy_recorded,
+    learning_beats_baselines,
+    current_template_per_skill,
+]

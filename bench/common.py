@@ -67,6 +67,9 @@ class Sizes:
     nightly_dpo_max_steps: int = 0
     embed_texts: int = 10_000
     dpo_pairs: int = 10_000
+    # > 0: the dpo_real section's policy stops after this many DPO steps, after a quarter SFT epoch
+    # (the quick smoke run). 0 = the default policy, as a night trains.
+    dpo_real_max_steps: int = 0
     pack_memories: int = 100_000
     queries: int = 1_000
     pii_texts: int = 10_000
@@ -84,6 +87,7 @@ class Sizes:
             nightly_dpo_max_steps=10,
             embed_texts=200,
             dpo_pairs=100,
+            dpo_real_max_steps=20,
             pack_memories=10_000,
             queries=200,
             pii_texts=1_000,

@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/dpo_scale.py --n 10000          # synthetic planted pairs
     .venv/bin/python bench/dpo_scale.py --oasst FILE       # ranked siblings of an OASST export
-Prints one JSON line: pairs, train/eval sizes, wall seconds, eval accuracy and margin.
+Prints one JSON line: pairs, train/eval sizes, wall seconds, eval accuracy (95 % interval) beside
+the reference model's and the length rule's, and the margin. OASST pairs are split by message tree.
 """
 
 from __future__ import annotations
@@ -12,17 +13,21 @@ import json
 import sys
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import contracts
 from pipeline.dpo import DPOPolicyConfig, train_policy
 from pipeline.generate.preference import planted_mined_pairs
-from pipeline.pairs import finalize_pairs, ranked_pairs
+from pipeline.importers import import_oasst
+from pipeline.ingest import ingest_folder, typed_tables
+from pipeline.pairs import PairConfig, assign_split, finalize_pairs, ranked_pairs
+
+OASST_SAMPLE = Path("/work/shared/data/oasst/en_100_tree.jsonl")
+OASST_DAY = date(2023, 2, 5)
 
 
 def synthetic_pairs(n: int, seed: int = 0) -> pl.DataFrame:
@@ -30,32 +35,24 @@ def synthetic_pairs(n: int, seed: int = 0) -> pl.DataFrame:
     return finalize_pairs(planted_mined_pairs(n, seed, tenant="bench"))
 
 
-def oasst_pairs(path: Path) -> pl.DataFrame:
-    """Ranked assistant siblings of an OASST message-tree export."""
-    rows: list[dict[str, Any]] = []
-
-    def walk(node: dict[str, Any]) -> None:
-        for reply in node.get("replies", []):
-            if reply.get("role") == "assistant" and reply.get("rank") is not None:
-                rows.append(
-                    {
-                        "tenant_id": "oasst",
-                        "event_id": reply["message_id"],
-                        "input": node["text"],
-                        "output": reply["text"],
-                        "metadata": json.dumps(
-                            {"rank": reply["rank"], "parent_id": reply["parent_id"]}
-                        ),
-                    }
-                )
-            walk(reply)
-
-    with path.open() as handle:
-        for line in handle:
-            walk(json.loads(line)["prompt"])
-    base = {c: None for c in contracts.INTERACTION_COLUMNS}
-    inter = pl.DataFrame([{**base, **r} for r in rows], schema=contracts.INTERACTION_SCHEMA)
-    return finalize_pairs(ranked_pairs(inter))
+def oasst_pairs(path: Path, eval_fraction: float = PairConfig.eval_fraction) -> pl.DataFrame:
+    """Ranked assistant siblings of an OASST message-tree export, imported and mined as the product
+    does (`import_oasst` → ingest → `ranked_pairs`), then split by message tree: a conversation's
+    turns share context, so no tree has pairs on both sides (`tree_id` is kept as a column)."""
+    with tempfile.TemporaryDirectory(prefix="bench-oasst-") as tmp:
+        import_oasst(path, Path(tmp), load_date=OASST_DAY)
+        events = ingest_folder(Path(tmp) / OASST_DAY.isoformat(), OASST_DAY).events
+    interactions = typed_tables(events.lazy())["interactions"]
+    trees = interactions.select(
+        pl.col("event_id").alias("chosen_id"),
+        pl.col("metadata").str.json_path_match("$.tree_id").alias("tree_id"),
+    )
+    pairs = finalize_pairs(ranked_pairs(interactions)).join(trees, on="chosen_id", how="left")
+    # The product's split rule (a salted hash bucket per group), grouped by tree, not by prompt.
+    by_tree = assign_split(
+        pairs.select(pl.col("tree_id").alias("prompt")), PairConfig(eval_fraction=eval_fraction)
+    )
+    return pairs.with_columns(by_tree["split"])
 
 
 def main() -> None:
@@ -84,8 +81,18 @@ def main() -> None:
                 "steps": run.steps,
                 "train_loss": run.train_loss,
                 "sft_loss": run.sft_loss,
-                "eval_accuracy": run.eval_accuracy,
-                "eval_margin": run.eval_margin,
+                **{
+                    k: getattr(run, k)
+                    for k in (
+                        "eval_accuracy",
+                        "eval_accuracy_low",
+                        "eval_accuracy_high",
+                        "reference_accuracy",
+                        "length_rule_accuracy",
+                        "verdict",
+                        "eval_margin",
+                    )
+                },
                 "config": {
                     "n_layer": config.n_layer,
                     "n_embd": config.n_embd,

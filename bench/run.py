@@ -83,7 +83,18 @@ SECTIONS: dict[str, Section] = {
             3 * 3600,
         ),
         Section(
-            "dpo", "bench.sections_dpo:run", "DPO stage wall time and eval accuracy", 300, 3 * 3600
+            "dpo",
+            "bench.sections_dpo:run",
+            "DPO stage wall time and eval accuracy beside its baselines",
+            300,
+            3 * 3600,
+        ),
+        Section(
+            "dpo_real",
+            "bench.sections_dpo:run_real",
+            "DPO on real human preferences (OASST, tree split) vs reference model and length rule",
+            420,
+            2 * 3600,  # the default policy on 551 real pairs: 15 CPU-min, 60 min on a busy host
         ),
         Section(
             "paraphrase",
@@ -101,7 +112,7 @@ SECTIONS: dict[str, Section] = {
         ),
     ]
 }
-QUICK_ORDER = ["ingest", "embed", "paraphrase", "pack", "pii", "dpo", "nightly"]
+QUICK_ORDER = ["ingest", "embed", "paraphrase", "pack", "pii", "dpo", "dpo_real", "nightly"]
 # What the quick smoke test runs (tests/test_bench.py): the smallest, fastest section.
 SMALLEST = ["ingest"]
 

@@ -32,7 +32,7 @@ TABLES: dict[str, str] = {
     "memory_conflicts": "Pairs of memories that cannot both be true, and the side the hierarchy prefers.",
     "few_shot_sets": "Top few-shot examples per tenant x system x kind (x skill) with their rank and why.",
     "preference_pairs": "(prompt, chosen, rejected) pairs for DPO with source, margin and split.",
-    "dpo_runs": "DPO policy outcomes per tenant: status, eval accuracy, margin, loss, steps; a reused policy adds no row.",
+    "dpo_runs": "DPO policy outcomes per tenant: status, eval accuracy (95 % interval) beside the reference model and the length rule, verdict, margin, loss, steps; a reused policy adds no row.",
     "template_history": "Every version of every skill template with its score and evidence; is_current marks the live one.",
     "skill_stats": "Per tenant x user x skill: usage, positive/negative counts, EMA confidence.",
     "promotion_candidates": "Inferred patterns that qualify for promotion to confirmed (listed, never applied).",

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -48,6 +49,14 @@ DPO_RUNS_SCHEMA: dict[str, pl.DataType] = {
     "n_eval": pl.Int64(),
     "eval_accuracy": pl.Float64(),
     "eval_margin": pl.Float64(),
+    # Baselines on the same eval pairs: the accuracy's 95 % Wilson interval, the
+    # reference model before DPO (Σ log-prob of chosen > of rejected), the length rule (the
+    # longer reply wins, a tie counts half) and one plain sentence comparing them.
+    "eval_accuracy_low": pl.Float64(),
+    "eval_accuracy_high": pl.Float64(),
+    "reference_accuracy": pl.Float64(),
+    "length_rule_accuracy": pl.Float64(),
+    "verdict": pl.String(),
     "train_loss": pl.Float64(),
     "steps": pl.Int64(),
     "seconds": pl.Float64(),
@@ -133,6 +142,11 @@ class PolicyRun:
     n_eval: int = 0
     eval_accuracy: float | None = None
     eval_margin: float | None = None
+    eval_accuracy_low: float | None = None
+    eval_accuracy_high: float | None = None
+    reference_accuracy: float | None = None
+    length_rule_accuracy: float | None = None
+    verdict: str | None = None
     train_loss: float | None = None
     steps: int = 0
     seconds: float = 0.0
@@ -498,25 +512,115 @@ class PolicyScorer:
             policy, reference, tokenizer, float(run["beta"]), int(run["max_length"]), batch_size
         )
 
-    def rewards(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
+    def logps(
+        self, prompts: Sequence[str], completions: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(Σ log π, Σ log π_ref) of each completion."""
         args = (self.tokenizer, prompts, completions, self.max_length, self.batch_size)
-        return self.beta * (
-            sequence_logps(self.policy, *args) - sequence_logps(self.reference, *args)
-        )
+        return sequence_logps(self.policy, *args), sequence_logps(self.reference, *args)
+
+    def rewards(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
+        policy, reference = self.logps(prompts, completions)
+        return self.beta * (policy - reference)
 
     def __call__(
         self, prompts: list[str], chosen: list[str], rejected: list[str]
     ) -> tuple[np.ndarray, np.ndarray]:
         return self.rewards(prompts, chosen), self.rewards(prompts, rejected)
 
-    def evaluate(self, pairs: pl.DataFrame) -> tuple[float | None, float | None]:
-        """(preference accuracy, mean reward margin) on pairs with their plain prompts."""
+    def evaluate(self, pairs: pl.DataFrame) -> tuple[float | None, float | None, float | None]:
+        """(preference accuracy, mean reward margin, the reference model's accuracy) on pairs with
+        their plain prompts. The reference (the model before DPO) prefers the completion with the
+        higher Σ log-prob: what the policy is measured against before any preference is learned."""
         if pairs.is_empty():
-            return None, None
+            return None, None, None
         prompts = [format_prompt(p) for p in pairs["prompt"].to_list()]
-        chosen, rejected = self(prompts, pairs["chosen"].to_list(), pairs["rejected"].to_list())
-        diff = chosen - rejected
-        return float((diff > 0).mean()), float(diff.mean())
+        policy_chosen, ref_chosen = self.logps(prompts, pairs["chosen"].to_list())
+        policy_rejected, ref_rejected = self.logps(prompts, pairs["rejected"].to_list())
+        diff = self.beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
+        return (
+            float((diff > 0).mean()),
+            float(diff.mean()),
+            float((ref_chosen > ref_rejected).mean()),
+        )
+
+
+# --- baselines --------------------------------------------------------------------------------
+
+Z_95 = 1.959963984540054  # the two-sided 95 % normal quantile
+
+
+def wilson_interval(accuracy: float, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion measured on `n` pairs (95 % by default); unlike
+    accuracy ± 1.96·SE it stays inside [0, 1] and is honest on small n."""
+    if n <= 0:
+        return 0.0, 1.0
+    z2n = z * z / n
+    centre = (accuracy + z2n / 2) / (1 + z2n)
+    half = z / (1 + z2n) * math.sqrt(accuracy * (1 - accuracy) / n + z2n / (4 * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def length_rule_accuracy(pairs: pl.DataFrame) -> float | None:
+    """The accuracy of "the longer reply wins" (in characters; a tie counts half): the simple
+    rule a learned preference has to beat."""
+    if pairs.is_empty():
+        return None
+    chosen, rejected = pl.col("chosen").str.len_chars(), pl.col("rejected").str.len_chars()
+    score = pl.when(chosen > rejected).then(1.0).when(chosen == rejected).then(0.5).otherwise(0.0)
+    return float(pairs.select(score.mean()).item())
+
+
+def short_of_baselines() -> pl.Expr:
+    """`dpo_runs` rows whose learning does not hold: the eval accuracy's 95 % interval lies below
+    chance, or the accuracy does not beat the length rule's (a tie adds nothing to the rule).
+    Unknown baselines, as in runs recorded before they existed, never count."""
+    return (
+        (pl.col("eval_accuracy_high") < 0.5)
+        | (pl.col("eval_accuracy") <= pl.col("length_rule_accuracy"))
+    ).fill_null(False)
+
+
+def learning_verdict(
+    accuracy: float | None,
+    interval: tuple[float, float],
+    length_accuracy: float | None,
+    reference_accuracy: float | None,
+    n_eval: int,
+) -> str | None:
+    """One plain sentence: does learning beat the length rule (and chance), with the figures."""
+    if accuracy is None or length_accuracy is None:
+        return None
+    low, high = interval
+    verdict = (
+        "learning beats the length rule"
+        if accuracy > length_accuracy
+        else "learning does not beat the length rule"
+    )
+    if high < 0.5:
+        verdict += " and is below chance"
+    reference = "" if reference_accuracy is None else f", reference model {reference_accuracy:.2f}"
+    return (
+        f"{verdict}: eval accuracy {accuracy:.2f} (95 % interval {low:.2f}–{high:.2f}, "
+        f"{n_eval} pairs), length rule {length_accuracy:.2f}{reference}"
+    )
+
+
+def baseline_fields(
+    pairs: pl.DataFrame, accuracy: float | None, reference_accuracy: float | None
+) -> dict[str, Any]:
+    """The baseline columns of a `dpo_runs` row for an eval accuracy measured on `pairs`."""
+    length = length_rule_accuracy(pairs)
+    if accuracy is None:
+        return {"length_rule_accuracy": length}
+    interval = wilson_interval(accuracy, pairs.height)
+    return {
+        "eval_accuracy_low": interval[0],
+        "eval_accuracy_high": interval[1],
+        "reference_accuracy": reference_accuracy,
+        "length_rule_accuracy": length,
+        "verdict": learning_verdict(accuracy, interval, length, reference_accuracy, pairs.height),
+    }
 
 
 # --- one run ----------------------------------------------------------------------------------
@@ -542,6 +646,26 @@ def _unpatch(model: Any) -> Any:
 def _save(model: Any, tokenizer: Any, folder: Path) -> None:
     model.save_pretrained(str(folder), safe_serialization=True)
     tokenizer.save_pretrained(str(folder))
+
+
+def _with_baselines(saved: dict[str, Any], config: DPOPolicyConfig) -> dict[str, Any]:
+    """A policy saved before baselines were recorded gets them once, from its frozen eval pairs;
+    its run.json is rewritten (atomically) so later nights read them."""
+    folder = Path(saved.get("model_dir") or "")
+    if (
+        "verdict" in saved
+        or saved.get("eval_accuracy") is None
+        or not (folder / EVAL_FILE).exists()
+    ):
+        return saved
+    _torch_setup(config)
+    pairs = pl.read_parquet(folder / EVAL_FILE)
+    reference_accuracy = PolicyScorer.load(folder, config.eval_batch_size).evaluate(pairs)[2]
+    saved = {**saved, **baseline_fields(pairs, saved["eval_accuracy"], reference_accuracy)}
+    tmp = folder / f".{RUN_FILE}.{uuid.uuid4().hex}.tmp"
+    tmp.write_text(json.dumps(saved, indent=2, default=list))
+    os.replace(tmp, folder / RUN_FILE)
+    return saved
 
 
 def train_policy(
@@ -576,6 +700,7 @@ def train_policy(
     if saved is not None and mined < saved.get(MINED, saved["n_train"]) * (
         1 + config.retrain_growth
     ):
+        saved = _with_baselines(saved, config)
         fields = {k: saved[k] for k in DPO_RUNS_SCHEMA if k in saved}
         return PolicyRun(**{**fields, "tenant_id": tenant_id, "reused": True})
     started = time.perf_counter()
@@ -606,7 +731,7 @@ def train_policy(
     scorer = PolicyScorer(
         policy, reference, tokenizer, config.beta, config.max_length, config.eval_batch_size
     )
-    accuracy, margin = scorer.evaluate(eval_pairs)
+    accuracy, margin, reference_accuracy = scorer.evaluate(eval_pairs)
     seconds = time.perf_counter() - started
     run = PolicyRun(
         tenant_id=tenant_id,
@@ -616,6 +741,7 @@ def train_policy(
         n_eval=n_eval,
         eval_accuracy=accuracy,
         eval_margin=margin,
+        **baseline_fields(eval_pairs, accuracy, reference_accuracy),
         train_loss=train_loss,
         steps=steps,
         seconds=round(seconds, 3),
@@ -646,7 +772,7 @@ def train_policy(
     if model_dir.exists():
         shutil.rmtree(model_dir)
     os.replace(tmp, model_dir)
-    log.info("policy %s: eval accuracy %s, margin %s, %.1fs", policy_id, accuracy, margin, seconds)
+    log.info("policy %s (%.1fs): %s", policy_id, seconds, run.verdict or "no eval pairs")
     return run
 
 

@@ -17,12 +17,15 @@ from pipeline.dpo import (
     build_model,
     build_tokenizer,
     held_out_pairs,
+    learning_verdict,
+    length_rule_accuracy,
     policy_id_for,
     record_runs,
     runs_frame,
     sft_examples_from,
     train_policies,
     train_policy,
+    wilson_interval,
 )
 from pipeline.generate.preference import planted_mined_pairs
 from pipeline.pairs import finalize_pairs
@@ -77,6 +80,46 @@ def test_tokenizer_and_model_are_built_from_config() -> None:
     assert (model.config.n_layer, model.config.n_embd, model.config.n_head) == (2, 64, 4)
 
 
+def test_wilson_interval_by_hand() -> None:
+    # 0 of 10: the upper bound is z²/(n + z²) = 3.8415/13.8415.
+    assert wilson_interval(0.0, 10) == pytest.approx((0.0, 0.277533), abs=1e-6)
+    assert wilson_interval(1.0, 10) == pytest.approx((0.722467, 1.0), abs=1e-6)
+    # 50 of 100: centre 0.5, half-width 1.96/1.038415 · √(0.0025 + 0.000096) = 0.096168.
+    assert wilson_interval(0.5, 100) == pytest.approx((0.403832, 0.596168), abs=1e-6)
+    # 3 of 4: centre (0.75 + 0.480) / 1.960 = 0.628, half-width 0.9998 · √(0.0469 + 0.0600) = 0.327.
+    assert wilson_interval(0.75, 4) == pytest.approx((0.300642, 0.954413), abs=1e-6)
+    assert wilson_interval(0.5, 0) == (0.0, 1.0)
+
+
+def test_length_rule_counts_the_longer_reply_and_ties_half() -> None:
+    pairs = pl.DataFrame(
+        {
+            "chosen": ["a longer reply", "short", "same", "héllo wörld!"],
+            "rejected": ["short", "a longer reply", "size", "hello world"],
+        }
+    )
+    # wins, loses, ties (4 = 4 characters), wins (12 > 11 characters, not bytes)
+    assert length_rule_accuracy(pairs) == (1 + 0 + 0.5 + 1) / 4
+    assert length_rule_accuracy(pairs.head(0)) is None
+
+
+def test_the_verdict_says_plainly_whether_learning_beats_the_length_rule() -> None:
+    below = learning_verdict(0.40, wilson_interval(0.40, 156), 0.69, 0.31, 156)
+    assert below == (
+        "learning does not beat the length rule and is below chance: eval accuracy 0.40 "
+        "(95 % interval 0.33–0.48, 156 pairs), length rule 0.69, reference model 0.31"
+    )
+    tie = learning_verdict(0.5, (0.3, 0.7), 0.5, None, 20)
+    assert tie == (
+        "learning does not beat the length rule: eval accuracy 0.50 (95 % interval 0.30–0.70, "
+        "20 pairs), length rule 0.50"
+    )
+    assert learning_verdict(0.9, (0.7, 0.97), 0.5, 0.6, 20).startswith(  # type: ignore[union-attr]
+        "learning beats the length rule: eval accuracy 0.90"
+    )
+    assert learning_verdict(None, (0.0, 1.0), 0.5, None, 0) is None
+
+
 def test_under_min_pairs_the_stage_skips_with_a_reason(tmp_path: Path) -> None:
     pairs = planted_pairs(6)
     run = train_policy("acme", pairs, pairs.head(0), _sft(pairs), FAST, tmp_path)
@@ -100,13 +143,28 @@ def test_dpo_learns_the_planted_preference(tmp_path: Path) -> None:
     assert (folder / "policy" / "model.safetensors").exists()
     assert (folder / "reference" / "model.safetensors").exists()
     assert json.loads((folder / "run.json").read_text())["eval_accuracy"] == run.eval_accuracy
-    # The saved policy scores exactly as the trained one did.
+    # The saved policy scores exactly as the trained one did, its reference model too.
     assert PolicyScorer.load(folder).evaluate(evals) == pytest.approx(
-        (run.eval_accuracy, run.eval_margin)
+        (run.eval_accuracy, run.eval_margin, run.reference_accuracy)
     )
-    # Same train pairs and config → same id → reused, not retrained.
+    # Baselines on the same pairs: the planted chosen reply is the concise one.
+    assert run.length_rule_accuracy == length_rule_accuracy(evals) == 0.0
+    assert (run.eval_accuracy_low, run.eval_accuracy_high) == wilson_interval(
+        run.eval_accuracy, evals.height
+    )
+    assert run.verdict is not None and run.verdict.startswith("learning beats the length rule")
+    # Same train pairs and config → same id → reused, not retrained. A policy saved before
+    # baselines were recorded gets them once, from its frozen eval pairs.
+    saved = json.loads((folder / "run.json").read_text())
+    baselines = ["eval_accuracy_low", "eval_accuracy_high", "reference_accuracy"]
+    baselines += ["length_rule_accuracy", "verdict"]
+    (folder / "run.json").write_text(
+        json.dumps({k: v for k, v in saved.items() if k not in baselines})
+    )
     again = train_policy("acme", train, evals, _sft(pairs), FAST, tmp_path)
     assert again.reused and again.eval_accuracy == run.eval_accuracy
+    assert [getattr(again, k) for k in baselines] == [getattr(run, k) for k in baselines]
+    assert json.loads((folder / "run.json").read_text()) == saved
     # A night with a few new pairs keeps the newest policy (train set grew < retrain_growth).
     more = pl.concat([train, planted_pairs(6, seed=9).filter(pl.col("split") == "train")])
     assert train.height < more.height < train.height * (1 + FAST.retrain_growth)

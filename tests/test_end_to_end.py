@@ -54,12 +54,21 @@ def test_run_succeeds_with_every_check_passing(world) -> None:
         if e.event_type_value == "STEP_FAILURE" and e.step_failure_data.error
     ]
     assert result.success, failures
+    evaluations = result.get_asset_check_evaluations()
     failed_checks = [
         (e.asset_key.to_user_string(), e.check_name)
-        for e in result.get_asset_check_evaluations()
-        if not e.passed
+        for e in evaluations
+        if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR
     ]
     assert failed_checks == []
+    # A warning never fails a night. The only one allowed here: on a few dozen generated pairs the
+    # policy may not beat the length rule, and the check then says so with the figures.
+    warned = [e for e in evaluations if not e.passed]
+    assert {e.check_name for e in warned} <= {"learning_beats_baselines"}
+    for e in warned:
+        assert "learning does not beat the length rule" in (e.description or "") or (
+            "below chance" in (e.description or "")
+        )
 
 
 def test_the_warehouse_equals_the_lake(world) -> None:

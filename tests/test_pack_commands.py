@@ -60,6 +60,7 @@ def test_show_prints_the_manifest(home: Path, capsys: pytest.CaptureFixture[str]
     assert "Dagster run run-1" in out
     assert "memories.parquet" in out and "sha256" in out
     assert "'email': 3" in out
+    assert "  learning    learning beats the length rule: eval accuracy 0.75" in out
     assert _run("pack", "show", "--home", str(home), "--tenant", "acme", "--json") == 0
     assert '"pack_format": 1' in capsys.readouterr().out
 

@@ -64,7 +64,12 @@ def test_publish_writes_a_complete_manifest(paths: Paths) -> None:
         "embedding": {"model": "all-MiniLM-L6-v2+onnx-int8.v2", "dim": DIM},
         "policy_id": "acme-policy-1",
     }
-    assert manifest["metrics"]["dpo"]["eval_accuracy"] == 0.75
+    dpo = manifest["metrics"]["dpo"]
+    assert (dpo["eval_accuracy"], dpo["n_eval"]) == (0.75, 10)
+    # The baselines on the same eval pairs travel with the accuracy.
+    assert (dpo["eval_accuracy_low"], dpo["eval_accuracy_high"]) == (0.4422, 0.9191)
+    assert (dpo["reference_accuracy"], dpo["length_rule_accuracy"]) == (0.5, 0.6)
+    assert dpo["verdict"].startswith("learning beats the length rule")
     assert set(manifest["files"]) == set(DATA_FILES)
     # The archived single inference stays in the lake but not in the pack.
     assert manifest["files"]["memories.parquet"]["rows"] == 6

@@ -1,16 +1,25 @@
 """Preference assets end to end on a tiny lake: pairs → DPO policy (or a skip) → templates, checks."""
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 import pytest
 
-from assets.preference import ASSETS, CHECKS
+from assets.preference import ASSETS, CHECKS, learning_beats_baselines
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.config import Paths
+from pipeline.dpo import (
+    STATUS_TRAINED,
+    PolicyRun,
+    learning_verdict,
+    length_rule_accuracy,
+    runs_frame,
+    wilson_interval,
+)
 from pipeline.generate.preference import planted_mined_pairs
 from pipeline.storage import Lake, Warehouse
 from pipeline.templates import load_registry
@@ -95,10 +104,14 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             "pair_format_valid": True,
             "no_split_leakage": True,
             "eval_accuracy_recorded": True,
+            "learning_beats_baselines": True,
             "current_template_per_skill": True,
         }
         meta = result.asset_materializations_for_node("dpo_policy")[0].metadata
         assert meta["tenants_trained"].value == 1 and meta["tenants_skipped"].value == 1
+        assert meta["learning"].value == (
+            "learning beats the length rule, and is not below chance, for every policy (1 judged)"
+        )
 
     lake = Lake(Paths(home))
     pairs = lake.read("preference_pairs").collect()
@@ -113,6 +126,17 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
         and acme["n_train"] + acme["n_eval"] == 40
     )
     assert Path(acme["model_dir"], "policy", "model.safetensors").exists()
+    # Beside the accuracy, on the same eval pairs: its 95 % interval and the two baselines. The
+    # planted chosen replies are the concise ones, so the length rule gets every pair wrong.
+    held_out = pl.read_parquet(Path(acme["model_dir"], "eval_pairs.parquet"))
+    assert held_out.height == acme["n_eval"]
+    assert acme["length_rule_accuracy"] == length_rule_accuracy(held_out) == 0.0
+    assert (acme["eval_accuracy_low"], acme["eval_accuracy_high"]) == pytest.approx(
+        wilson_interval(acme["eval_accuracy"], acme["n_eval"])
+    )
+    assert 0.0 <= acme["reference_accuracy"] <= 1.0
+    assert acme["verdict"].startswith("learning beats the length rule: eval accuracy")
+    assert tiny["verdict"] is None and tiny["length_rule_accuracy"] is None
     assert tiny["status"] == "skipped" and "min_pairs" in tiny["skipped_reason"]
 
     history = lake.read("template_history").collect()
@@ -151,3 +175,71 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             for t in ("preference_pairs", "dpo_runs", "template_history")
         }  # type: ignore[index]
     assert counts == {"preference_pairs": 42, "dpo_runs": 2, "template_history": history2.height}
+
+
+def _runs(rows: list[tuple[str, float, float, bool]]) -> pl.DataFrame:
+    """`dpo_runs` history rows (tenant, eval accuracy on 40 pairs, length rule, is_latest)."""
+    runs = []
+    for tenant, accuracy, length, _ in rows:
+        interval = wilson_interval(accuracy, 40)
+        runs.append(
+            PolicyRun(
+                tenant,
+                f"{tenant}-p",
+                STATUS_TRAINED,
+                n_train=160,
+                n_eval=40,
+                eval_accuracy=accuracy,
+                eval_accuracy_low=interval[0],
+                eval_accuracy_high=interval[1],
+                reference_accuracy=0.5,
+                length_rule_accuracy=length,
+                verdict=learning_verdict(accuracy, interval, length, 0.5, 40),
+            )
+        )
+    return runs_frame(runs).with_columns(
+        pl.lit(datetime(2026, 11, 2, tzinfo=UTC)).alias("run_at"),
+        pl.Series("is_latest", [latest for *_, latest in rows]),
+    )
+
+
+def test_baseline_check_warns_on_a_policy_below_chance_or_the_length_rule(tmp_path: Path) -> None:
+    home = MemorypackHome(home=str(tmp_path))
+    history = _runs(
+        [
+            ("good", 0.80, 0.30, True),
+            ("old", 0.20, 0.70, False),  # an earlier run of a tenant: not judged
+            ("newer", 0.75, 0.60, True),
+        ]
+    )
+    home.lake.write("dpo_runs", history)
+    quiet = learning_beats_baselines(home=home)
+    assert quiet.passed and quiet.severity == dg.AssetCheckSeverity.WARN
+    assert quiet.metadata["short_of_baselines"].value == 0  # type: ignore[attr-defined]
+
+    # Planted: 0.30 on 40 pairs (95 % interval 0.18–0.45) is below chance though it beats a 0.25
+    # length rule; 0.60 is above chance but does not beat a 0.70 length rule.
+    planted = pl.concat(
+        [history, _runs([("chance", 0.30, 0.25, True), ("long", 0.60, 0.70, True)])]
+    )
+    home.lake.write("dpo_runs", planted)
+    warned = learning_beats_baselines(home=home)
+    assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
+    assert warned.metadata["short_of_baselines"].value == 2  # type: ignore[attr-defined]
+    assert warned.description == (
+        "chance: learning beats the length rule and is below chance: eval accuracy 0.30 "
+        "(95 % interval 0.18–0.45, 40 pairs), length rule 0.25, reference model 0.50; "
+        "long: learning does not beat the length rule: eval accuracy 0.60 "
+        "(95 % interval 0.45–0.74, 40 pairs), length rule 0.70, reference model 0.50"
+    )
+
+
+def test_runs_recorded_before_baselines_still_read_and_pass(tmp_path: Path) -> None:
+    home = MemorypackHome(home=str(tmp_path))
+    new_columns = ["eval_accuracy_low", "eval_accuracy_high", "reference_accuracy"]
+    new_columns += ["length_rule_accuracy", "verdict"]
+    home.lake.write("dpo_runs", _runs([("acme", 0.20, 0.70, True)]).drop(new_columns))
+    result = learning_beats_baselines(home=home)
+    assert result.passed  # unknown baselines are not judged
+    (run,) = result.metadata["runs"].value  # type: ignore[attr-defined]
+    assert run["eval_accuracy"] == 0.20 and run["length_rule_accuracy"] is None

@@ -91,6 +91,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             if dpo
             else ""
         ),
+        *([f"  learning    {dpo['verdict']}"] if dpo.get("verdict") else []),
         f"  counts      {manifest.get('counts', {})}",
         f"  redacted    {manifest.get('redactions', {}).get('by_kind', {})}",
         "  files",
