@@ -13,7 +13,7 @@ import duckdb
 import polars as pl
 
 from pipeline.config import Paths
-from pipeline.pack.format import fsync_path
+from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions
 
 # Lake tables published to analysts, with the comment each carries in DuckDB.

@@ -11,8 +11,8 @@ import pytest
 from pipeline.cli import main
 from pipeline.errors import UserError
 from pipeline.homelock import home_lock
+from tests.conftest import SOURCE_PATH
 
-ROOT = Path(__file__).resolve().parents[1]
 HOLDER = """
 import sys, time
 from pathlib import Path
@@ -48,7 +48,7 @@ def test_a_second_run_refuses_in_one_line_naming_the_holder(
 
 
 def test_a_killed_holder_frees_the_home(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": SOURCE_PATH}
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env
     )
