@@ -8,12 +8,13 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install demo test lint typecheck unit bench bench-quick ui clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml lib/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first: the CPU wheel on this machine; anything else pulls CUDA builds (STACK.md)
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[pipeline,dev]"
+	# the app library (lib/, `import memorypack`) and the pipeline that depends on it, both editable
+	$(PY) -m pip install --quiet -e ./lib -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -22,8 +23,8 @@ demo: $(STAMP)
 	$(VENV)/bin/memorypack demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check pipeline assets jobs tests bench
-	$(VENV)/bin/ruff format --check pipeline assets jobs tests bench
+	$(VENV)/bin/ruff check lib pipeline assets jobs tests bench
+	$(VENV)/bin/ruff format --check lib pipeline assets jobs tests bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memorypack import MemoryPack
 from pipeline.config import Paths
-from pipeline.pack import MemoryPack
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.guards import run_guards
 from pipeline.pack.writer import publish

@@ -72,8 +72,8 @@ def run(sizes: Sizes) -> list[Figure]:
     import pyarrow.parquet as pq
 
     from bench import pack_scale
+    from memorypack import MemoryPack
     from pipeline.config import Paths
-    from pipeline.pack import MemoryPack
     from pipeline.pack.build import build_pack, load_inputs
     from pipeline.pack.guards import run_guards
     from pipeline.pack.writer import publish

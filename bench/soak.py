@@ -29,10 +29,10 @@ import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
+from memorypack.format import LATEST, read_latest, verify_pack
 from pipeline.analytics import TABLES
 from pipeline.config import PARTITION_COLUMNS, Paths
 from pipeline.generate import generate
-from pipeline.pack.format import LATEST, read_latest, verify_pack
 from pipeline.storage import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +136,11 @@ def ingest_problems(paths: Paths) -> list[str]:
 
 def run_cli(home: Path, landing: Path, load_date: str, kill_after: float | None) -> int | None:
     """One `memorypack run` in its own process group; SIGKILL it after `kill_after` seconds."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lib" / "src")]),
+        "HF_HUB_OFFLINE": "1",
+    }
     command = [sys.executable, "-m", "pipeline.cli", "run", "--home", str(home)]
     command += ["--landing", str(landing), "--date", load_date]
     process = subprocess.Popen(

@@ -14,7 +14,7 @@ import duckdb
 import polars as pl
 
 from pipeline.config import Paths
-from pipeline.pack.format import fsync_path
+from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions
 from pipeline.storage import LOADED_FILES, Lake, Warehouse
 

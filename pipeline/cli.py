@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import date, timedelta
 from pathlib import Path
 
+from memorypack import PackError
 from pipeline import __version__
 from pipeline.config import Paths, first_partition_date, offline_environment
 from pipeline.errors import UserError
@@ -69,7 +70,7 @@ def _run(home: Path, landing: Path, start: str, end: str, wait: bool = False) ->
         runner = importlib.import_module("jobs.runner")
     except ImportError as error:
         raise UserError(
-            f"running the pipeline needs its extras ({error}): pip install 'memorypack[pipeline]'"
+            f"running the pipeline needs its dependencies ({error}): pip install memorypack-pipeline"
         ) from None
     command = f"memorypack run --date {start}" if start == end else f"memorypack run {start}..{end}"
 
@@ -291,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
     try:
         return int(args.func(args))
-    except UserError as error:
+    except (UserError, PackError) as error:
         if args.verbose:
             log.exception("details")
         print(f"memorypack: {error}", file=sys.stderr)

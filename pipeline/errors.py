@@ -1,4 +1,6 @@
-"""Errors a person should see as one clear line (the CLI prints them without a traceback)."""
+"""Errors a person should see as one clear line (the CLI prints them without a traceback).
+
+The app library's `memorypack.PackError` is the other such error: the CLI prints both alike."""
 
 
 class UserError(Exception):

@@ -12,6 +12,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 LOAD_DATE = "2026-11-02"
+# PYTHONPATH for a subprocess that must run this checkout's code (the pipeline and, in lib/src,
+# the app library), whatever an installed copy elsewhere says.
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_PATH = os.pathsep.join([str(ROOT), str(ROOT / "lib" / "src")])
 
 
 def interaction(event_id: str = "i1", **fields: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.cli import main
+from tests.conftest import SOURCE_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +19,7 @@ def _python(code: str, *args: str, **env: str) -> subprocess.CompletedProcess[st
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         cwd=ROOT,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), **env},
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": SOURCE_PATH, **env},
         capture_output=True,
         text=True,
         timeout=120,
@@ -87,14 +88,14 @@ LIGHT = (
 
 
 @pytest.mark.parametrize("command", ["run", "demo"])
-def test_light_install_names_the_extra_in_one_line(tmp_path: Path, command: str) -> None:
+def test_missing_pipeline_dependencies_are_named_in_one_line(tmp_path: Path, command: str) -> None:
     (tmp_path / "landing" / "2026-11-01").mkdir(parents=True)
     done = _python(LIGHT, command, "--home", str(tmp_path))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("memorypack: running the pipeline needs its extras (")
-    assert lines[0].endswith("pip install 'memorypack[pipeline]'")
+    assert lines[0].startswith("memorypack: running the pipeline needs its dependencies (")
+    assert lines[0].endswith("pip install memorypack-pipeline")
 
 
 def _error(message: str, cls: str, stack: list[str], cause: object = None) -> SimpleNamespace:

@@ -12,9 +12,9 @@ import pytest
 from assets.resources import MemorypackHome
 from bench.soak import warehouse_differences
 from jobs.definitions import defs
+from memorypack import MemoryPack
 from pipeline.config import Paths
 from pipeline.generate import generate
-from pipeline.pack import MemoryPack
 
 START = date(2026, 11, 1)
 DAYS = 3

@@ -15,8 +15,8 @@ import pytest
 from pipeline.cli import main
 from pipeline.errors import UserError
 from pipeline.homelock import home_lock
+from tests.conftest import SOURCE_PATH
 
-ROOT = Path(__file__).resolve().parents[1]
 HOLDER = """
 import sys, time
 from pathlib import Path
@@ -30,7 +30,7 @@ with home_lock(Path(sys.argv[1]), "memorypack run --date 2026-11-01"):
 @contextmanager
 def held_elsewhere(home: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process holding the home lock until the block ends (it is then SIGKILLed)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": SOURCE_PATH}
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(home)], stdout=subprocess.PIPE, text=True, env=env
     )

@@ -17,8 +17,8 @@ import polars as pl
 import pytest
 
 from bench.soak import live_as_of, warehouse_differences
+from memorypack import MemoryPack
 from pipeline.config import Paths
-from pipeline.pack import MemoryPack
 from tests.conftest import feedback, interaction, memory, write_landing
 from tests.test_storage import HOLDER
 

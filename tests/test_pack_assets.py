@@ -8,8 +8,8 @@ import polars as pl
 
 from assets.publish import ASSETS, CHECKS, UPSTREAM
 from assets.resources import MemorypackHome
-from pipeline.pack import MemoryPack
-from pipeline.pack.format import read_latest
+from memorypack import MemoryPack
+from memorypack.format import read_latest
 from pipeline.pack.guards import GUARD_NAMES
 from tests.test_pack_support import make_lake
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from memorypack.format import read_latest
 from pipeline.errors import UserError
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.commands import register
-from pipeline.pack.format import read_latest
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
 from tests.test_pack_support import AS_OF, make_lake

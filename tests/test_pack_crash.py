@@ -8,12 +8,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from memorypack import MemoryPack
+from memorypack.format import is_version, read_latest, verify_pack
 from pipeline.config import Paths
-from pipeline.pack import MemoryPack
 from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.format import is_version, read_latest, verify_pack
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
+from tests.conftest import SOURCE_PATH
 from tests.test_pack_support import AS_OF, make_lake
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ def _new_content(paths: Paths) -> None:
 
 
 def _run_publisher(paths: Paths, crash_at: str | None) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": SOURCE_PATH}
     if crash_at:
         env["MEMORYPACK_CRASH_AT"] = crash_at
     return subprocess.run(

@@ -4,13 +4,14 @@ import json
 import subprocess
 import sys
 import time
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pipeline.pack import MemoryPack, PackError
+from memorypack import MemoryPack, PackError
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
@@ -56,9 +57,9 @@ def test_loader_imports_without_the_pipeline_stack() -> None:
         "import sys\n"
         f"for name in {blocked!r}:\n"
         "    sys.modules[name] = None\n"
-        "import pipeline.pack\n"
-        "from pipeline.pack import MemoryPack, PackError\n"
-        "import pipeline.pack.loader, pipeline.pack.store, pipeline.pack.format, pipeline.pack.selector\n"
+        "from memorypack import MemoryPack, PackError\n"
+        "import memorypack.loader, memorypack.format, memorypack.selector, memorypack.results\n"
+        "import pipeline.pack.store\n"  # the pipeline's version store is light too
         f"leaked = [n for n in {blocked!r} if sys.modules.get(n) is not None]\n"
         "assert not leaked, leaked\n"
         "print('light ok')\n"
@@ -68,6 +69,37 @@ def test_loader_imports_without_the_pipeline_stack() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "light ok" in done.stdout
+
+
+def test_the_app_library_never_imports_the_pipeline() -> None:
+    code = (
+        "import sys\n"
+        "import memorypack, memorypack.loader\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('pipeline', 'assets', 'jobs')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_old_import_path_still_works_with_a_deprecation_warning(pack: MemoryPack) -> None:
+    import memorypack
+    import pipeline.pack
+
+    for name in ("MemoryPack", "PackError", "ScoredMemory", "SkillChoice", "PACK_FORMAT"):
+        with pytest.warns(DeprecationWarning, match=f"use `from memorypack import {name}`"):
+            assert getattr(pipeline.pack, name) is getattr(memorypack, name)
+    with pytest.warns(DeprecationWarning):
+        from pipeline.pack import MemoryPack as Old
+    assert isinstance(pack, Old)
+    with pytest.raises(AttributeError):
+        _ = pipeline.pack.load_pack  # only the moved names resolve
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from pipeline.pack import build, writer  # the pipeline's own modules: no warning
+
+    assert build.build_pack and writer.publish
 
 
 def test_load_resolves_latest_and_verifies(packs: Path, pack: MemoryPack) -> None:
@@ -253,7 +285,7 @@ def test_select_falls_back_to_the_algorithmic_ranking(
 
 
 def test_no_tag_codes_group_into_nothing_so_an_untagged_pack_loads() -> None:
-    from pipeline.pack.loader import _group_rows
+    from memorypack.loader import _group_rows
 
     assert _group_rows(np.zeros(0, dtype=np.int64)) == {}  # was: zip() argument 2 is longer
     groups = _group_rows(np.array([2, 0, 2]))

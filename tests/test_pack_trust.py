@@ -18,10 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import UserError
-from pipeline.pack import MemoryPack, PackError
-from pipeline.pack.build import build_pack, cut_long_texts, load_inputs
-from pipeline.pack.format import (
+from memorypack import MemoryPack, PackError
+from memorypack.format import (
     DATA_FILES,
     KEY_ENV,
     MANIFEST,
@@ -31,6 +29,8 @@ from pipeline.pack.format import (
     seal_text,
     verify_pack,
 )
+from pipeline.cli import main
+from pipeline.pack.build import build_pack, cut_long_texts, load_inputs
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
 from tests.test_pack_support import AS_OF, make_lake
@@ -176,11 +176,18 @@ def test_an_unsealed_live_pack_is_republished(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("found", [True, 1.0, "1", 2, None])
-def test_pack_format_is_exactly_the_integer_one(packs: Path, tmp_path: Path, found: Any) -> None:
-    version_dir = _copy(packs, tmp_path)
+def test_pack_format_is_exactly_the_integer_one(
+    packs: Path, tmp_path: Path, found: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    version_dir = _copy(packs, tmp_path / "packs")
     _edit_manifest(version_dir, lambda m: m.update(pack_format=found))
-    with pytest.raises(UserError, match=f"pack_format {found!r}; this loader reads format 1 only"):
-        MemoryPack.load(version_dir)  # a PackError is a UserError: one line in the CLI too
+    message = f"pack_format {found!r}; this loader reads format 1 only"
+    with pytest.raises(PackError, match=message):
+        MemoryPack.load(version_dir)
+    # The pipeline's CLI prints the app library's PackError as one line too.
+    assert main(["pack", "show", "--home", str(tmp_path), "--tenant", "acme"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("memorypack: pack ") and message in line
 
 
 def _set_column(version_dir: Path, name: str, column: str, values: pa.Array) -> None:

@@ -9,10 +9,11 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from memorypack import MemoryPack
+from memorypack.format import DATA_FILES, MANIFEST, read_latest, version_time
 from pipeline.config import Paths
-from pipeline.pack import MemoryPack, PackError
+from pipeline.errors import UserError
 from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.format import DATA_FILES, MANIFEST, read_latest, version_time
 from pipeline.pack.guards import run_guards
 from pipeline.pack.store import list_versions, prune, rollback
 from pipeline.pack.writer import make_version, publish
@@ -191,10 +192,10 @@ def test_rollback_points_latest_back_and_refuses_unknown(paths: Paths) -> None:
     assert rollback(paths.packs / "acme") == first
     assert MemoryPack.load(paths.packs / "acme").version == first
     assert rollback(paths.packs / "acme", second) == second
-    with pytest.raises(PackError, match="no version"):
+    with pytest.raises(UserError, match="no version"):
         rollback(paths.packs / "acme", "20990101T000000Z-deadbeef")
     rollback(paths.packs / "acme", first)
-    with pytest.raises(PackError, match="oldest"):
+    with pytest.raises(UserError, match="oldest"):
         rollback(paths.packs / "acme")
 
 

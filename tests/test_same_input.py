@@ -8,9 +8,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from memorypack.format import read_latest
 from pipeline.config import Paths
 from pipeline.generate import generate
-from pipeline.pack.format import read_latest
 from tests.conftest import interaction, write_landing
 
 START, END = "2026-11-01", "2026-11-02"

@@ -1,27 +1,39 @@
-"""The memory pack: its format, the light loader apps use (numpy + pyarrow only), and its records.
+"""The pipeline side of the memory pack: build, guards, writer, store, commands, showcase.
 
-The writer (`pipeline.pack.writer`, `pipeline.pack.build`) is pipeline-side and is not imported here.
+Apps load packs with the `memorypack` library (`from memorypack import MemoryPack`), which also
+holds the pack format. The names apps imported from here before still resolve for one release,
+with a DeprecationWarning; nothing is imported until one is asked for.
 """
 
-from pipeline.pack.format import PACK_FORMAT, PackError
-from pipeline.pack.loader import MemoryPack
-from pipeline.pack.results import (
-    Conflict,
-    FewShotExample,
-    ScoredMemory,
-    Selection,
-    SkillChoice,
-    Template,
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+_MOVED = frozenset(
+    {
+        "PACK_FORMAT",
+        "Conflict",
+        "FewShotExample",
+        "MemoryPack",
+        "PackError",
+        "ScoredMemory",
+        "Selection",
+        "SkillChoice",
+        "Template",
+    }
 )
 
-__all__ = [
-    "PACK_FORMAT",
-    "Conflict",
-    "FewShotExample",
-    "MemoryPack",
-    "PackError",
-    "ScoredMemory",
-    "Selection",
-    "SkillChoice",
-    "Template",
-]
+
+def __getattr__(name: str) -> Any:
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"pipeline.pack.{name} moved to the memorypack library: use "
+        f"`from memorypack import {name}` (pipeline.pack stops re-exporting it in the next release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    import memorypack
+
+    return getattr(memorypack, name)

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
 from pipeline.decay import BASE_CONFIDENCE
 from pipeline.dpo import DPO_RUNS_SCHEMA
-from pipeline.pack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
 from pipeline.pii import Redactor
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache

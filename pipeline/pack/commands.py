@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from memorypack.format import PackError, is_version, read_latest, verify_pack
 from pipeline.config import DEFAULT_HOME
 from pipeline.errors import UserError
-from pipeline.pack.format import PackError, is_version, read_latest, verify_pack
 from pipeline.pack.store import list_versions, rollback, tenants
 
 

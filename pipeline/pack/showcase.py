@@ -6,7 +6,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from pipeline.pack.loader import MemoryPack
+from memorypack import MemoryPack
 
 SHOWN_EXAMPLES = 3
 CLIP = 90

@@ -1,4 +1,4 @@
-"""The versions of one tenant's packs: list, LATEST swap, rollback, retention. Standard library only."""
+"""The versions of one tenant's packs: list, LATEST swap, rollback, retention (standard library)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.pack.format import (
+from memorypack.format import (
     LATEST,
-    TEMP_PREFIX,
-    TRASH_PREFIX,
     PackError,
-    crash_point,
-    fsync_path,
     is_version,
     read_latest,
     read_manifest,
     verify_pack,
     version_time,
 )
+from pipeline.errors import UserError
+from pipeline.pack.disk import TEMP_PREFIX, TRASH_PREFIX, crash_point, fsync_path
 
 DEFAULT_KEEP = 7
 
@@ -87,22 +85,24 @@ def write_latest(tenant_dir: Path, version: str) -> None:
 
 
 def rollback(tenant_dir: Path, to: str | None = None) -> str:
-    """Point LATEST back at `to` (default: the version before the current one) after verifying it."""
+    """Point LATEST back at `to` (default: the version before the current one) after verifying it.
+
+    UserError when there is nothing to roll back to; PackError when `to` does not verify."""
     versions = list_versions(tenant_dir)
     if not versions:
-        raise PackError(f"no packs in {tenant_dir}")
+        raise UserError(f"no packs in {tenant_dir}")
     latest = read_latest(tenant_dir)
     if to is None:
         names = [v.version for v in versions]
         position = names.index(latest) if latest in names else len(names)
         if position == 0:
-            raise PackError(
+            raise UserError(
                 f"{latest} is the oldest kept version of {tenant_dir.name}; nothing to roll back to"
             )
         to = names[position - 1]
     if not is_version(to) or not (tenant_dir / to).is_dir():
         known = ", ".join(v.version for v in versions)
-        raise PackError(f"no version {to!r} for tenant {tenant_dir.name} (kept: {known})")
+        raise UserError(f"no version {to!r} for tenant {tenant_dir.name} (kept: {known})")
     verify_pack(tenant_dir / to)
     write_latest(tenant_dir, to)
     return to

@@ -17,18 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from pipeline import __version__
-from pipeline.pack.build import PackContent
-from pipeline.pack.format import (
+from memorypack.format import (
     EMBEDDINGS,
     MANIFEST,
     PACK_FORMAT,
     SEAL,
-    TEMP_PREFIX,
     VERSION_TIME_FORMAT,
     PackError,
-    crash_point,
-    fsync_path,
     pack_key,
     read_latest,
     read_manifest,
@@ -37,6 +32,9 @@ from pipeline.pack.format import (
     verify_pack,
     version_time,
 )
+from pipeline import __version__
+from pipeline.pack.build import PackContent
+from pipeline.pack.disk import TEMP_PREFIX, crash_point, fsync_path
 from pipeline.pack.store import DEFAULT_KEEP, clean_leftovers, list_versions, prune, write_latest
 
 LOCK_FILE = ".publish.lock"

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.pack.format import (
+from memorypack.format import (
     EMBEDDINGS,
     MAX_FIELD_CHARS,
     PackError,
@@ -26,7 +26,7 @@ from pipeline.pack.format import (
     resolve,
     verify_pack,
 )
-from pipeline.pack.results import (
+from memorypack.results import (
     Conflict,
     FewShotExample,
     ScoredMemory,
@@ -34,7 +34,7 @@ from pipeline.pack.results import (
     SkillChoice,
     Template,
 )
-from pipeline.pack.selector import Selector, SelectorFailed, call_with_timeout, parse_choices
+from memorypack.selector import Selector, SelectorFailed, call_with_timeout, parse_choices
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The pack format (SPEC §5): file names, manifest, sha256 verification. Standard library only."""
+"""The pack format (SPEC §5): file names, manifest, seal, sha256 verification. Standard library only."""
 
 from __future__ import annotations
 
@@ -7,12 +7,9 @@ import hmac
 import json
 import os
 import re
-import signal
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-from pipeline.errors import UserError
 
 PACK_FORMAT = 1
 MANIFEST = "manifest.json"
@@ -47,14 +44,13 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # as_of); they still load and sort by that time.
 VERSION_PATTERN = re.compile(r"^(\d{8}T\d{6})(\d{6})?Z-[0-9a-f]{8}$")
 VERSION_TIME_FORMAT = "%Y%m%dT%H%M%S%fZ"
-TEMP_PREFIX = ".tmp-"
-TRASH_PREFIX = ".trash-"
 HASH_CHUNK = 1 << 20
-CRASH_ENV = "MEMORYPACK_CRASH_AT"
 
 
-class PackError(UserError):
-    """A pack that cannot be used: missing, tampered with, or of a format this loader does not know."""
+class PackError(Exception):
+    """A pack that cannot be used: missing, tampered with, or of a format this loader does not know.
+
+    The message is one line meant for a person (the pipeline's CLI prints it as it is)."""
 
 
 def sha256_file(path: Path) -> str:
@@ -293,18 +289,3 @@ def resolve(path: str | os.PathLike[str], version: str | None = None) -> Path:
     if latest is None:
         raise PackError(f"no published pack at {root} (no {LATEST} file)")
     return root / latest
-
-
-def fsync_path(path: Path) -> None:
-    """Flush a file or a folder entry to disk (folders: so a rename survives a power cut)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def crash_point(step: str) -> None:
-    """Test hook: MEMORYPACK_CRASH_AT=<step> kills this process at that step of a publish."""
-    if os.environ.get(CRASH_ENV) == step:
-        os.kill(os.getpid(), signal.SIGKILL)

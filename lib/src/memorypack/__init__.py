@@ -1,0 +1,36 @@
+"""memorypack: load a tenant's published memory pack in an app and ask it questions.
+
+Needs numpy and pyarrow only. The pipeline that builds and publishes packs is the separate
+`memorypack-pipeline` distribution; nothing here imports it.
+
+    from memorypack import MemoryPack
+    pack = MemoryPack.load("data/packs/acme")
+"""
+
+from memorypack.format import PACK_FORMAT, PackError
+from memorypack.loader import MemoryPack
+from memorypack.results import (
+    Conflict,
+    FewShotExample,
+    ScoredMemory,
+    Selection,
+    SkillChoice,
+    Template,
+)
+from memorypack.selector import Selector
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PACK_FORMAT",
+    "Conflict",
+    "FewShotExample",
+    "MemoryPack",
+    "PackError",
+    "ScoredMemory",
+    "Selection",
+    "Selector",
+    "SkillChoice",
+    "Template",
+    "__version__",
+]
