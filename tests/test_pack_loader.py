@@ -134,8 +134,9 @@ def test_missing_pack_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_memories_for_ranks_with_score_parts(pack: MemoryPack) -> None:
     ranked = pack.memories_for("c1", k=10)
-    # c1's active memories plus the contact-less one; never c2's.
-    assert {m.memory_id for m in ranked} == {"a-m0", "a-m1", "a-i0", "a-i1", "a-i3"}
+    # c1's active memories plus the contact-less one; never c2's; not a-m1, which lost its
+    # conflict with a-m0 (tests/test_pack_confidence.py).
+    assert {m.memory_id for m in ranked} == {"a-m0", "a-i0", "a-i1", "a-i3"}
     assert ranked[0].memory_id == "a-m0"
     top = ranked[0]
     assert top.parts["confidence"] == 1.0
@@ -174,10 +175,12 @@ def test_memories_for_boosts_kind_tags_and_query(pack: MemoryPack) -> None:
 
 def test_few_shot_examples(pack: MemoryPack) -> None:
     examples = pack.few_shot("support", k=3)
-    assert [e.memory_id for e in examples] == ["a-i0", "a-i2"]  # rank, then quality_lower
-    assert examples[1].is_corrected and "[CARD]" in examples[1].output
+    # Both are first of their set; then quality_lower, a corrected output's being 1.0.
+    assert [e.memory_id for e in examples] == ["a-i2", "a-i0"]
+    assert [e.rank for e in examples] == [1, 2] and [e.group_rank for e in examples] == [1, 1]
+    assert examples[0].is_corrected and "[CARD]" in examples[0].output
     assert [e.memory_id for e in pack.few_shot("support", skill_id="empathy_direct")] == ["a-i2"]
-    assert [e.memory_id for e in pack.few_shot("support", kind="support_reply", k=1)] == ["a-i0"]
+    assert [e.memory_id for e in pack.few_shot("support", kind="support_reply", k=1)] == ["a-i2"]
     assert pack.few_shot("nothing") == []
     query = np.asarray(pack.embeddings[pack._row_of["a-i2"]])
     similar = pack.few_shot("support", k=2, query_vector=query)
@@ -198,22 +201,37 @@ def test_select_skill_formula_and_exploration(pack: MemoryPack) -> None:
     choice = pack.select_skill("u1")
     assert choice is not None and not choice.explored
     pref = pack._user_vectors["u1"]
+    # Tenant: positive share of every user's votes, smoothed by 2 votes toward 0.5; u1's own EMA
+    # confidence counts its votes against 5 votes of the tenant's (u1 never used empathy_direct).
+    tenant = {
+        "concise_response": (8 + 1) / (9 + 2),
+        "detailed_explanation": (1 + 1) / (3 + 2),
+        "empathy_direct": (1 + 1) / (1 + 2),
+    }
+    confidence = {
+        "concise_response": (9 * 0.8 + 5 * tenant["concise_response"]) / 14,
+        "detailed_explanation": (3 * 0.4 + 5 * tenant["detailed_explanation"]) / 8,
+        "empathy_direct": tenant["empathy_direct"],
+    }
     scores = {
         s: 0.7 * c + 0.3 * float(np.dot(pref, pack._skill_vectors[s]))
-        for s, c in {"concise_response": 0.8, "detailed_explanation": 0.4}.items()
+        for s, c in confidence.items()
     }
     assert dict(choice.ranking) == pytest.approx(scores)
+    assert (choice.tenant_confidence, choice.user_votes) == (pytest.approx(0.4), 3)
     # u1's preference vector equals the detailed_explanation skill vector: alignment 1 wins.
     assert choice.skill_id == "detailed_explanation" and choice.alignment == pytest.approx(1.0)
     assert pack.select_skill("u1", context_tags=["orders"]).skill_id == "concise_response"
     rng = np.random.default_rng(3)
     picks = [pack.select_skill("u1", epsilon=1.0, rng=rng) for _ in range(20)]
     assert all(p.explored for p in picks)
-    assert {p.skill_id for p in picks} == {"concise_response", "detailed_explanation"}
+    assert {p.skill_id for p in picks} == set(tenant)
     same = [pack.select_skill("u1", epsilon=0.5, rng=seed).skill_id for seed in range(10)]
     assert same == [pack.select_skill("u1", epsilon=0.5, rng=seed).skill_id for seed in range(10)]
     stranger = pack.select_skill("nobody")
-    assert stranger is not None and stranger.confidence == 0.5
+    assert stranger is not None and stranger.skill_id == "concise_response"
+    assert stranger.confidence == stranger.tenant_confidence == tenant["concise_response"]
+    assert stranger.user_votes == 0 and stranger.alignment == 0.0
 
 
 def test_conflicts_and_explain(pack: MemoryPack) -> None:
@@ -231,8 +249,8 @@ def test_conflicts_and_explain(pack: MemoryPack) -> None:
     )
     assert "last confirmed 2026-11-02, confidence 0.58" in text
     assert "needs reconfirmation" in text and "conflicts with a-m0" in text
-    with pytest.raises(KeyError, match="not in pack"):
-        pack.explain("zzz")
+    assert "not preferred: the pack prefers a-m0" in text
+    assert pack.explain("zzz") is None and pack.memory("zzz") is None
 
 
 def test_select_uses_a_good_selector(pack: MemoryPack) -> None:

@@ -17,6 +17,8 @@ def test_describe_pack(tmp_path: Path) -> None:
     assert f"Memory pack acme {version}: 6 memories" in text
     assert "Few-shot examples for system 'support':" in text
     assert "Where is my order? mail me at [EMAIL]" in text and "→ It ships tomorrow." in text
+    assert "[support_reply, quality +0.60 from 3 votes]" in text
+    assert "[support_reply, a corrected answer]" in text
     assert "Top memory for contact 'c1'" in text
     assert 'because of this memory: "Always email, never call" (explicit_instruction' in text
     assert "Current template of 'concise_response' (version 2 of 2, eval accuracy 0.75):" in text

@@ -32,11 +32,13 @@ def describe_pack(path: str | os.PathLike[str]) -> str:
         system = systems[0]
         lines.append(f"\nFew-shot examples for system {system!r}:")
         for example in pack.few_shot(system, k=SHOWN_EXAMPLES):
-            quality = f"{example.quality_lower:.2f}" if example.quality_lower is not None else "n/a"
-            corrected = ", corrected" if example.is_corrected else ""
-            lines.append(
-                f"  - [{example.kind}, quality {quality}{corrected}] {_clip(example.input, 60)}"
-            )
+            if example.is_corrected:
+                quality = "a corrected answer"
+            elif example.quality is not None:
+                quality = f"quality {example.quality:+.2f} from {example.n_feedback} votes"
+            else:
+                quality = "quality n/a"
+            lines.append(f"  - [{example.kind}, {quality}] {_clip(example.input, 60)}")
             lines.append(f"      → {_clip(example.output, 80)}")
     else:
         lines.append("\nFew-shot examples: none in this pack yet")
@@ -48,7 +50,7 @@ def describe_pack(path: str | os.PathLike[str]) -> str:
         if ranked:
             best = ranked[0]
             lines.append(f"\nTop memory for contact {contact!r} (score {best.score:.2f}):")
-            lines.append(f"  {_clip(pack.explain(best.memory_id), 200)}")
+            lines.append(f"  {_clip(pack.explain(best.memory_id) or '', 200)}")
     skills = [s for s in pack.skills() if pack.template(s) is not None]
     if skills:
         chosen = max(skills, key=lambda s: len(pack.template_history(s)))

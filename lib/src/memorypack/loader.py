@@ -1,4 +1,8 @@
-"""Load a verified memory pack and answer an app's questions fast (numpy + pyarrow only, SPEC §7)."""
+"""Load a verified memory pack and answer an app's questions fast (numpy + pyarrow only, SPEC §7).
+
+Misses are never errors: asking about something the pack does not hold (a system, a skill, a
+contact, a memory) answers empty — `[]` for a list, `None` for one thing. Only a pack that cannot
+be used raises (`PackError`), and a malformed argument (`ValueError`)."""
 
 from __future__ import annotations
 
@@ -50,6 +54,14 @@ NEGATIVE_FEEDBACK_WEIGHT = 0.1
 CONFIDENCE_WEIGHT = 0.7
 ALIGNMENT_WEIGHT = 0.3
 UNKNOWN_SKILL_CONFIDENCE = 0.5
+# Cold start: the tenant's confidence in a skill is its votes' positive share over all users,
+# smoothed toward UNKNOWN_SKILL_CONFIDENCE by this many votes; a user's confidence starts there
+# and moves to their own as their votes arrive: (votes·own + PRIOR·tenant) / (votes + PRIOR).
+SKILL_SMOOTHING_VOTES = 2.0
+TENANT_PRIOR_VOTES = 5.0
+# Why a memory is overruled (the score part naming it), by the reason of the conflict it lost.
+SUPERSEDED, NOT_PREFERRED = "superseded", "not_preferred"
+_OVERRULED = {1: SUPERSEDED, 2: NOT_PREFERRED}
 DEFAULT_SELECTOR_TIMEOUT_MS = 800.0
 _EMPTY = np.zeros(0, dtype=np.int64)
 _SECONDS_PER_DAY = 86400.0
@@ -93,7 +105,11 @@ COLUMNS: dict[str, dict[str, Any]] = {
         "quality_lower": _FLOAT,
         "is_corrected": _BOOL,
     },
-    "skills.parquet": {"user_id": _text, "skill_id": _text, "ema_confidence": _FLOAT},
+    "skills.parquet": {
+        **dict.fromkeys(("user_id", "skill_id"), _text),
+        "ema_confidence": _FLOAT,
+        **dict.fromkeys(("n_positive", "n_negative"), _INT),
+    },
     "vectors.parquet": {"owner": _text, "owner_id": _text, "vector": _floats},
     "templates.parquet": {
         **dict.fromkeys(("skill_id", "template", "policy_id"), _text),
@@ -199,6 +215,21 @@ def _embeddings(folder: Path, rows: int) -> np.ndarray:
     return matrix
 
 
+def _numbers(table: pa.Table, name: str, default: float = 0.0) -> np.ndarray:
+    """A numeric column as float64, nulls (and a missing column) as `default`."""
+    if name not in table.column_names:
+        return np.full(table.num_rows, default)
+    values = pc.fill_null(table.column(name).cast(pa.float64()), default)
+    return np.asarray(values.to_numpy(), dtype=np.float64)
+
+
+def _strings(table: pa.Table, name: str) -> pa.Array:
+    """A text column as one large_string array (all nulls when the file lacks it)."""
+    if name not in table.column_names:
+        return pa.nulls(table.num_rows, pa.large_string())
+    return _array(table.column(name)).cast(pa.large_string())
+
+
 def _column(table: pa.Table, name: str, default: Any = None) -> list[Any]:
     if name in table.column_names:
         return list(table.column(name).to_pylist())
@@ -255,7 +286,7 @@ class MemoryPack:
             _read(folder, "vectors.parquet", manifest),
             _read(folder, "templates.parquet", manifest),
         )
-        self._conflicts = _read(folder, "conflicts.parquet", manifest).to_pylist()
+        self._index_conflicts(_read(folder, "conflicts.parquet", manifest))
         self.summaries = _read(folder, "summaries.parquet", manifest)
 
     # ---- loading ---------------------------------------------------------------------------
@@ -363,23 +394,37 @@ class MemoryPack:
         self._n = n
 
     def _index_few_shot(self, table: pa.Table) -> None:
-        self._examples = [
-            FewShotExample(
-                memory_id=row.get("memory_id"),
-                system=row.get("system"),
-                kind=row.get("kind"),
-                skill_id=row.get("skill_id"),
-                input=row.get("input") or "",
-                output=row.get("output") or "",
-                rank=row.get("rank"),
-                quality_lower=row.get("quality_lower"),
-                is_corrected=bool(row.get("is_corrected")),
+        rows = table.to_pylist()
+        memory_rows = [self._row_of.get(row.get("memory_id"), -1) for row in rows]
+        self._examples = []
+        for row, at in zip(rows, memory_rows, strict=True):
+            corrected = bool(row.get("is_corrected"))
+            quality = float(self._quality[at]) if at >= 0 else row.get("quality_score")
+            self._examples.append(
+                FewShotExample(
+                    memory_id=row.get("memory_id"),
+                    system=row.get("system"),
+                    kind=row.get("kind"),
+                    skill_id=row.get("skill_id"),
+                    input=row.get("input") or "",
+                    output=row.get("output") or "",
+                    rank=0,  # set per answer
+                    group_rank=row.get("rank"),
+                    # A person wrote a corrected output: the top of the scale, as the pipeline ranks it.
+                    quality=1.0 if corrected else quality,
+                    quality_lower=1.0 if corrected else row.get("quality_lower"),
+                    n_feedback=int(row.get("n_feedback") or 0),
+                    confidence=float(self._confidence[at]) if at >= 0 else None,
+                    is_corrected=corrected,
+                )
             )
-            for row in table.to_pylist()
-        ]
-        self._example_rows = np.array(
-            [self._row_of.get(e.memory_id, -1) for e in self._examples], dtype=np.int64
-        )
+        self._example_rows = np.array(memory_rows, dtype=np.int64)
+
+        def figure(values: list[float | None]) -> np.ndarray:
+            return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+
+        self._example_quality = figure([e.quality for e in self._examples])
+        self._example_confidence = figure([e.confidence for e in self._examples])
         groups: dict[tuple[str | None, str | None, str | None], list[int]] = {}
         for i, e in enumerate(self._examples):
             for key in {
@@ -391,9 +436,12 @@ class MemoryPack:
             }:
                 groups.setdefault(key, []).append(i)
 
+        # Within one (system, kind, skill) set the pipeline's rank; across sets, the best of each
+        # set first (then the second of each, …), by quality_lower, then in the pack's order.
         def order(i: int) -> tuple[int, float]:
             e = self._examples[i]
-            return (e.rank if e.rank is not None else 1 << 30, -(e.quality_lower or 0.0))
+            group_rank = e.group_rank if e.group_rank is not None else 1 << 30
+            return (group_rank, -(e.quality_lower or 0.0))
 
         self._example_groups: dict[tuple[str | None, str | None, str | None], np.ndarray] = {}
         for key, members in groups.items():
@@ -406,16 +454,32 @@ class MemoryPack:
             self._example_groups[key] = np.array(unique, dtype=np.int64)
 
     def _index_skills(self, skills: pa.Table, vectors: pa.Table, templates: pa.Table) -> None:
-        self._user_skills: dict[str, dict[str, float]] = {}
-        for user, skill, confidence in zip(
+        # Per user and skill: (own confidence, votes). Per skill: the tenant's confidence.
+        votes = _numbers(skills, "n_positive") + _numbers(skills, "n_negative")
+        self._user_skills: dict[str, dict[str, tuple[float, int]]] = {}
+        for user, skill, confidence, n in zip(
             _column(skills, "user_id"),
             _column(skills, "skill_id"),
             _column(skills, "ema_confidence"),
+            votes.tolist(),
             strict=True,
         ):
             if user is not None and skill is not None:
                 value = UNKNOWN_SKILL_CONFIDENCE if confidence is None else float(confidence)
-                self._user_skills.setdefault(user, {})[skill] = value
+                self._user_skills.setdefault(user, {})[skill] = (value, int(n))
+        self._tenant_skills: dict[str, float] = {}
+        if skills.num_rows:
+            codes, code_of = _encode(_strings(skills, "skill_id"))
+            known = codes >= 0
+            size = len(code_of)
+            positive = np.bincount(
+                codes[known], _numbers(skills, "n_positive")[known], minlength=size
+            )
+            total = np.bincount(codes[known], votes[known], minlength=size)
+            share = (positive + SKILL_SMOOTHING_VOTES * UNKNOWN_SKILL_CONFIDENCE) / (
+                total + SKILL_SMOOTHING_VOTES
+            )
+            self._tenant_skills = {skill: float(share[c]) for skill, c in code_of.items()}
         self._user_vectors: dict[str, np.ndarray] = {}
         self._skill_vectors: dict[str, np.ndarray] = {}
         for owner, owner_id, vector in zip(
@@ -448,10 +512,34 @@ class MemoryPack:
                 )
             )
         self._all_skills = sorted(
-            {s for per_user in self._user_skills.values() for s in per_user}
-            | set(self._skill_vectors)
-            | set(self._templates)
+            set(self._tenant_skills) | set(self._skill_vectors) | set(self._templates)
         )
+
+    def _index_conflicts(self, table: pa.Table) -> None:
+        """The conflicts, and the memories on the losing side of a resolved one (overruled)."""
+        self._conflicts = table.to_pylist()
+        self._overruled = np.zeros(self._n, dtype=np.int8)  # 0, or a key of _OVERRULED
+        self._overruled_by: dict[int, str] = {}
+        if not table.num_rows or not self._n:
+            return
+        a, b, preferred, reason = (
+            _strings(table, c) for c in ("memory_id_a", "memory_id_b", "preferred_id", "reason")
+        )
+        a_won = pc.fill_null(pc.equal(preferred, a), False)
+        decided = pc.or_(a_won, pc.fill_null(pc.equal(preferred, b), False))
+        losers = pc.index_in(
+            pc.if_else(a_won, b, a), value_set=_strings(self.memories, "memory_id")
+        )
+        keep = pc.and_(decided, pc.is_valid(losers))
+        rows = pc.filter(losers, keep).to_numpy(zero_copy_only=False).astype(np.int64)
+        winners = np.asarray(pc.filter(preferred, keep).to_pylist(), dtype=object)
+        linked = pc.fill_null(pc.equal(pc.filter(reason, keep), "supersedes"), False)
+        linked = np.asarray(linked.to_numpy(zero_copy_only=False), dtype=bool)
+        # A memory that lost several conflicts: a supersedes link names it before a preference.
+        self._overruled[rows[~linked]] = 2
+        self._overruled[rows[linked]] = 1
+        order = np.argsort(linked, kind="stable")  # links last: the dict keeps their winner
+        self._overruled_by = dict(zip(rows[order].tolist(), winners[order].tolist(), strict=True))
 
     # ---- few-shot ---------------------------------------------------------------------------
     def few_shot(
@@ -461,22 +549,33 @@ class MemoryPack:
         skill_id: str | None = None,
         k: int = 3,
         query_vector: Sequence[float] | np.ndarray | None = None,
+        min_confidence: float = 0.0,
+        min_score: float | None = None,
     ) -> list[FewShotExample]:
-        """The best examples of a system (× kind × skill); with a query vector, the most similar first."""
+        """The best examples of a system (× kind × skill); with a query vector, the most similar
+        first. Floors: the memory's `confidence` ≥ min_confidence, the example's `quality` ≥
+        min_score. `rank` is the position in this answer."""
         rows = self._example_groups.get((system, kind, skill_id), _EMPTY)
-        if query_vector is None or rows.size == 0 or self.dim == 0:
-            return [self._examples[i] for i in rows[:k]]
-        q = _unit(query_vector, self.dim)
-        memory_rows = self._example_rows[rows]
-        known = memory_rows >= 0
-        similarity = np.full(rows.size, -1.0)
-        if known.any():
+        if min_confidence > 0:
+            rows = rows[self._example_confidence[rows] >= min_confidence]
+        if min_score is not None:
+            rows = rows[self._example_quality[rows] >= min_score]
+        similarity = np.full(rows.size, np.nan)
+        if query_vector is not None and rows.size and self.dim:
+            q = _unit(query_vector, self.dim)
+            memory_rows = self._example_rows[rows]
+            known = memory_rows >= 0
             similarity[known] = self.embeddings[memory_rows[known]] @ q
-        # Stable sort: among equally similar examples the precomputed quality order stands.
-        top = np.argsort(-similarity, kind="stable")[:k]
+            # Stable sort: among equally similar examples the quality order stands.
+            order = np.argsort(-np.nan_to_num(similarity, nan=-2.0), kind="stable")
+            rows, similarity = rows[order], similarity[order]
         return [
-            replace(self._examples[rows[i]], similarity=float(similarity[i]) if known[i] else None)
-            for i in top
+            replace(
+                self._examples[row],
+                rank=position + 1,
+                similarity=None if np.isnan(value) else float(value),
+            )
+            for position, (row, value) in enumerate(zip(rows[:k], similarity[:k], strict=True))
         ]
 
     def few_shot_systems(self) -> list[str]:
@@ -503,6 +602,7 @@ class MemoryPack:
         tags: Sequence[str] | None,
         query_vector: Sequence[float] | np.ndarray | None,
         now: datetime | None,
+        min_score: float | None = None,
     ) -> list[ScoredMemory]:
         if rows.size == 0 or k <= 0:
             return []
@@ -533,6 +633,9 @@ class MemoryPack:
         parts["feedback"] = np.where(
             quality >= 0, POSITIVE_FEEDBACK_WEIGHT * quality, NEGATIVE_FEEDBACK_WEIGHT * quality
         )
+        # An overruled memory's confidence counts for nothing (the part is named by the reason).
+        overruled = self._overruled[rows]
+        demotion = np.where(overruled > 0, -parts["semantic"], 0.0)
         total = (
             parts["semantic"]
             + parts["same_contact"]
@@ -540,8 +643,14 @@ class MemoryPack:
             + parts["tags"]
             + parts["recency"]
             + parts["feedback"]
+            + demotion
         )
-        best = np.argpartition(-total, k - 1)[:k] if rows.size > k else np.arange(rows.size)
+        eligible = np.arange(rows.size) if min_score is None else np.flatnonzero(total >= min_score)
+        best = (
+            eligible[np.argpartition(-total[eligible], k - 1)[:k]]
+            if eligible.size > k
+            else eligible
+        )
         best = best[np.lexsort((rows[best], -total[best]))]
         picked = self.memories.take(pa.array(rows[best])).to_pylist()
         return [
@@ -559,12 +668,22 @@ class MemoryPack:
                 last_confirmed=row.get("last_confirmed"),
                 tags=list(row.get("tags") or []),
                 score=float(total[i]),
-                parts={name: float(values[i]) for name, values in parts.items()},
+                parts={
+                    **{name: float(values[i]) for name, values in parts.items()},
+                    **({_OVERRULED[overruled[i]]: float(demotion[i])} if overruled[i] else {}),
+                },
+                overruled_by=self._overruled_by.get(int(rows[i])),
             )
             for row, i in zip(picked, best, strict=True)
         ]
 
-    def _rows_for(self, contact_id: str | None, include_inactive: bool) -> np.ndarray:
+    def _rows_for(
+        self,
+        contact_id: str | None,
+        include_inactive: bool = False,
+        include_superseded: bool = False,
+        min_confidence: float = 0.0,
+    ) -> np.ndarray:
         if contact_id is None:
             rows = np.arange(self._n)
         else:
@@ -572,7 +691,14 @@ class MemoryPack:
             own = self._contact_rows.get(code, _EMPTY) if code is not None else _EMPTY
             # A contact's memories plus the general ones; never another person's.
             rows = np.concatenate([own, self._general_rows])
-        return rows if include_inactive else rows[self._active[rows]]
+        keep = np.ones(rows.size, dtype=bool)
+        if not include_inactive:
+            keep &= self._active[rows]
+        if not include_superseded:
+            keep &= self._overruled[rows] == 0
+        if min_confidence > 0:
+            keep &= self._confidence[rows] >= min_confidence
+        return rows[keep]
 
     def memories_for(
         self,
@@ -583,10 +709,16 @@ class MemoryPack:
         kind: str | None = None,
         include_inactive: bool = False,
         now: datetime | None = None,
+        include_superseded: bool = False,
+        min_confidence: float = 0.0,
+        min_score: float | None = None,
     ) -> list[ScoredMemory]:
-        """The k most relevant active memories about a contact (plus general ones), with score parts."""
-        rows = self._rows_for(contact_id, include_inactive)
-        return self._rank(rows, k, contact_id, kind, tags, query_vector, now)
+        """The k most relevant active memories about a contact (plus general ones), with score
+        parts; an unknown contact gets the general ones. Overruled memories (the losing side of
+        a resolved conflict) only with `include_superseded`, ranked without their confidence.
+        Floors: `confidence` ≥ min_confidence, `score` ≥ min_score."""
+        rows = self._rows_for(contact_id, include_inactive, include_superseded, min_confidence)
+        return self._rank(rows, k, contact_id, kind, tags, query_vector, now, min_score)
 
     def candidates(
         self,
@@ -668,21 +800,30 @@ class MemoryPack:
         context_tags: Sequence[str] | None = None,
         epsilon: float = 0.0,
         rng: np.random.Generator | int | None = None,
+        min_confidence: float = 0.0,
+        min_score: float | None = None,
     ) -> SkillChoice | None:
-        """0.7·confidence + 0.3·alignment(user preference, skill vector); ε-greedy when asked."""
+        """0.7·confidence + 0.3·alignment(user preference, skill vector); ε-greedy when asked.
+
+        The confidence starts at the tenant's (every user's votes on the skill) and moves to the
+        user's own as their votes arrive, so a new user gets the skills that work for the tenant.
+        Floors: `confidence` ≥ min_confidence, `score` ≥ min_score; None when no skill passes."""
         known = self._user_skills.get(user_id or "", {})
-        candidates = sorted(known) or list(self._all_skills)
+        candidates = self._all_skills
         if context_tags:
             wanted = set(context_tags)
             tagged = self._tags_by_skill()
-            matching = [s for s in candidates if tagged.get(s, set()) & wanted]
-            candidates = matching or candidates
-        if not candidates:
-            return None
+            candidates = [s for s in candidates if tagged.get(s, set()) & wanted] or candidates
         preference = self._user_vectors.get(user_id or "")
-        ranking: list[tuple[str, float, float, float]] = []
+        ranking: list[SkillChoice] = []
         for skill in candidates:
-            confidence = known.get(skill, UNKNOWN_SKILL_CONFIDENCE)
+            tenant = self._tenant_skills.get(skill, UNKNOWN_SKILL_CONFIDENCE)
+            own, votes = known.get(skill, (tenant, 0))
+            confidence = (
+                (votes * own + TENANT_PRIOR_VOTES * tenant) / (votes + TENANT_PRIOR_VOTES)
+                if votes
+                else tenant
+            )
             vector = self._skill_vectors.get(skill)
             alignment = (
                 float(np.dot(preference, vector))
@@ -691,21 +832,18 @@ class MemoryPack:
                 and preference.shape == vector.shape
                 else 0.0
             )
-            ranking.append(
-                (
-                    skill,
-                    CONFIDENCE_WEIGHT * confidence + ALIGNMENT_WEIGHT * alignment,
-                    confidence,
-                    alignment,
+            score = CONFIDENCE_WEIGHT * confidence + ALIGNMENT_WEIGHT * alignment
+            if confidence >= min_confidence and (min_score is None or score >= min_score):
+                ranking.append(
+                    SkillChoice(skill, score, confidence, alignment, tenant, votes, False)
                 )
-            )
-        ranking.sort(key=lambda r: (-r[1], r[0]))
+        if not ranking:
+            return None
+        ranking.sort(key=lambda c: (-c.score, c.skill_id))
         generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         explored = epsilon > 0 and len(ranking) > 1 and generator.random() < epsilon
         pick = ranking[int(generator.integers(len(ranking)))] if explored else ranking[0]
-        return SkillChoice(
-            pick[0], pick[1], pick[2], pick[3], explored, [(r[0], r[1]) for r in ranking]
-        )
+        return replace(pick, explored=explored, ranking=[(c.skill_id, c.score) for c in ranking])
 
     def conflicts(self, contact_id: str | None = None) -> list[Conflict]:
         return [
@@ -723,17 +861,17 @@ class MemoryPack:
             if contact_id is None or row.get("contact_id") == contact_id
         ]
 
-    def memory(self, memory_id: str) -> dict[str, Any]:
+    def memory(self, memory_id: str) -> dict[str, Any] | None:
+        """A memory's row as the pack holds it; None when the pack does not hold it."""
         row = self._row_of.get(memory_id)
-        if row is None:
-            raise KeyError(
-                f"memory {memory_id!r} is not in pack {self.version} of {self.tenant_id}"
-            )
-        return dict(self.memories.slice(row, 1).to_pylist()[0])
+        return None if row is None else dict(self.memories.slice(row, 1).to_pylist()[0])
 
-    def explain(self, memory_id: str) -> str:
-        """Why an app acted: "because of this memory …, last confirmed <date>, confidence <x>"."""
+    def explain(self, memory_id: str) -> str | None:
+        """Why an app acted: "because of this memory …, last confirmed <date>, confidence <x>";
+        None when the pack does not hold the memory."""
         m = self.memory(memory_id)
+        if m is None:
+            return None
         confirmed = m.get("last_confirmed")
         when = (
             confirmed.astimezone(UTC).date().isoformat()
@@ -752,6 +890,10 @@ class MemoryPack:
             notes.append("stale: older than 180 days, mention its age before acting on it")
         if m.get("needs_reconfirmation"):
             notes.append("needs reconfirmation")
+        row = self._row_of[memory_id]
+        if self._overruled[row]:
+            why = "superseded" if self._overruled[row] == 1 else "not preferred"
+            notes.append(f"{why}: the pack prefers {self._overruled_by[row]}")
         for c in self._conflicts:
             if memory_id in (c.get("memory_id_a"), c.get("memory_id_b")):
                 other = (

@@ -9,7 +9,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ScoredMemory:
-    """One ranked memory with the parts of its score (SPEC §7: similarity × confidence + boosts)."""
+    """One ranked memory with the parts of its score (SPEC §7: similarity × confidence + boosts).
+
+    `confidence` is the memory's own (decayed) confidence. A memory on the losing side of a
+    resolved conflict is overruled: `overruled_by` names the memory the pack prefers, and its
+    parts hold `superseded` (the other side of a supersedes link won) or `not_preferred` (the
+    source hierarchy prefers the other side), equal to minus its `semantic` part: its
+    confidence counts for nothing. Only `include_superseded=True` returns such memories."""
 
     memory_id: str
     text: str
@@ -26,18 +32,36 @@ class ScoredMemory:
     score: float
     parts: dict[str, float]
     selector_reason: str | None = None
+    overruled_by: str | None = None
 
 
 @dataclass(frozen=True)
 class FewShotExample:
+    """One example to show a model.
+
+    `quality` is how good the shown output is on [−1, 1]: the feedback score smoothed toward 0
+    (0 = no evidence either way, +0.2 after one up-vote, +0.83 after 40 up and 2 down; never
+    negative here, the pipeline never picks a net-disliked output). `quality_lower` is the 95 %
+    lower bound of the same figure, which the pipeline ranks by: with few votes it is negative
+    even for a liked output (one up-vote: −0.54), so read it as "at worst", not as "bad". A
+    corrected example shows the output a person wrote: both are 1.0.
+
+    `rank` is the position in the answer (1 = first); `group_rank` the pipeline's rank within
+    the example's own (system, kind, skill) set. `confidence` is its memory's confidence (None
+    when that memory is not in the pack)."""
+
     memory_id: str
     system: str | None
     kind: str | None
     skill_id: str | None
     input: str
     output: str
-    rank: int | None
+    rank: int
+    group_rank: int | None
+    quality: float | None
     quality_lower: float | None
+    n_feedback: int
+    confidence: float | None
     is_corrected: bool
     similarity: float | None = None
 
@@ -61,12 +85,17 @@ class Template:
 
 @dataclass(frozen=True)
 class SkillChoice:
-    """The chosen skill: 0.7·confidence + 0.3·preference alignment, or an ε-greedy exploration."""
+    """The chosen skill: 0.7·confidence + 0.3·preference alignment, or an ε-greedy exploration.
+
+    `confidence` starts at the tenant's confidence in the skill (`tenant_confidence`, from every
+    user's votes) and moves to the user's own as their votes (`user_votes`) arrive."""
 
     skill_id: str
     score: float
     confidence: float
     alignment: float
+    tenant_confidence: float
+    user_votes: int
     explored: bool
     ranking: list[tuple[str, float]] = field(default_factory=list)
 
