@@ -74,8 +74,16 @@ def check_per_partition(
     failed = [partition for partition, (passed, _) in results.items() if not passed]
     if own is not None and own in results:
         metadata = {**results[own][1], **({"failed_partitions": failed} if failed else {})}
+        others = [p for p in failed if p != own]
         return dg.AssetCheckResult(
-            asset_key=key, check_name=check_name, passed=not failed, metadata=metadata
+            asset_key=key,
+            check_name=check_name,
+            passed=not failed,
+            metadata=metadata,
+            # The step's one result gates the next steps: a failing later date fails it too.
+            description=f"{own} passed; failed: {', '.join(others)}"
+            if others and results[own][0]
+            else None,
         )
     return dg.AssetCheckResult(
         asset_key=key,

@@ -21,7 +21,7 @@ from bench.common import Figure, Sizes, interleaved, ratio, rounded
 BASELINE_BATCH = 32
 AGREEMENT_GOAL = 0.99
 SPEEDUP_GOAL = 2.0
-ONNX_PIP = '.venv/bin/pip install -e ".[pipeline]"  # onnxruntime and onnx'
+ONNX_PIP = ".venv/bin/pip install -e ./lib -e .  # onnxruntime and onnx"
 
 
 def texts_for(n: int, seed: int = 0) -> list[str]:

@@ -32,7 +32,7 @@ TEMPLATE_HISTORY_SCHEMA: dict[str, pl.DataType] = {
     "evidence": pl.String(),  # JSON text: why this version exists
     "policy_id": pl.String(),
     "created_at": pl.Datetime("us", "UTC"),
-    "source": pl.String(),  # registry | refined | rollback
+    "source": pl.String(),  # registry | refined
     "base_version": pl.Int64(),  # the registry version this template derives from
     # A refined version's win over the one it replaced, on the same eval pairs (`Comparison`):
     "eval_n": pl.Int64(),

@@ -31,6 +31,7 @@ from memorypack.format import (
 )
 from pipeline.cli import main
 from pipeline.pack.build import build_pack, cut_long_texts, load_inputs
+from pipeline.pack.store import list_versions
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
 from tests.test_pack_support import AS_OF, make_lake
@@ -197,6 +198,11 @@ def _set_column(version_dir: Path, name: str, column: str, values: pa.Array) -> 
     _rehash(version_dir)
 
 
+def _drop_column(version_dir: Path, name: str, column: str) -> None:
+    pq.write_table(pq.read_table(version_dir / name).drop_columns([column]), version_dir / name)
+    _rehash(version_dir)
+
+
 def _npy(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array)
@@ -256,6 +262,10 @@ MALFORMED: dict[str, tuple[Callable[[Path], None], str]] = {
         lambda d: _set_column(d, "memories.parquet", "confidence", pa.array(["x"] * 6)),
         "column confidence has type string",
     ),
+    "memories without tenant_id": (  # else rows of any tenant would pass the tenant check
+        lambda d: _drop_column(d, "memories.parquet", "tenant_id"),
+        r"memories.parquet lacks columns \['tenant_id'\]",
+    ),
     "embeddings.npy empty": (_write_and_rehash("embeddings.npy", b""), "not a readable array"),
     "embeddings float64": (
         _write_and_rehash("embeddings.npy", _npy(np.zeros((6, 8)))),
@@ -278,6 +288,15 @@ def test_malformed_input_raises_one_pack_error_line(packs: Path, tmp_path: Path,
     mutate, match = MALFORMED[case]
     mutate(version_dir)
     _refused(version_dir.parent, match)
+
+
+def test_a_folder_named_like_a_version_at_no_real_time_is_not_a_version(
+    packs: Path, tmp_path: Path
+) -> None:
+    version_dir = _copy(packs, tmp_path)
+    (version_dir.parent / "20261399T999999Z-deadbeef").mkdir()  # month 13: listing must not crash
+    assert MemoryPack.load(version_dir.parent).version == version_dir.name
+    assert [v.version for v in list_versions(version_dir.parent)] == [version_dir.name]
 
 
 def test_refreshed_keeps_the_old_pack_and_says_why(packs: Path, tmp_path: Path) -> None:
@@ -526,3 +545,19 @@ def test_fuzzed_packs_load_verified_or_raise_pack_error(
         pack.summaries.to_pylist()
     finally:
         shutil.rmtree(work)
+
+
+def test_explain_reads_a_memory_with_feedback_but_no_quality_score(
+    packs: Path, tmp_path: Path
+) -> None:
+    version_dir = _copy(packs, tmp_path)
+    table = pq.read_table(version_dir / "memories.parquet")
+    _set_column(
+        version_dir, "memories.parquet", "quality_score", pa.nulls(table.num_rows, pa.float64())
+    )
+    _set_column(
+        version_dir, "memories.parquet", "n_feedback", pa.array([2] * table.num_rows, pa.int64())
+    )
+    pack = MemoryPack.load(version_dir.parent)
+    memory_id = table.column("memory_id")[0].as_py()
+    assert "2 feedback signals" in pack.explain(memory_id)

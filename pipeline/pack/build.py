@@ -194,6 +194,10 @@ ID_COLUMNS = frozenset(
         "policy_id",
         "owner_id",
         "session_id",
+        # in the analytics snapshot: the same pseudonyms as the packs' ids, so analysts can join
+        "event_id",
+        "target_id",
+        "parent_event_id",
     }
 )
 

@@ -49,15 +49,23 @@ def list_versions(tenant_dir: Path) -> list[VersionInfo]:
             manifest = read_manifest(child)
         except PackError:
             manifest = {}
-        files = manifest.get("files", {})
+        # Listing reads manifests unverified: a malformed one lists as unknown, never crashes.
+        files = manifest.get("files")
+        files = (
+            {k: v for k, v in files.items() if isinstance(v, dict)}
+            if isinstance(files, dict)
+            else {}
+        )
+        sizes = [f.get("bytes") for f in files.values()]
+        rows = files.get("memories.parquet", {}).get("rows")
         infos.append(
             VersionInfo(
                 version=child.name,
                 path=child,
                 as_of=str(manifest.get("as_of", "")),
                 created_at=str(manifest.get("created_at", "")),
-                n_memories=files.get("memories.parquet", {}).get("rows"),
-                bytes=sum(int(f.get("bytes", 0)) for f in files.values()),
+                n_memories=rows if isinstance(rows, int) else None,
+                bytes=sum(b for b in sizes if isinstance(b, int) and not isinstance(b, bool)),
                 is_latest=child.name == latest,
                 manifest=manifest,
             )

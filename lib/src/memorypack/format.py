@@ -62,7 +62,12 @@ def sha256_file(path: Path) -> str:
 
 
 def is_version(name: str) -> bool:
-    return bool(VERSION_PATTERN.match(name))
+    """A version's name: the pattern, and a publish time that exists (not month 13)."""
+    try:
+        version_time(name)
+    except PackError:
+        return False
+    return True
 
 
 def version_time(name: str) -> datetime:
@@ -71,7 +76,10 @@ def version_time(name: str) -> datetime:
     if match is None:
         raise PackError(f"{name!r} is not a pack version")
     seconds, micros = match.group(1), match.group(2) or "000000"
-    return datetime.strptime(seconds + micros, "%Y%m%dT%H%M%S%f").replace(tzinfo=UTC)
+    try:
+        return datetime.strptime(seconds + micros, "%Y%m%dT%H%M%S%f").replace(tzinfo=UTC)
+    except ValueError:
+        raise PackError(f"{name!r} is not a pack version: no such time") from None
 
 
 def _read_bounded(path: Path, limit: int, what: str) -> bytes:

@@ -91,7 +91,8 @@ _FLOAT, _INT, _BOOL = pa.types.is_floating, pa.types.is_integer, pa.types.is_boo
 # must hold all of its own; another file may lack any (read as nulls) but not hold it retyped.
 COLUMNS: dict[str, dict[str, Any]] = {
     "memories.parquet": {
-        **dict.fromkeys(("memory_id", "contact_id", "kind", "memory_type", "status"), _text),
+        **dict.fromkeys(("tenant_id", "memory_id", "contact_id", "kind", "memory_type"), _text),
+        "status": _text,
         **dict.fromkeys(("text", "skill_id"), _text),
         **dict.fromkeys(("confidence", "quality_score"), _FLOAT),
         **dict.fromkeys(("last_confirmed", "ts"), _time),
@@ -883,9 +884,9 @@ class MemoryPack:
         text += f"last confirmed {when}, confidence {float(m['confidence']):.2f}"
         notes = []
         if m.get("n_feedback"):
-            notes.append(
-                f"{m['n_feedback']} feedback signals, quality {float(m['quality_score']):+.2f}"
-            )
+            quality = m.get("quality_score")
+            score = f", quality {float(quality):+.2f}" if quality is not None else ""
+            notes.append(f"{m['n_feedback']} feedback signals{score}")
         if m.get("stale"):
             notes.append("stale: older than 180 days, mention its age before acting on it")
         if m.get("needs_reconfirmation"):
