@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import importlib
 import importlib.metadata
+import logging
 import os
 import re
 import secrets
@@ -179,6 +180,9 @@ def _engine() -> tuple[Any, Any]:
         UsSsnRecognizer,
     )
 
+    # presidio warns once per text for every spaCy label it does not map (CARDINAL, WORK_OF_ART…):
+    # thousands of lines in a night's log, none actionable.
+    logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
     # The NER has its own token-to-vector layer in en_core_web_sm: the rest is not needed.
     nlp = spacy.load(SPACY_MODEL, exclude=["tagger", "parser", "attribute_ruler", "lemmatizer"])
     nlp.disable_pipe("tok2vec")
