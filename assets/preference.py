@@ -13,6 +13,7 @@ from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.dpo import (
     DPO_RUNS_HISTORY_SCHEMA,
+    STATUS_FAILED,
     STATUS_SKIPPED,
     STATUS_TRAINED,
     DPOPolicyConfig,
@@ -182,9 +183,20 @@ def _prompt_index(
     return index
 
 
+TRAINING_RAN = "training_ran"
+
+
 @dg.asset(
     group_name=groups.PREFERENCE,
     deps=["preference_pairs"],
+    check_specs=[
+        dg.AssetCheckSpec(
+            TRAINING_RAN,
+            asset="dpo_policy",
+            description="No tenant's training raised (a tenant whose training failed keeps its "
+            "previous policy; the others train).",
+        )
+    ],
     description="TRL DPO policy per tenant (SFT on well-rated outputs, then DPO on train pairs); "
     "skips with a reason under min_pairs.",
 )
@@ -214,9 +226,12 @@ def dpo_policy(
         "the reference model's and the length rule's, margin, loss, steps; a night that reuses the "
         "recorded policy adds no row.",
     )
+    failed = {run.tenant_id: str(run.skipped_reason) for run in runs if run.status == STATUS_FAILED}
     for run in runs:
-        if run.status == STATUS_SKIPPED:
-            context.log.warning(f"dpo_policy skipped for {run.tenant_id}: {run.skipped_reason}")
+        if run.status in (STATUS_SKIPPED, STATUS_FAILED):
+            context.log.warning(
+                f"dpo_policy {run.status} for {run.tenant_id}: {run.skipped_reason}"
+            )
     trained = current.filter(pl.col("status") == STATUS_TRAINED)
     short = trained.filter(short_of_baselines())
     for tenant, verdict in short.select("tenant_id", "verdict").iter_rows():
@@ -245,7 +260,16 @@ def dpo_policy(
             "steps": int(trained["steps"].sum()),
             "seconds": float(trained["seconds"].sum()),
         }
+    ran = dg.AssetCheckResult(
+        check_name=TRAINING_RAN,
+        passed=not failed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description="; ".join(f"{t}: {why} (previous policy kept)" for t, why in failed.items())
+        or "every tenant trained or skipped with a reason",
+        metadata={"failed_tenants": sorted(failed)},
+    )
     return dg.MaterializeResult(
+        check_results=[ran],
         metadata=frame_metadata(
             current,
             figures,
@@ -260,7 +284,7 @@ def dpo_policy(
                 "eval_margin",
                 "steps",
             ],
-        )
+        ),
     )
 
 

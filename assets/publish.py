@@ -1,4 +1,4 @@
-"""Publish assets: the versioned memory pack per tenant (gated by blocking checks) and the analyst snapshot."""
+"""Publish assets: the versioned memory pack per tenant (each gated by the guards) and the analyst snapshot."""
 
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -10,11 +10,12 @@ from assets import groups
 from assets.metadata import frame_metadata
 from assets.resources import MemorypackHome
 from pipeline.analytics import build_snapshot, pack_versions_frame
+from pipeline.errors import one_line
 from pipeline.pack.build import build_pack as build_tenant_pack
 from pipeline.pack.build import load_inputs
 from pipeline.pack.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult, run_guards
 from pipeline.pack.store import DEFAULT_KEEP
-from pipeline.pack.writer import PackStage
+from pipeline.pack.writer import publish
 
 UPSTREAM = [
     "feedback_scores",
@@ -27,7 +28,20 @@ UPSTREAM = [
     "refined_templates",
     "dpo_policy",
 ]
+BUILT = "pack_built"
+BUILT_DESCRIPTION = (
+    "Every tenant's pack was built and written (a tenant that raised kept its previous pack)."
+)
 PARTITION_TAGS = ("dagster/partition", "dagster/asset_partition_range_end")
+# One row per tenant in memory_pack's metadata; `version` is null when it kept its previous pack.
+SUMMARY_SCHEMA = {
+    "tenant_id": pl.String,
+    "version": pl.String,
+    "published": pl.Boolean,
+    "reason": pl.String,
+    "memories": pl.Int64,
+    "redacted": pl.Int64,
+}
 
 
 class PackConfig(dg.Config):
@@ -49,7 +63,8 @@ def run_as_of(tags: dict[str, str], home: MemorypackHome) -> datetime:
 
 
 def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckResult]:
-    """One result per guard across tenants: it passes only if it passed for every tenant."""
+    """One result per guard across tenants: it passes only if it passed for every tenant, and
+    its description names each tenant it failed for (that tenant kept its previous pack)."""
     results = []
     for name in GUARD_NAMES:
         per_tenant = {
@@ -62,12 +77,13 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
                 asset_key="memory_pack",
                 passed=not failed,
                 severity=dg.AssetCheckSeverity.ERROR,
-                description="; ".join(f"{t}: {d}" for t, d in failed.items())
+                description="; ".join(f"{t}: {d} (not published)" for t, d in failed.items())
                 or GUARD_DESCRIPTIONS[name],
                 metadata={
                     "tenants": dg.MetadataValue.json(
                         {t: {"passed": g.passed, "detail": g.detail} for t, g in per_tenant.items()}
-                    )
+                    ),
+                    "failed_tenants": sorted(failed),
                 },
             )
         )
@@ -78,12 +94,13 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
     group_name=groups.PUBLISH,
     deps=UPSTREAM,
     check_specs=[
-        dg.AssetCheckSpec(
-            name, asset="memory_pack", blocking=True, description=GUARD_DESCRIPTIONS[name]
-        )
+        dg.AssetCheckSpec(name, asset="memory_pack", description=GUARD_DESCRIPTIONS[name])
         for name in GUARD_NAMES
-    ],
-    description="One verified, versioned memory pack per tenant (SPEC §5), published atomically.",
+    ]
+    + [dg.AssetCheckSpec(BUILT, asset="memory_pack", description=BUILT_DESCRIPTION)],
+    description="One verified, versioned memory pack per tenant (SPEC §5). Tenants are independent: "
+    "one that fails a guard (red check) or cannot be built keeps its previous pack; the others "
+    "publish.",
 )
 def memory_pack(
     context: dg.AssetExecutionContext, home: MemorypackHome, config: PackConfig
@@ -92,81 +109,77 @@ def memory_pack(
     inputs = load_inputs(home.lake, as_of)
     if inputs.missing:
         context.log.warning(f"pack inputs not in the lake yet (published empty): {inputs.missing}")
-    # One tenant in memory at a time: built, guarded, written out of sight; all go live together
-    # only when every tenant passed every guard.
-    stage = PackStage(home.paths.packs, run_id=context.run_id, keep=config.keep)
+    # One tenant in memory at a time; each is built, guarded and published on its own, so a
+    # tenant that fails a guard, or whose build raises, never holds back another's pack.
     guards: dict[str, list[GuardResult]] = {}
     rows: list[dict[str, object]] = []
-    try:
-        for tenant in inputs.tenants():
+    broken: dict[str, str] = {}  # tenant → why its pack could not be built or written
+    redactions: dict[str, object] = {}
+    for tenant in inputs.tenants():
+        row: dict[str, object] = dict.fromkeys(SUMMARY_SCHEMA) | {
+            "tenant_id": tenant,
+            "published": False,
+        }
+        try:
             content = build_tenant_pack(inputs, tenant)
             guards[tenant] = run_guards(content, inputs)
-            rows.append(
-                {
-                    "tenant_id": tenant,
-                    "memories": content.frames["memories.parquet"].height,
-                    "redacted": content.redactions["total"],
-                    "redactions_by_kind": content.redactions["by_kind"],
-                }
-            )
-            if all(g.passed for found in guards.values() for g in found):
-                stage.add(content)
+            row |= {
+                "memories": content.frames["memories.parquet"].height,
+                "redacted": content.redactions["total"],
+            }
+            redactions[tenant] = content.redactions["by_kind"]
+            failed = [g.name for g in guards[tenant] if not g.passed]
+            if failed:
+                row["reason"] = f"not published: failed {', '.join(failed)}; previous pack stays"
+            else:
+                result = publish(home.paths.packs, content, context.run_id, config.keep)
+                row |= {"version": result.version, "published": result.published}
+                row["reason"] = result.reason
+                context.log.info(
+                    f"{tenant}: {result.reason} {result.version} "
+                    f"(removed {result.removed or 'none'})"
+                )
             del content
-        checks = _check_results(guards)
-        failed = [c for c in checks if not c.passed]
-        if failed:
-            # Nothing is written: every tenant's LATEST keeps pointing at the pack it had.
-            stage.discard()
-            yield from checks
-            reasons = "; ".join(f"{c.check_name}: {c.description}" for c in failed)
-            raise dg.Failure(
-                description=f"memory pack not published, previous packs stay live: {reasons}",
-                allow_retries=False,
-            )
-        results = stage.commit()
-    except BaseException:
-        stage.discard()
-        raise
-    for r in results:
-        context.log.info(f"{r.tenant_id}: {r.reason} {r.version} (removed {r.removed or 'none'})")
+        except Exception as error:  # this tenant only: the others still publish
+            context.log.exception(f"{tenant}: pack not built, previous pack stays")
+            broken[tenant] = one_line(error)
+            row["reason"] = f"not published: {broken[tenant]}; previous pack stays"
+        rows.append(row)
+    checks = _check_results(guards)
     versions = pack_versions_frame(home.paths)
     home.lake.write("pack_versions", versions)
     home.warehouse.refresh(
         "pack_versions", home.lake, comment="Kept memory pack versions per tenant."
     )
-    by_tenant = {r["tenant_id"]: r for r in rows}
-    summary = pl.DataFrame(
-        {
-            "tenant_id": [r.tenant_id for r in results],
-            "version": [r.version for r in results],
-            "published": [r.published for r in results],
-            "reason": [r.reason for r in results],
-            "memories": [by_tenant[r.tenant_id]["memories"] for r in results],
-            "redacted": [by_tenant[r.tenant_id]["redacted"] for r in results],
-        },
-        schema={
-            "tenant_id": pl.String,
-            "version": pl.String,
-            "published": pl.Boolean,
-            "reason": pl.String,
-            "memories": pl.Int64,
-            "redacted": pl.Int64,
-        },
-    )
+    summary = pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
+    not_published = {
+        r["tenant_id"]: r["reason"]
+        for r in summary.filter(pl.col("version").is_null()).iter_rows(named=True)
+    }
     yield dg.MaterializeResult(
         metadata=frame_metadata(
             summary,
             {
                 "as_of": as_of.isoformat(),
-                "tenants": len(results),
-                "new_versions": sum(r.published for r in results),
+                "tenants": summary.height,
+                "new_versions": int(summary["published"].sum()),
+                "not_published": not_published,
+                "redactions_by_kind": redactions,
                 "missing_inputs": inputs.missing,
-                "redactions_by_kind": {r["tenant_id"]: r["redactions_by_kind"] for r in rows},
                 "packs_folder": str(home.paths.packs),
             },
         )
     )
     yield from checks
+    yield dg.AssetCheckResult(
+        check_name=BUILT,
+        asset_key="memory_pack",
+        passed=not broken,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description="; ".join(f"{t}: {why} (not published)" for t, why in broken.items())
+        or BUILT_DESCRIPTION,
+        metadata={"failed_tenants": sorted(broken)},
+    )
 
 
 @dg.asset(
@@ -198,4 +211,6 @@ def analytics_snapshot(
 
 
 ASSETS = [memory_pack, analytics_snapshot]
-CHECKS: list[dg.AssetChecksDefinition] = []  # the guard checks are check_specs of memory_pack
+CHECKS: list[
+    dg.AssetChecksDefinition
+] = []  # the guards and pack_built are check_specs of memory_pack

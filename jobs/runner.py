@@ -19,6 +19,14 @@ class RunOutcome:
     failed_step: str | None = None
     error: str | None = None
     step_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step
+    # Tenants whose pack failed a guard or its build: they keep their previous pack.
+    not_published: dict[str, str] = field(default_factory=dict)
+
+
+def _not_published(result: dg.ExecuteInProcessResult) -> dict[str, str]:
+    found = result.asset_materializations_for_node("memory_pack")
+    value = found[0].metadata.get("not_published") if found else None
+    return dict(value.value) if value is not None else {}  # type: ignore[arg-type]
 
 
 def failure_cause(data: Any) -> str:
@@ -95,7 +103,9 @@ def run_nightly(
         )
         steps = _step_seconds(instance, result.run_id)
     if result.success:
-        return RunOutcome(True, result.run_id, step_seconds=steps)
+        return RunOutcome(
+            True, result.run_id, step_seconds=steps, not_published=_not_published(result)
+        )
     failure = next((e for e in result.all_events if e.event_type_value == "STEP_FAILURE"), None)
     message = None
     if failure is not None and failure.step_failure_data and failure.step_failure_data.error:

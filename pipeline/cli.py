@@ -62,9 +62,15 @@ def _check_range(landing: Path, dates: list[str], start: str, end: str) -> None:
         )
 
 
-def _run(home: Path, landing: Path, start: str, end: str, wait: bool = False) -> str:
-    """One in-process Dagster run of `nightly` under the home lock; returns the run id or raises
-    a one-line error (also when another run holds the home and `wait` is off)."""
+# `memorypack run` ended, but some tenants kept their previous pack (a guard failed, or the build
+# raised): the other tenants published. Distinct from 2 (nothing ran) so a scheduler can alert.
+EXIT_NOT_PUBLISHED = 3
+
+
+def _run(home: Path, landing: Path, start: str, end: str, wait: bool = False) -> int:
+    """One in-process Dagster run of `nightly` under the home lock; returns the exit code (0, or
+    EXIT_NOT_PUBLISHED with a line per such tenant) or raises a one-line error (also when another
+    run holds the home and `wait` is off)."""
     offline_environment()
     try:  # Dagster is only loaded when a run is asked for
         runner = importlib.import_module("jobs.runner")
@@ -92,7 +98,9 @@ def _run(home: Path, landing: Path, start: str, end: str, wait: bool = False) ->
     slowest = sorted(outcome.step_seconds.items(), key=lambda kv: -kv[1])[:3]
     if slowest:
         print("memorypack: slowest steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in slowest))
-    return str(outcome.run_id)
+    for tenant, reason in outcome.not_published.items():
+        print(f"memorypack: {tenant}: {reason}", file=sys.stderr)
+    return EXIT_NOT_PUBLISHED if outcome.not_published else 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -126,8 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(
         f"memorypack: nightly for load dates {start}..{end} (home {paths.home}, landing {landing})"
     )
-    _run(paths.home, landing, start, end, wait=args.wait)
-    return 0
+    return _run(paths.home, landing, start, end, wait=args.wait)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -196,7 +203,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     else:
         print(f"memorypack demo: 1/3 using the sample logs already in {landing}")
     print("memorypack demo: 2/3 running the nightly job over every load date (one Dagster run)")
-    _run(paths.home, landing, DEMO_START.isoformat(), end.isoformat())
+    code = _run(paths.home, landing, DEMO_START.isoformat(), end.isoformat())
     print("memorypack demo: 3/3 done. Where to look:")
     for label, location in [
         ("landing logs", landing),
@@ -210,7 +217,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("  Dagster UI        make ui   (then open http://localhost:3000)")
     print(f"  DuckDB            duckdb.connect('{paths.analytics}', read_only=True)")
     _show_packs(paths)
-    return 0
+    return code
 
 
 def _show_packs(paths: Paths) -> None:

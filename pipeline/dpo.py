@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.config import offline_environment
+from pipeline.errors import one_line
 from pipeline.templates import format_prompt
 
 # transformers 5 renamed gradient_checkpointing; TRL 1.16 still passes the old name on every run.
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 STATUS_TRAINED = "trained"
 STATUS_SKIPPED = "skipped"
+STATUS_FAILED = "failed"  # training raised: the tenant keeps its previous policy (never recorded)
 POOLED_TENANT = "_pooled"
 EOS_TOKEN = "<|endoftext|>"
 RUN_FILE = "run.json"
@@ -174,6 +176,8 @@ def record_runs(history: pl.DataFrame, current: pl.DataFrame, now: datetime) -> 
     row, so re-running a night leaves the history, and the packs built from it, as they were.
     """
     latest = history.filter(pl.col("is_latest")).select(SAME_RUN)
+    # A failed run is not recorded: its tenant's latest policy stays the one the packs use.
+    current = current.filter(pl.col("status") != STATUS_FAILED)
     changed = current.join(latest, on=SAME_RUN, how="anti", nulls_equal=True)
     if changed.is_empty():
         return history
@@ -788,13 +792,13 @@ def train_policies(
     train = pairs.filter(pl.col("split") == "train")
     evals = pairs.filter(pl.col("split") == "eval")
     if config.pooled:
-        run = train_policy(POOLED_TENANT, train, evals, sft_examples, config, models_dir)
+        run = _train_or_fail(POOLED_TENANT, train, evals, sft_examples, config, models_dir)
         return [PolicyRun(**{**asdict(run), "tenant_id": t}) for t in tenants]
     runs = []
     for tenant in tenants:
         mine = pl.col("tenant_id") == tenant
         runs.append(
-            train_policy(
+            _train_or_fail(
                 tenant,
                 train.filter(mine),
                 evals.filter(mine),
@@ -804,6 +808,16 @@ def train_policies(
             )
         )
     return runs
+
+
+def _train_or_fail(tenant_id: str, *args: Any) -> PolicyRun:
+    """`train_policy`, or a STATUS_FAILED run saying why: one tenant's error (bad data, a full
+    disk) never stops the other tenants' training."""
+    try:
+        return train_policy(tenant_id, *args)
+    except Exception as error:
+        log.exception("DPO training failed for %s", tenant_id)
+        return PolicyRun(tenant_id, None, STATUS_FAILED, skipped_reason=one_line(error))
 
 
 def sft_examples_from(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ import polars as pl
 import yaml
 
 from pipeline.contracts import FeedbackReason, Signal
+from pipeline.errors import one_line
+
+log = logging.getLogger(__name__)
 
 REGISTRY_RESOURCE = "skill_templates.yaml"
 SOURCE_REGISTRY = "registry"
@@ -621,8 +625,16 @@ def refine_templates(
         candidates = candidate_templates(registry[skill].template, ev, config)
         candidates = [c for c in candidates if c.template != now["template"]]
         key, eval_sha = (tenant, skill, policy_id), eval_set_sha(pairs)
-        current_score, current_memo = memo.score(key, reward_fn, now["template"], pairs, eval_sha)
-        outcomes = [memo.score(key, reward_fn, c.template, pairs, eval_sha) for c in candidates]
+        try:
+            current_score, current_memo = memo.score(
+                key, reward_fn, now["template"], pairs, eval_sha
+            )
+            outcomes = [memo.score(key, reward_fn, c.template, pairs, eval_sha) for c in candidates]
+        except Exception as error:  # this tenant × skill keeps its template; the others go on
+            log.exception("scoring templates of %s × %s failed", tenant, skill)
+            note = f"scoring failed, the current template stays: {one_line(error)}"
+            decisions.append(_decision(tenant, skill, "-", None, False, note))
+            continue
         scored = [score for score, _ in outcomes]
         best = select_template(current_score, scored, config.margin_epsilon)
         versus = [compare(score, current_score) for score in scored]

@@ -166,3 +166,20 @@ def test_partitions_start_at_the_configured_first_date(env: str | None, first: s
     code = "from assets.partitions import DAILY; print(DAILY.start.date())"
     done = _python(code, **extra)
     assert done.stdout.strip() == first, done.stderr
+
+
+def test_tenants_that_kept_their_pack_are_named_and_the_exit_code_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run where one tenant failed a guard succeeded for the others: exit 3, one line each."""
+    import jobs.runner
+    from pipeline.cli import EXIT_NOT_PUBLISHED
+
+    reason = "not published: failed pack_pii_redacted; previous pack stays"
+    outcome = jobs.runner.RunOutcome(True, "r1", not_published={"acme": reason})
+    monkeypatch.setattr(jobs.runner, "run_nightly", lambda *args, **kwargs: outcome)
+    landing = tmp_path / "landing"
+    (landing / "2026-11-02").mkdir(parents=True)
+    code = main(["run", "--home", str(tmp_path), "--landing", str(landing)])
+    assert code == EXIT_NOT_PUBLISHED == 3
+    assert _err(capsys) == [f"memorypack: acme: {reason}"]

@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.dpo import (
     DPO_RUNS_HISTORY_SCHEMA,
+    STATUS_FAILED,
     STATUS_SKIPPED,
     STATUS_TRAINED,
     DPOPolicyConfig,
@@ -69,6 +70,38 @@ def test_dpo_runs_record_a_tenant_only_when_its_policy_changed() -> None:
         ("acme", "acme-1", first, True),
         ("globex", None, first, False),
         ("globex", "globex-1", second, True),
+    ]
+
+
+def test_a_tenant_whose_training_raises_keeps_its_policy_and_others_train(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pipeline.dpo
+
+    real = pipeline.dpo.train_policy
+
+    def train(tenant_id: str, *args):  # type: ignore[no-untyped-def]
+        if tenant_id == "acme":
+            raise OSError("No space left on device\nmore")
+        return real(tenant_id, *args)
+
+    monkeypatch.setattr(pipeline.dpo, "train_policy", train)
+    pairs = pl.concat([planted_pairs(24, tenant="acme"), planted_pairs(6, tenant="tiny")])
+    runs = train_policies(pairs, _sft(pairs), FAST, tmp_path)
+    by_tenant = {r.tenant_id: r for r in runs}
+    assert by_tenant["acme"].status == STATUS_FAILED
+    assert by_tenant["acme"].skipped_reason == "OSError: No space left on device"
+    assert by_tenant["tiny"].status == STATUS_SKIPPED  # the next tenant still ran
+    # acme's earlier policy stays the latest: a failed run is never recorded.
+    first = datetime(2026, 11, 2, 2, tzinfo=UTC)
+    earlier = PolicyRun("acme", "acme-1", STATUS_TRAINED, n_train=12, eval_accuracy=0.75)
+    history = record_runs(
+        pl.DataFrame(schema=DPO_RUNS_HISTORY_SCHEMA), runs_frame([earlier]), first
+    )
+    later = record_runs(history, runs_frame(runs), datetime(2026, 11, 3, 2, tzinfo=UTC))
+    assert later.filter(pl.col("is_latest")).select("tenant_id", "policy_id", "status").rows() == [
+        ("acme", "acme-1", STATUS_TRAINED),
+        ("tiny", None, STATUS_SKIPPED),
     ]
 
 

@@ -106,6 +106,7 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             "eval_accuracy_recorded": True,
             "learning_beats_baselines": True,
             "current_template_per_skill": True,
+            "training_ran": True,
         }
         meta = result.asset_materializations_for_node("dpo_policy")[0].metadata
         assert meta["tenants_trained"].value == 1 and meta["tenants_skipped"].value == 1

@@ -397,3 +397,39 @@ def test_a_new_registry_version_becomes_current_and_history_is_kept() -> None:
         (1, "Be casual.", False),
         (2, "Be casual, really.", True),
     ]
+
+
+def test_a_tenant_whose_scoring_raises_keeps_its_template_and_others_go_on() -> None:
+    def broken(
+        prompts: list[str], chosen: list[str], rejected: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        raise RuntimeError("policy weights unreadable\nmore detail")
+
+    pairs = pl.concat([_eval_pairs(8), _eval_pairs(8).with_columns(tenant_id=pl.lit("beta"))])
+    evidence = {
+        **EVIDENCE,
+        ("beta", "concise_response"): SkillEvidence(
+            "beta", "concise_response", reasons={"too_verbose": 3}
+        ),
+    }
+    result = refine_templates(
+        empty_history(),
+        _registry(),
+        ["acme", "beta"],
+        evidence,
+        pairs,
+        {"acme": ("p1", broken), "beta": ("p2", _by_prompt(set(range(8))))},
+        T0,
+    )
+    assert result.adopted == 1  # beta's win is adopted
+    current = result.history.filter(
+        pl.col("is_current") & (pl.col("skill_id") == "concise_response")
+    )
+    assert dict(current.select("tenant_id", "source").iter_rows()) == {
+        "acme": "registry",
+        "beta": "refined",
+    }
+    failed = result.decisions.filter(pl.col("tenant_id") == "acme")
+    assert failed["note"].to_list() == [
+        "scoring failed, the current template stays: RuntimeError: policy weights unreadable"
+    ]
