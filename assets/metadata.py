@@ -1,4 +1,5 @@
-"""One way to turn a frame and its key figures into Dagster metadata (row count, preview, figures)."""
+"""One way to turn a frame and its key figures into Dagster metadata: row count, column schema,
+a table preview and the key figures."""
 
 from __future__ import annotations
 
@@ -17,16 +18,27 @@ def _short(value: Any) -> Any:
     return value
 
 
-def preview_markdown(frame: pl.DataFrame, rows: int = PREVIEW_ROWS) -> str:
-    if frame.is_empty():
-        return "_(no rows)_"
+def column_schema(frame: pl.DataFrame) -> dg.TableSchema:
+    """The frame's columns and polars types (`dagster/column_schema`: the catalog's Columns tab)."""
+    return dg.TableSchema(
+        columns=[dg.TableColumn(name, str(dtype)) for name, dtype in frame.schema.items()]
+    )
+
+
+def _cell(value: Any) -> str | int | float | bool | None:
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return _short(str(value).replace("\n", " "))
+
+
+def preview_table(frame: pl.DataFrame, rows: int = PREVIEW_ROWS) -> dg.TableMetadataValue:
+    """The first rows as a Dagster table (values cut to PREVIEW_CHARS, nested ones as text)."""
     head = frame.head(rows)
-    cols = head.columns
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for record in head.iter_rows():
-        cells = [str(_short(v)).replace("|", "\\|").replace("\n", " ") for v in record]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    schema = column_schema(head)
+    records = [
+        dg.TableRecord({k: _cell(v) for k, v in row.items()}) for row in head.iter_rows(named=True)
+    ]
+    return dg.MetadataValue.table(records, schema)
 
 
 def frame_metadata(
@@ -34,11 +46,12 @@ def frame_metadata(
     figures: dict[str, Any] | None = None,
     preview_columns: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Row count, a small Markdown preview and the key figures of one asset."""
+    """Row count, column schema, a small preview and the key figures of one asset."""
     shown = frame.select(preview_columns) if preview_columns else frame
     meta: dict[str, Any] = {
         "dagster/row_count": dg.MetadataValue.int(frame.height),
-        "preview": dg.MetadataValue.md(preview_markdown(shown)),
+        "dagster/column_schema": dg.MetadataValue.table_schema(column_schema(frame)),
+        "preview": preview_table(shown),
     }
     for key, value in (figures or {}).items():
         if isinstance(value, bool):

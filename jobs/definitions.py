@@ -3,13 +3,14 @@
 import dagster as dg
 
 from assets import ingest, learning, preference, publish, semantic
+from assets.catalog import catalogued
 from assets.resources import home_resource
 from jobs.nightly import landing_sensor, nightly, nightly_schedule
 
 STAGES = [ingest, learning, semantic, preference, publish]
 
 defs = dg.Definitions(
-    assets=[a for stage in STAGES for a in stage.ASSETS],
+    assets=catalogued([a for stage in STAGES for a in stage.ASSETS]),
     asset_checks=[c for stage in STAGES for c in stage.CHECKS],
     jobs=[nightly],
     schedules=[nightly_schedule],

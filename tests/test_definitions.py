@@ -51,6 +51,37 @@ def test_the_graph_flows_one_way_through_the_stage_groups() -> None:
     assert backwards == []
 
 
+def test_every_asset_has_an_owner_kinds_and_a_code_version() -> None:
+    graph = defs.resolve_asset_graph()
+    nodes = {k.to_user_string(): graph.get(k) for k in graph.get_all_asset_keys()}
+    assert {n.owners[0] for n in nodes.values()} == {"team:memorypack"}
+    assert all(n.kinds and n.code_version and len(n.code_version) == 12 for n in nodes.values())
+    assert nodes["dpo_policy"].kinds >= {"pytorch", "polars", "parquet", "duckdb"}
+    assert nodes["analytics_snapshot"].kinds == {"duckdb"}
+    # The typed tables come from one function, so they share its version; others differ.
+    assert nodes["interactions"].code_version == nodes["feedback"].code_version
+    assert nodes["feedback_scores"].code_version != nodes["feedback"].code_version
+
+
+def test_frame_metadata_has_the_column_schema_and_a_table_preview() -> None:
+    import polars as pl
+
+    from assets.metadata import frame_metadata
+
+    frame = pl.DataFrame({"id": ["a", "b"], "n": [1, None], "tags": [["x", "y"], []]})
+    meta = frame_metadata(frame, {"share": 0.5})
+    assert [(c.name, c.type) for c in meta["dagster/column_schema"].schema.columns] == [
+        ("id", "String"),
+        ("n", "Int64"),
+        ("tags", "List(String)"),
+    ]
+    assert [r.data for r in meta["preview"].records] == [
+        {"id": "a", "n": 1, "tags": "['x', 'y']"},
+        {"id": "b", "n": None, "tags": "[]"},
+    ]
+    assert meta["dagster/row_count"].value == 2 and meta["share"].value == 0.5
+
+
 def test_nightly_job_schedule_and_sensor() -> None:
     job = defs.resolve_job_def("nightly")
     assert job.name == "nightly"
