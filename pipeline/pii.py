@@ -406,15 +406,20 @@ def pii_key(home: Path) -> bytes:
     path = home / "secrets" / "pii.key"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Written whole to a private file, then linked into place: `link` fails if the key exists,
+        # so two first runs agree on one key and neither can read a half-written one.
+        tmp = path.with_name(f".pii.key.{secrets.token_hex(8)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.link(tmp, path)
         except FileExistsError:
             pass  # another process made it first: use theirs
-        else:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(secrets.token_hex(32) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+        finally:
+            tmp.unlink()
     return path.read_text().strip().encode()
 
 

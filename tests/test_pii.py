@@ -202,3 +202,24 @@ def test_key_file_is_created_once_and_private(tmp_path: Path, monkeypatch) -> No
     assert len(key) == 64 and pii_key(tmp_path) == key
     monkeypatch.setenv(KEY_ENV, "from-the-environment")
     assert pii_key(tmp_path) == b"from-the-environment"
+
+
+def _first_key(home: str) -> bytes:
+    from pipeline.pii import pii_key
+
+    return pii_key(Path(home))
+
+
+def test_first_runs_racing_for_the_key_agree_on_one(tmp_path: Path, monkeypatch) -> None:
+    """Eight processes create the key at once, 5 times: all read one whole key, no temp is left."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from pipeline.pii import KEY_ENV
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with ProcessPoolExecutor(8) as pool:
+        for round_ in range(5):
+            home = str(tmp_path / str(round_))
+            keys = set(pool.map(_first_key, [home] * 8))
+            assert len(keys) == 1 and len(keys.pop()) == 64
+            assert [p.name for p in (tmp_path / str(round_) / "secrets").iterdir()] == ["pii.key"]
