@@ -16,7 +16,7 @@ import polars as pl
 from pipeline.config import Paths
 from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions
-from pipeline.storage import LOADED_FILES, Lake, Warehouse
+from pipeline.storage import LOADED_FILES, Lake, Warehouse, parquet_source, sql_quote
 
 # Lake tables published to analysts, with the comment each carries in DuckDB.
 TABLES: dict[str, str] = {
@@ -87,25 +87,15 @@ class SnapshotReport:
     seconds: float = 0.0
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _sql(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[object, ...]]:
     """Run and drain (DuckDB 2 refuses new work while a result is still open)."""
     return con.execute(sql).fetchall()
 
 
 def _source(paths: Paths, name: str) -> str | None:
-    single = paths.table(name)
-    if single.exists():
-        return f"read_parquet({_quote(str(single))})"
-    if any((paths.lake / name).glob("*=*/data.parquet")):
-        return (
-            f"read_parquet({_quote(paths.partitions_glob(name))}, hive_partitioning = true,"
-            " union_by_name = true)"
-        )
-    return None
+    """DuckDB's reader of a lake table's files, or None when it has none yet."""
+    files = Lake(paths).files(name)
+    return parquet_source(list(files.values()), hive="" not in files) if files else None
 
 
 def pack_versions_frame(paths: Paths) -> pl.DataFrame:
@@ -152,9 +142,9 @@ ANALYTICS_STORAGE_VERSION = "v1.4.0"
 def _copy_for_older_clients(source: Path, target: Path) -> None:
     """Copy a database (tables, views, comments) into a file DuckDB 1.x clients can read."""
     with duckdb.connect() as con:
-        _sql(con, f"ATTACH {_quote(str(source))} AS src (READ_ONLY)")
-        storage = _quote(ANALYTICS_STORAGE_VERSION)
-        _sql(con, f"ATTACH {_quote(str(target))} AS dst (STORAGE_VERSION {storage})")
+        _sql(con, f"ATTACH {sql_quote(str(source))} AS src (READ_ONLY)")
+        storage = sql_quote(ANALYTICS_STORAGE_VERSION)
+        _sql(con, f"ATTACH {sql_quote(str(target))} AS dst (STORAGE_VERSION {storage})")
         _sql(con, "COPY FROM DATABASE src TO dst")
         _sql(con, "DETACH dst")
 
@@ -173,7 +163,7 @@ def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, in
     for table in tables:
         columns = _sql(
             con,
-            f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = {_quote(table)}",
+            f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = {sql_quote(table)}",
         )
         texts = [
             str(c)
@@ -242,7 +232,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                         continue
                 if source is not None:
                     _sql(con, f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
-                _sql(con, f'COMMENT ON TABLE "{name}" IS {_quote(comment)}')
+                _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
                 report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
                 notes.append((name, "table", report.tables[name], comment))
             con.unregister("pack_versions_frame")
@@ -253,7 +243,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                     notes.append((view, "skipped view", None, f"needs {', '.join(absent)}"))
                     continue
                 _sql(con, f'CREATE OR REPLACE VIEW "{view}" AS {sql}')
-                _sql(con, f'COMMENT ON VIEW "{view}" IS {_quote(comment)}')
+                _sql(con, f'COMMENT ON VIEW "{view}" IS {sql_quote(comment)}')
                 report.views.append(view)
                 notes.append((view, "view", None, comment))
             _sql(

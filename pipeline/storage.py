@@ -126,13 +126,14 @@ _LOADED_COLUMNS = "(table_name VARCHAR, part VARCHAR, identity VARCHAR)"
 LOCK_WAIT_SECONDS = 5.0
 
 
-def _quote(text: str) -> str:
+def sql_quote(text: str) -> str:
+    """A SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
 
 
-def _parquet(files: Sequence[Path], hive: bool) -> str:
+def parquet_source(files: Sequence[Path], hive: bool) -> str:
     """DuckDB's reader of exactly these lake files (a partition's key restored from its folder)."""
-    listed = ", ".join(_quote(str(f)) for f in files)
+    listed = ", ".join(sql_quote(str(f)) for f in files)
     return (
         f"read_parquet([{listed}], hive_partitioning = {str(hive).lower()}, union_by_name = true)"
     )
@@ -256,14 +257,14 @@ class Warehouse:
             )
             gone = sorted(set(loaded) - set(current))
             column = PARTITION_COLUMNS.get(name, "load_date")
-            keys = ", ".join(_quote(key) for key in changed + gone)
+            keys = ", ".join(sql_quote(key) for key in changed + gone)
             try:
                 with _transaction(con):
                     con.execute(
                         f'DELETE FROM "{name}" WHERE CAST("{column}" AS VARCHAR) IN ({keys})'
                     )
                     if changed:
-                        source = _parquet([files[key] for key in changed], hive=True)
+                        source = parquet_source([files[key] for key in changed], hive=True)
                         con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
                     _record(con, name, current)
                     _comment(con, name, comment)
@@ -272,7 +273,7 @@ class Warehouse:
                 pass
         with _transaction(con):
             if files:
-                source = _parquet(list(files.values()), hive=partitioned)
+                source = parquet_source(list(files.values()), hive=partitioned)
                 con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
                 _comment(con, name, comment)
             else:
@@ -292,4 +293,4 @@ def _record(con: duckdb.DuckDBPyConnection, name: str, current: dict[str, str]) 
 
 def _comment(con: duckdb.DuckDBPyConnection, name: str, comment: str | None) -> None:
     if comment:
-        con.execute(f'COMMENT ON TABLE "{name}" IS {_quote(comment)}')
+        con.execute(f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
