@@ -13,13 +13,10 @@ from assets.partitions import DAILY, check_per_partition, daily_check
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.ingest import TYPED_TABLES, ingest_folder, typed_tables
+from pipeline.tables import COMMENTS
 
 CONSERVATION = "lines_read_equals_accepted_plus_duplicates_plus_quarantined"
-TYPED_COMMENTS = {
-    "interactions": "AI calls: what was asked, what it answered (one memory each).",
-    "feedback": "Signals about interactions and memories (votes, corrections, validations).",
-    "memory_statements": "Statements learned about a person: instructions, patterns, inferences.",
-}
+TYPED_DESCRIPTIONS = {name: COMMENTS[name] for name in TYPED_TABLES}
 CONTRACT_MODELS = {
     "raw_events": contracts.Events,
     "interactions": contracts.Interactions,
@@ -91,13 +88,8 @@ def raw_events(
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     keys = sorted(context.partition_keys)
     summaries = [_ingest_partition(home, key, context.log) for key in keys]
-    warehouse = home.warehouse
-    for name, comment in (
-        ("events", "Every accepted event, one row per (tenant_id, event_id)."),
-        ("quarantine", "Rejected lines with file, line number and reason."),
-        ("ingest_stats", "Per load date: lines read, accepted, duplicates, quarantined."),
-    ):
-        warehouse.refresh(name, home.lake, comment=comment)
+    for name in ("events", "quarantine", "ingest_stats"):
+        home.refresh(name)
     # Each partition carries its own day's figures, not the range's (one step, several partitions).
     for key, summary in zip(keys, summaries, strict=True):
         metadata = frame_metadata(
@@ -129,10 +121,11 @@ def raw_events(
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(name, deps=["raw_events"], group_name=groups.INGEST, description=text)
-        for name, text in TYPED_COMMENTS.items()
+        for name, text in TYPED_DESCRIPTIONS.items()
     ],
     check_specs=[
-        dg.AssetCheckSpec("matches_contract", asset=name, blocking=True) for name in TYPED_COMMENTS
+        dg.AssetCheckSpec("matches_contract", asset=name, blocking=True)
+        for name in TYPED_DESCRIPTIONS
     ],
 )
 def typed_event_tables(
@@ -160,7 +153,7 @@ def typed_event_tables(
             written[name].append(frame)
     for name in names:
         lake.drop(name, sorted(gone))
-        home.warehouse.refresh(name, lake, comment=TYPED_COMMENTS[name])
+        home.refresh(name)
     context.log.info(f"typed tables rebuilt for load dates {keys or 'none'}")
     for name in names:
         columns = TYPED_TABLES[name][1]

@@ -128,11 +128,7 @@ def preference_pairs(
     )
     context.log.info(f"prompt index: searched {index.searched} new prompts")
     home.lake.write("preference_pairs", pairs)
-    home.warehouse.refresh(
-        "preference_pairs",
-        home.lake,
-        comment="DPO preference pairs (prompt, chosen, rejected) with source, margin and split.",
-    )
+    home.refresh("preference_pairs")
     return dg.MaterializeResult(
         metadata=frame_metadata(
             pairs,
@@ -219,13 +215,7 @@ def dpo_policy(
     recorded = history.height - previous.height
     if recorded or not home.lake.exists("dpo_runs"):
         home.lake.write("dpo_runs", history)
-    home.warehouse.refresh(
-        "dpo_runs",
-        home.lake,
-        comment="DPO policy outcomes per tenant: status, eval accuracy with its 95 % interval beside "
-        "the reference model's and the length rule's, margin, loss, steps; a night that reuses the "
-        "recorded policy adds no row.",
-    )
+    home.refresh("dpo_runs")
     failed = {run.tenant_id: str(run.skipped_reason) for run in runs if run.status == STATUS_FAILED}
     for run in runs:
         if run.status in (STATUS_SKIPPED, STATUS_FAILED):
@@ -391,11 +381,7 @@ def refined_templates(
     )
     home.lake.write("template_history", result.history)
     home.lake.write("template_scores", result.scores)
-    home.warehouse.refresh(
-        "template_history",
-        home.lake,
-        comment="Every prompt template version per tenant × skill, with its DPO score and evidence.",
-    )
+    home.refresh("template_history")
     current = result.history.filter(pl.col("is_current"))
     return dg.MaterializeResult(
         metadata=frame_metadata(

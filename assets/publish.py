@@ -148,9 +148,7 @@ def memory_pack(
     checks = _check_results(guards)
     versions = pack_versions_frame(home.paths)
     home.lake.write("pack_versions", versions)
-    home.warehouse.refresh(
-        "pack_versions", home.lake, comment="Kept memory pack versions per tenant."
-    )
+    home.refresh("pack_versions")
     summary = pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
     not_published = {
         r["tenant_id"]: r["reason"]

@@ -8,9 +8,11 @@ from contextlib import contextmanager
 import dagster as dg
 import polars as pl
 
+from pipeline import contracts
 from pipeline.config import DEFAULT_HOME, Paths
 from pipeline.homelock import clean_leftovers, home_lock
 from pipeline.storage import Lake, Warehouse
+from pipeline.tables import COMMENTS
 from pipeline.vectors import EmbeddingCache, TextVectors
 
 
@@ -58,6 +60,33 @@ class MemorypackHome(dg.ConfigurableResource):
     @property
     def warehouse(self) -> Warehouse:
         return Warehouse(self.paths)
+
+    def event_tables(self) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+        """interactions, memory_statements, feedback (empty with their schemas before ingest)."""
+        lake = self.lake
+        return (
+            lake.read_or_empty("interactions", contracts.INTERACTION_SCHEMA),
+            lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA),
+            lake.read_or_empty("feedback", contracts.FEEDBACK_SCHEMA),
+        )
+
+    def table(self, name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+        """A lake table (empty before its stage has run) with at least the columns of `schema`."""
+        frame = self.lake.read_or_empty(name, schema).collect()
+        missing = [
+            pl.lit(None, dtype=dtype).alias(c)
+            for c, dtype in schema.items()
+            if c not in frame.columns
+        ]
+        return frame.with_columns(missing) if missing else frame
+
+    def optional(self, name: str) -> pl.LazyFrame | None:
+        """A table another stage owns and may not have produced yet (None: treat it as empty)."""
+        return self.lake.read(name) if self.lake.exists(name) else None
+
+    def refresh(self, name: str, comment: str | None = None) -> None:
+        """Make the warehouse table `name` equal its lake table (comment from pipeline.tables)."""
+        self.warehouse.refresh(name, self.lake, comment=comment or COMMENTS[name])
 
     @property
     def embedding_cache(self) -> EmbeddingCache:

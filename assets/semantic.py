@@ -31,26 +31,12 @@ from pipeline.embed import (
     memory_texts,
     model_name,
 )
-from pipeline.fewshot import (
-    SCORES_SCHEMA,
-    FewShotConfig,
-    near_duplicates,
-    negative_examples,
-)
-from pipeline.fewshot import (
-    few_shot_sets as select_few_shot,
-)
 from pipeline.frames import changed_groups, group_fingerprints, replace_groups
 
 ONE_ROW_PER_MEMORY = "one_unit_vector_per_memory"
 ONE_CLUSTER_PER_STATEMENT = "every_statement_in_exactly_one_cluster"
 CONFLICTS_REFERENCE_MEMORIES = "conflicts_reference_same_tenant_and_contact"
-NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
 CONTACT = ["tenant_id", "contact_id"]
-
-
-def _read(home: MemorypackHome, name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    return home.lake.read_or_empty(name, schema).collect()
 
 
 def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
@@ -86,9 +72,8 @@ def memory_embeddings(
     )
     cache.append(name, result.fresh)
     lake.write("memory_embeddings", result.embeddings)
-    home.warehouse.refresh(
+    home.refresh(
         "memory_embeddings",
-        lake,
         comment=f"Which {result.dim}-d vector ({result.model}) each memory has: its text_hash in "
         "the embedding cache.",
     )
@@ -137,7 +122,7 @@ def memory_conflicts(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     lake = home.lake
-    statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
+    statements = home.table("memory_statements", contracts.MEMORY_SCHEMA)
     config, name = _embed_config(home)
     conflict_config = ConflictConfig()
     # Conflicts never cross a tenant × contact: only contacts whose statements changed (or a new
@@ -164,17 +149,13 @@ def memory_conflicts(
         if changed.height
         else pl.DataFrame(schema=CONFLICT_SCHEMA)
     )
-    previous = _read(home, "memory_conflicts", CONFLICT_SCHEMA) if had else None
+    previous = home.table("memory_conflicts", CONFLICT_SCHEMA) if had else None
     conflicts = replace_groups(previous, fresh, todo, prints, CONTACT).sort(
         "tenant_id", "contact_id", "memory_id_a", "memory_id_b", nulls_last=True
     )
     lake.write("memory_conflicts", conflicts)
     lake.write("conflict_groups", prints)
-    home.warehouse.refresh(
-        "memory_conflicts",
-        home.lake,
-        comment="Pairs that cannot both be true; both memories stay, preferred_id by source hierarchy.",
-    )
+    home.refresh("memory_conflicts")
     problems = reference_problems(conflicts, statements)
     by_reason = dict(conflicts.group_by("reason").len().sort("reason").iter_rows())
     yield dg.MaterializeResult(
@@ -210,9 +191,9 @@ def consolidated_summaries(
     home: MemorypackHome,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     lake = home.lake
-    statements = _read(home, "memory_statements", contracts.MEMORY_SCHEMA)
-    interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
-    conflicts = _read(home, "memory_conflicts", CONFLICT_SCHEMA)
+    statements = home.table("memory_statements", contracts.MEMORY_SCHEMA)
+    interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
+    conflicts = home.table("memory_conflicts", CONFLICT_SCHEMA)
     embeddings = home.embeddings()
     config = ConsolidationConfig()
     _, model = _embed_config(home)
@@ -239,16 +220,8 @@ def consolidated_summaries(
     lake.write("consolidated_summaries", result.summaries)
     lake.write("memory_reinforcement", result.reinforcement)
     lake.write("consolidation_groups", result.groups)
-    home.warehouse.refresh(
-        "consolidated_summaries",
-        home.lake,
-        comment="One row per cluster of near-duplicate memories: representative text, members, counts.",
-    )
-    home.warehouse.refresh(
-        "memory_reinforcement",
-        home.lake,
-        comment="Per statement: other non-conflicting members of its cluster (repeats) and the latest.",
-    )
+    home.refresh("consolidated_summaries")
+    home.refresh("memory_reinforcement")
     problems = membership_problems(result.summaries, statements)
     summaries = result.summaries
     yield dg.MaterializeResult(
@@ -275,53 +248,5 @@ def consolidated_summaries(
     )
 
 
-@dg.asset(
-    group_name=groups.EXAMPLES,
-    deps=["feedback_scores", "feedback", "interactions", memory_embeddings],
-    check_specs=[dg.AssetCheckSpec(NO_NEGATIVE_EXAMPLES, asset="few_shot_sets", blocking=True)],
-    description="Top-k diverse examples per tenant × system × kind × skill by quality_lower; "
-    "corrected outputs as examples, never a net-negative one.",
-)
-def few_shot_sets(home: MemorypackHome) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    config = FewShotConfig()
-    interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
-    # corrected outputs are all the sets need of the feedback
-    feedback = (
-        home.lake.read_or_empty("feedback", contracts.FEEDBACK_SCHEMA)
-        .filter(pl.col("signal") == "correction")
-        .collect()
-    )
-    scores = _read(home, "feedback_scores", SCORES_SCHEMA)
-    embeddings = home.embeddings("interaction")
-    vectors = home.vectors(embeddings)
-    sets = select_few_shot(interactions, feedback, scores, embeddings, vectors, config)
-    home.lake.write("few_shot_sets", sets)
-    home.warehouse.refresh(
-        "few_shot_sets",
-        home.lake,
-        comment="Few-shot examples per tenant × system × kind × skill, ranked, with why.",
-    )
-    negatives = negative_examples(sets, scores)
-    duplicates = near_duplicates(sets, embeddings, vectors, config.duplicate_similarity)
-    yield dg.MaterializeResult(
-        metadata=frame_metadata(
-            sets,
-            {
-                "sets": sets.select("tenant_id", "system", "kind", "skill_id").n_unique()
-                if sets.height
-                else 0,
-                "corrected_examples": int(sets["is_corrected"].sum()),
-                "k": config.k,
-            },
-            preview_columns=["system", "kind", "skill_id", "rank", "memory_id", "why"],
-        )
-    )
-    yield dg.AssetCheckResult(
-        check_name=NO_NEGATIVE_EXAMPLES,
-        passed=negatives.is_empty() and duplicates == 0,
-        metadata={"negative_examples": negatives.height, "near_duplicate_pairs": duplicates},
-    )
-
-
-ASSETS = [memory_embeddings, memory_conflicts, consolidated_summaries, few_shot_sets]
+ASSETS = [memory_embeddings, memory_conflicts, consolidated_summaries]
 CHECKS: list[dg.AssetChecksDefinition] = []

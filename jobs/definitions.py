@@ -2,12 +2,12 @@
 
 import dagster as dg
 
-from assets import ingest, learning, preference, publish, semantic
+from assets import examples, feedback, ingest, memory, preference, publish, semantic
 from assets.catalog import catalogued
 from assets.resources import home_resource
 from jobs.nightly import landing_sensor, nightly, nightly_schedule
 
-STAGES = [ingest, learning, semantic, preference, publish]
+STAGES = [ingest, feedback, semantic, memory, examples, preference, publish]  # data order
 
 defs = dg.Definitions(
     assets=catalogued([a for stage in STAGES for a in stage.ASSETS]),

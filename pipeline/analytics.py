@@ -16,27 +16,32 @@ import polars as pl
 from pipeline.config import Paths
 from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions
+from pipeline.tables import COMMENTS
 from pipeline.storage import LOADED_FILES, Lake, Warehouse, parquet_source, sql_quote
 
 # Lake tables published to analysts, with the comment each carries in DuckDB.
+# The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
 TABLES: dict[str, str] = {
-    "events": "Every accepted event, one row per (tenant_id, event_id), partitioned by load_date.",
-    "quarantine": "Rejected raw lines with file, line number, load date and machine-readable reason.",
-    "ingest_stats": "Per load date: files, lines read, accepted, duplicates, quarantined.",
-    "interactions": "AI calls: what was asked (input), what it answered (output); one memory each.",
-    "feedback": "Signals about interactions and memories (votes, corrections, validations).",
-    "memory_statements": "Statements learned about a person: instructions, patterns, inferences.",
-    "feedback_scores": "Per memory: signal counts, smoothed quality_score, quality_lower bound, reputation.",
-    "decay_snapshots": "Point-in-time confidence, status and flags of every memory at each as_of.",
-    "consolidated_summaries": "Clusters of near-duplicate memories with one representative summary.",
-    "memory_conflicts": "Pairs of memories that cannot both be true, and the side the hierarchy prefers.",
-    "few_shot_sets": "Top few-shot examples per tenant x system x kind (x skill) with their rank and why.",
-    "preference_pairs": "(prompt, chosen, rejected) pairs for DPO with source, margin and split.",
-    "dpo_runs": "DPO policy outcomes per tenant: status, eval accuracy (95 % interval) beside the reference model and the length rule, verdict, margin, loss, steps; a reused policy adds no row.",
-    "template_history": "Every version of every skill template with its score and evidence; is_current marks the live one.",
-    "skill_stats": "Per tenant x user x skill: usage, positive/negative counts, EMA confidence.",
-    "promotion_candidates": "Inferred patterns that qualify for promotion to confirmed (listed, never applied).",
-    "pack_versions": "Every kept memory pack version per tenant; is_latest marks the live one.",
+    name: COMMENTS[name]
+    for name in (
+        "events",
+        "quarantine",
+        "ingest_stats",
+        "interactions",
+        "feedback",
+        "memory_statements",
+        "feedback_scores",
+        "decay_snapshots",
+        "consolidated_summaries",
+        "memory_conflicts",
+        "few_shot_sets",
+        "preference_pairs",
+        "dpo_runs",
+        "template_history",
+        "skill_stats",
+        "promotion_candidates",
+        "pack_versions",
+    )
 }
 # Views: name -> (tables it needs, comment, SQL).
 VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {

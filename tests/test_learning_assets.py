@@ -9,7 +9,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from assets.learning import ASSETS, CHECKS
+from assets import examples, feedback, memory
 from assets.resources import MemorypackHome
 from pipeline.config import Paths
 from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
@@ -17,6 +17,10 @@ from pipeline.storage import Lake
 
 DAY1, DAY2 = "2026-11-02", "2026-11-05"
 AS_OF1 = datetime(2026, 11, 3, tzinfo=UTC)
+
+# The stages between the typed tables and the examples (few_shot_sets: tests/test_semantic_assets.py).
+ASSETS = [*feedback.ASSETS, *memory.ASSETS, examples.skill_stats]
+CHECKS = [*feedback.CHECKS, *memory.CHECKS, *examples.CHECKS]
 
 
 def at(day: str, hour: int = 10) -> datetime:

@@ -6,11 +6,15 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.learning import ASSETS, CHECKS
+from assets import examples, feedback, memory
 from assets.resources import MemorypackHome
 from pipeline.config import Paths
 from pipeline.storage import Lake, file_identity
 from tests.test_learning_assets import DAY1, DAY2, materialize, write_lake
+
+# The stages between the typed tables and the examples (few_shot_sets: tests/test_semantic_assets.py).
+ASSETS = [*feedback.ASSETS, *memory.ASSETS, examples.skill_stats]
+CHECKS = [*feedback.CHECKS, *memory.CHECKS, *examples.CHECKS]
 
 
 def _metadata(instance: dg.DagsterInstance, asset: str, key: str) -> dict[str, object]:

@@ -10,8 +10,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from assets import examples, semantic
 from assets.resources import MemorypackHome
-from assets.semantic import ASSETS
 from pipeline import contracts
 from pipeline.config import Paths
 from pipeline.embed import EmbedConfig, available_backend, model_name
@@ -22,6 +22,8 @@ from tests.test_consolidate import interaction
 from tests.test_fewshot import correction, scores
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+ASSETS = [*semantic.ASSETS, examples.few_shot_sets]
 
 
 def _lake(home: Path) -> None:

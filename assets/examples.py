@@ -1,0 +1,150 @@
+"""Examples stage: what works — skill statistics and the few-shot examples apps show the model."""
+
+from collections.abc import Iterator
+
+import dagster as dg
+import polars as pl
+
+from assets import groups
+from assets.metadata import frame_metadata
+from assets.resources import MemorypackHome
+from pipeline import contracts
+from pipeline import skill_stats as skills
+from pipeline.fewshot import SCORES_SCHEMA, FewShotConfig, near_duplicates, negative_examples
+from pipeline.fewshot import few_shot_sets as select_few_shot
+from pipeline.tables import COMMENTS
+
+NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
+
+
+@dg.asset(
+    group_name=groups.EXAMPLES,
+    deps=["interactions", "feedback", "memory_embeddings", "feedback_scores"],
+    description=COMMENTS["skill_stats"],
+)
+def skill_stats(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.MaterializeResult:
+    lake = home.lake
+    interactions, _, feedback = home.event_tables()
+    embeddings = home.embeddings("interaction")
+    if embeddings.is_empty():
+        context.log.info("no memory_embeddings table: skills get one-hot vectors")
+    stats = skills.skill_stats(interactions, feedback)
+    vectors = skills.skill_vectors(
+        interactions, embeddings, home.vectors(embeddings) if embeddings.height else None
+    )
+    preferences = skills.user_preferences(interactions, feedback, vectors)
+    for name, frame in (
+        ("skill_stats", stats),
+        ("user_preferences", preferences),
+        ("skill_vectors", vectors),
+    ):
+        lake.write(name, frame)
+        home.refresh(name)
+    effectiveness = skills.learning_effectiveness(stats)
+    n_votes = int(stats["n_feedback"].sum())
+    return dg.MaterializeResult(
+        metadata=frame_metadata(
+            stats,
+            {
+                "users": preferences.height,
+                "skills": vectors.height,
+                "vector_source": dict(
+                    vectors.group_by("vector_source").len().sort("vector_source").iter_rows()
+                ),
+                "votes": n_votes,
+                "positive_share": round(int(stats["n_positive"].sum()) / n_votes, 4)
+                if n_votes
+                else 0.0,
+                "positive_share_by_skill": effectiveness["positive_share_by_skill"],
+                "mean_reward_by_user": dict(
+                    list(effectiveness["mean_reward_by_user"].items())[:50]
+                ),
+            },
+            preview_columns=[
+                "tenant_id",
+                "user_id",
+                "skill_id",
+                "usage",
+                "positive_share",
+                "ema_confidence",
+            ],
+        )
+    )
+
+
+@dg.asset_check(
+    asset=skill_stats,
+    blocking=True,
+    description="Confidences and shares in [0, 1]; unit or zero vectors.",
+)
+def skill_stats_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
+    lake = home.lake
+    stats = lake.read("skill_stats").collect()
+    bad_stats = stats.filter(
+        ~pl.col("ema_confidence").is_between(0, 1)
+        | ~pl.col("positive_share").is_between(0, 1).fill_null(True)
+        | (pl.col("n_positive") + pl.col("n_negative") > pl.col("n_feedback"))
+    ).height
+    norms = (
+        lake.read("user_preferences")
+        .select(
+            norm=pl.col("preference_vector")
+            .list.eval(pl.element().cast(pl.Float64).pow(2))
+            .list.sum()
+            .sqrt()
+        )
+        .collect()["norm"]
+    )
+    bad_vectors = int((~((norms - 1).abs() < 1e-3) & (norms > 1e-9)).sum())
+    return dg.AssetCheckResult(
+        passed=bad_stats == 0 and bad_vectors == 0,
+        metadata={"rows_bad_stats": bad_stats, "vectors_not_unit": bad_vectors},
+    )
+
+
+@dg.asset(
+    group_name=groups.EXAMPLES,
+    deps=["feedback_scores", "feedback", "interactions", "memory_embeddings"],
+    check_specs=[dg.AssetCheckSpec(NO_NEGATIVE_EXAMPLES, asset="few_shot_sets", blocking=True)],
+    description="Top-k diverse examples per tenant × system × kind × skill by quality_lower; "
+    "corrected outputs as examples, never a net-negative one.",
+)
+def few_shot_sets(home: MemorypackHome) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    config = FewShotConfig()
+    interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
+    # corrected outputs are all the sets need of the feedback
+    feedback = (
+        home.lake.read_or_empty("feedback", contracts.FEEDBACK_SCHEMA)
+        .filter(pl.col("signal") == "correction")
+        .collect()
+    )
+    scores = home.table("feedback_scores", SCORES_SCHEMA)
+    embeddings = home.embeddings("interaction")
+    vectors = home.vectors(embeddings)
+    sets = select_few_shot(interactions, feedback, scores, embeddings, vectors, config)
+    home.lake.write("few_shot_sets", sets)
+    home.refresh("few_shot_sets")
+    negatives = negative_examples(sets, scores)
+    duplicates = near_duplicates(sets, embeddings, vectors, config.duplicate_similarity)
+    yield dg.MaterializeResult(
+        metadata=frame_metadata(
+            sets,
+            {
+                "sets": sets.select("tenant_id", "system", "kind", "skill_id").n_unique()
+                if sets.height
+                else 0,
+                "corrected_examples": int(sets["is_corrected"].sum()),
+                "k": config.k,
+            },
+            preview_columns=["system", "kind", "skill_id", "rank", "memory_id", "why"],
+        )
+    )
+    yield dg.AssetCheckResult(
+        check_name=NO_NEGATIVE_EXAMPLES,
+        passed=negatives.is_empty() and duplicates == 0,
+        metadata={"negative_examples": negatives.height, "near_duplicate_pairs": duplicates},
+    )
+
+
+ASSETS = [skill_stats, few_shot_sets]
+CHECKS = [skill_stats_in_range]

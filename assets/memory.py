@@ -1,0 +1,241 @@
+"""Memory stage: what we believe about each person today — daily decay snapshots and the audit."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+import polars as pl
+
+from assets import groups
+from assets.metadata import frame_metadata
+from assets.partitions import DAILY, check_per_partition, daily_check
+from assets.resources import MemorypackHome
+from pipeline import contracts
+from pipeline.audit import (
+    CONFLICT_SCHEMA,
+    AuditConfig,
+    audit,
+    audit_figures,
+    promotion_candidates,
+)
+from pipeline.decay import (
+    DEFAULT_DECAY,
+    as_of_for,
+    known_memory_count,
+    snapshot,
+    snapshot_problems,
+)
+from pipeline.scoring import DEFAULT_SCORING
+from pipeline.storage import Lake
+from pipeline.tables import COMMENTS
+
+SNAPSHOT_CHECKS = ("confidence_in_range", "every_memory_present", "status_consistent")
+
+
+def _snapshot_one(home: MemorypackHome, key: str) -> tuple[pl.DataFrame, int, bool]:
+    """The snapshot of load date `key`, the memories it must hold, and whether it changed: an
+    identical snapshot is not rewritten (the warehouse then has nothing to reload)."""
+    lake = home.lake
+    interactions, statements, feedback = home.event_tables()
+    as_of = as_of_for(key)
+    reinforcement = home.optional("memory_reinforcement")
+    snap = snapshot(
+        interactions, statements, feedback, reinforcement, as_of, DEFAULT_DECAY, DEFAULT_SCORING
+    )
+    path = home.paths.partition("decay_snapshots", key)
+    changed = not (path.exists() and pl.read_parquet(path).equals(snap))
+    if changed:
+        lake.write_partition("decay_snapshots", key, snap)
+    return snap, known_memory_count(interactions, statements, as_of), changed
+
+
+def _snapshot_metadata(home: MemorypackHome, key: str, snap: pl.DataFrame) -> dict[str, Any]:
+    figures: dict[str, object] = {
+        "as_of": str(as_of_for(key)),
+        "by_status": dict(snap.group_by("status").len().sort("status").iter_rows()),
+        "mean_confidence_by_type": {
+            t: round(float(c), 4)
+            for t, c in snap.group_by("memory_type")
+            .agg(pl.col("confidence").mean())
+            .sort("memory_type")
+            .iter_rows()
+        },
+        "needs_reconfirmation": int(snap["needs_reconfirmation"].sum()),
+        "stale": int(snap["stale"].sum()),
+        "reinforcement_table": home.lake.exists("memory_reinforcement"),
+    }
+    return frame_metadata(
+        snap,
+        figures,
+        preview_columns=[
+            "tenant_id",
+            "memory_id",
+            "memory_type",
+            "confidence",
+            "status",
+            "age_days",
+        ],
+    )
+
+
+@dg.asset(
+    partitions_def=DAILY,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    group_name=groups.MEMORY,
+    deps=[
+        "feedback_scores",
+        "consolidated_summaries",
+        "interactions",
+        "feedback",
+        "memory_statements",
+    ],
+    check_specs=[daily_check(name, "decay_snapshots") for name in SNAPSHOT_CHECKS],
+    description=COMMENTS["decay_snapshots"],
+)
+def decay_snapshots(
+    context: dg.AssetExecutionContext, home: MemorypackHome
+) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    """One snapshot per partition key of the run, and again every later snapshot in the lake.
+
+    A snapshot is a function of the lake and its date: when a run re-does an old date (late
+    data), every snapshot from that date on is recomputed as a fresh backfill would make it, so
+    the newest one (read by the audit and the packs) reflects the late data in the same run, and
+    the decay history has no kink where the late data surfaced. Unchanged snapshots stay as they
+    are; each rewritten later one is logged as a materialization of its own partition.
+    """
+    keys = sorted(context.partition_keys)
+    later = [
+        k for k in home.lake.partition_keys("decay_snapshots") if k > keys[0] and k not in keys
+    ]
+    per_key = {key: _snapshot_one(home, key) for key in keys + later}
+    home.refresh("decay_snapshots")
+    # Each partition carries its own snapshot's figures, not the last one's (one step, several keys).
+    for key in keys:
+        context.add_asset_metadata(
+            _snapshot_metadata(home, key, per_key[key][0]), partition_key=key
+        )
+    rewritten = [key for key in later if per_key[key][2]]
+    for key in rewritten:
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key="decay_snapshots",
+                partition=key,
+                description=f"rewritten: the run of {keys[0]} changed what this date knows",
+                metadata=_snapshot_metadata(home, key, per_key[key][0]),
+            )
+        )
+    yield dg.MaterializeResult(metadata={"run_partitions": keys, "later_rewritten": rewritten})
+    # Checked: every snapshot this run wrote, each under its own date.
+    checked = {key: per_key[key] for key in keys + rewritten}
+    problems = {
+        key: snapshot_problems(snap, DEFAULT_DECAY) for key, (snap, _, _) in checked.items()
+    }
+    yield check_per_partition(
+        context,
+        "confidence_in_range",
+        {
+            key: (
+                p["confidence_out_of_range"] == 0 and p["unknown_memory_type"] == 0,
+                {
+                    k: p[k]
+                    for k in ("confidence_out_of_range", "unknown_memory_type", "negative_age")
+                },
+            )
+            for key, p in problems.items()
+        },
+    )
+    yield check_per_partition(
+        context,
+        "every_memory_present",
+        {
+            key: (
+                snap.height == expected and problems[key]["duplicate_memories"] == 0,
+                {
+                    "rows": snap.height,
+                    "memories": expected,
+                    "duplicate_memories": problems[key]["duplicate_memories"],
+                },
+            )
+            for key, (snap, expected, _) in checked.items()
+        },
+    )
+    yield check_per_partition(
+        context,
+        "status_consistent",
+        {
+            key: (p["status_inconsistent"] == 0, {"rows_inconsistent": p["status_inconsistent"]})
+            for key, p in problems.items()
+        },
+    )
+
+
+def _snapshot_key(lake: Lake) -> str | None:
+    """The newest decay snapshot: the audit describes now, also when a run re-does an old date."""
+    available = lake.partition_keys("decay_snapshots")
+    return available[-1] if available else None
+
+
+@dg.asset(
+    group_name=groups.MEMORY,
+    deps=[decay_snapshots, "memory_conflicts", "memory_statements"],
+    description=COMMENTS["memory_audit"],
+)
+def memory_audit(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.MaterializeResult:
+    lake = home.lake
+    key = _snapshot_key(lake)
+    if key is None:
+        raise dg.Failure(
+            "memory_audit: no decay snapshot in the lake yet; materialize decay_snapshots first"
+        )
+    snap = pl.read_parquet(home.paths.partition("decay_snapshots", key))
+    conflicts = home.optional("memory_conflicts")
+    conflicts = conflicts.select(*CONFLICT_SCHEMA) if conflicts is not None else None
+    statements = lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA)
+    findings = audit(snap, conflicts, statements)
+    candidates = promotion_candidates(snap, conflicts, statements)
+    lake.write("memory_audit", findings)
+    lake.write("promotion_candidates", candidates)
+    home.refresh("memory_audit")
+    home.refresh("promotion_candidates")
+    summaries = findings.filter(pl.col("check") == "archived_inferences_summary")[
+        "detail"
+    ].to_list()
+    return dg.MaterializeResult(
+        metadata=frame_metadata(
+            findings,
+            {
+                "snapshot": key,
+                "findings_by_check": audit_figures(findings),
+                "promotion_candidates": candidates.height,
+                "conflicts_table": conflicts is not None,
+                "archive_summary": summaries[:20],
+            },
+            preview_columns=["tenant_id", "check", "memory_id", "confidence", "detail"],
+        )
+    )
+
+
+@dg.asset_check(
+    asset=memory_audit,
+    description="Every promotion candidate meets the rule and none is in a conflict.",
+)
+def promotion_candidates_eligible(home: MemorypackHome) -> dg.AssetCheckResult:
+    lake = home.lake
+    candidates = lake.read("promotion_candidates").collect()
+    conflicts = home.optional("memory_conflicts")
+    conflicted: set[str] = set()
+    if conflicts is not None:
+        pairs = conflicts.select("memory_id_a", "memory_id_b").collect()
+        conflicted = set(pairs["memory_id_a"]) | set(pairs["memory_id_b"])
+    bad = candidates.filter(
+        (pl.col("memory_type") != "inferred_pattern")
+        | (pl.col("repeats") < AuditConfig().promotion_min_repeats)
+        | pl.col("memory_id").is_in(list(conflicted))
+    )
+    return dg.AssetCheckResult(
+        passed=bad.is_empty(), metadata={"candidates": candidates.height, "ineligible": bad.height}
+    )
+
+
+ASSETS = [decay_snapshots, memory_audit]
+CHECKS = [promotion_candidates_eligible]
