@@ -15,7 +15,7 @@ import polars as pl
 
 from pipeline.config import Paths
 from pipeline.pack.disk import fsync_path
-from pipeline.pack.store import list_versions
+from pipeline.pack.store import list_versions, tenant_folders
 from pipeline.storage import LOADED_FILES, Lake, Warehouse
 
 # Lake tables published to analysts, with the comment each carries in DuckDB.
@@ -111,7 +111,7 @@ def _source(paths: Paths, name: str) -> str | None:
 def pack_versions_frame(paths: Paths) -> pl.DataFrame:
     """One row per kept pack version of every tenant (read from the packs folder itself)."""
     rows = []
-    for tenant_dir in sorted(p for p in paths.packs.glob("*") if p.is_dir()):
+    for tenant_dir in tenant_folders(paths.packs):
         for info in list_versions(tenant_dir):
             rows.append(
                 {
