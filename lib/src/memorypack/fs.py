@@ -147,16 +147,11 @@ class ObjectPath:
     def write_text(self, text: str, encoding: str = "utf-8") -> int:
         return self.write_bytes(text.encode(encoding))
 
-    def upload(self, source: Path) -> None:
-        """Copy a local file here (one PUT, or a multipart upload completed at the end)."""
-        import pyarrow.fs as pafs
-
-        pafs.copy_files(
-            str(source),
-            self.key,
-            source_filesystem=pafs.LocalFileSystem(),
-            destination_filesystem=self.filesystem,
-        )
+    def upload(self, source: Path, chunk: int = 8 << 20) -> None:
+        """Copy a local file here; an upload error raises (on close, for the last part)."""
+        with source.open("rb") as reader, self.filesystem.open_output_stream(self.key) as stream:
+            while data := reader.read(chunk):
+                stream.write(data)
 
     def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
         """Prefixes need no creating; only a missing bucket is made (when the store allows it)."""
