@@ -15,11 +15,10 @@ import polars as pl
 
 from pipeline.config import Paths
 from pipeline.pack.disk import fsync_path
-from pipeline.pack.store import list_versions
-from pipeline.tables import COMMENTS
+from pipeline.pack.store import list_versions, tenant_folders
 from pipeline.storage import LOADED_FILES, Lake, Warehouse, parquet_source, sql_quote
+from pipeline.tables import COMMENTS
 
-# Lake tables published to analysts, with the comment each carries in DuckDB.
 # The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
 TABLES: dict[str, str] = {
     name: COMMENTS[name]
@@ -106,7 +105,7 @@ def _source(paths: Paths, name: str) -> str | None:
 def pack_versions_frame(paths: Paths) -> pl.DataFrame:
     """One row per kept pack version of every tenant (read from the packs folder itself)."""
     rows = []
-    for tenant_dir in sorted(p for p in paths.packs.glob("*") if p.is_dir()):
+    for tenant_dir in tenant_folders(paths.packs):
         for info in list_versions(tenant_dir):
             rows.append(
                 {

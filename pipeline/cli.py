@@ -225,10 +225,11 @@ def _show_packs(paths: Paths) -> None:
         showcase = importlib.import_module("pipeline.pack.showcase")
     except ImportError:
         return
-    for tenant_dir in sorted(p for p in paths.packs.glob("*") if (p / "LATEST").exists()):
+    from pipeline.pack.store import tenants
+
+    for tenant in tenants(paths.packs)[:1]:  # one tenant is enough for a first look
         print()
-        print(showcase.describe_pack(tenant_dir))
-        break  # one tenant is enough for a first look
+        print(showcase.describe_pack(paths.packs / tenant))
 
 
 def build_parser() -> argparse.ArgumentParser:

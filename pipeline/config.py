@@ -6,7 +6,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from memorypack.fs import Location, StorageError, location
+from pipeline.errors import UserError
+
 DEFAULT_HOME = "./data"
+# Where packs are published, when not under the home: a folder or an s3://bucket/prefix URL.
+PACKS_ENV = "MEMORYPACK_PACKS"
 # The hive column of each partitioned lake table (the key is always a load date).
 PARTITION_COLUMNS = {"decay_snapshots": "snapshot_date"}
 
@@ -60,8 +65,10 @@ class Paths:
         return self.home / "models"
 
     @property
-    def packs(self) -> Path:
-        return self.home / "packs"
+    def packs(self) -> Location:
+        """`<home>/packs`, or MEMORYPACK_PACKS: a folder or an `s3://bucket/prefix` URL (S3
+        settings from the AWS environment variables, see `memorypack.fs`)."""
+        return packs_location(os.environ.get(PACKS_ENV) or self.home / "packs")
 
     def table(self, name: str) -> Path:
         """A whole (non-partitioned) lake table: one Parquet file."""
@@ -74,3 +81,12 @@ class Paths:
 
     def partitions_glob(self, name: str) -> str:
         return str(self.lake / name / "*" / "data.parquet")
+
+
+def packs_location(where: str | os.PathLike[str]) -> Location:
+    """A packs root from a path or URL; a bad URL is a one-line UserError."""
+    try:
+        found = location(where)
+    except StorageError as error:
+        raise UserError(str(error)) from None
+    return found.resolve() if isinstance(found, Path) else found

@@ -2,7 +2,7 @@
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +78,26 @@ def write_landing(
 @pytest.fixture
 def landing(tmp_path: Path) -> Path:
     return tmp_path / "landing"
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real S3 server (SeaweedFS on 127.0.0.1, free ports) for the whole session."""
+    from tests.seaweedfs import start
+
+    server = start(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_packs(seaweedfs: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`s3://<bucket>/<fresh prefix>/packs`, set as MEMORYPACK_PACKS with the server's AWS
+    variables."""
+    for name, value in seaweedfs.environment().items():
+        monkeypatch.setenv(name, value)
+    url = f"{seaweedfs.new_prefix()}/packs"
+    monkeypatch.setenv("MEMORYPACK_PACKS", url)
+    return url

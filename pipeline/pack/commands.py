@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 from memorypack.format import PackError, is_version, read_latest, verify_pack
-from pipeline.config import DEFAULT_HOME
+from memorypack.fs import Location
+from pipeline.config import Paths, packs_location
 from pipeline.errors import UserError
 from pipeline.pack.store import list_versions, rollback, tenants
 
 
-def _packs_root(args: argparse.Namespace) -> Path:
-    home = Path(args.home or os.environ.get("MEMORYPACK_HOME", DEFAULT_HOME)).resolve()
-    return home / "packs"
+def _packs_root(args: argparse.Namespace) -> Location:
+    """--packs (a folder or an s3:// URL), else the home's packs (MEMORYPACK_PACKS or <home>/packs)."""
+    if args.packs:
+        return packs_location(args.packs)
+    return Paths.from_env(args.home).packs
 
 
-def _tenant_dirs(args: argparse.Namespace) -> list[Path]:
+def _tenant_dirs(args: argparse.Namespace) -> list[Location]:
     root = _packs_root(args)
     if args.tenant:
         folder = root / args.tenant
@@ -59,7 +60,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _version_dir(args: argparse.Namespace) -> Path:
+def _version_dir(args: argparse.Namespace) -> Location:
     (tenant_dir,) = _tenant_dirs(args)
     version = args.version or read_latest(tenant_dir)
     if version is None or not is_version(version) or not (tenant_dir / version).is_dir():
@@ -142,6 +143,11 @@ def register(subparsers: Any) -> None:
     def common(parser: argparse.ArgumentParser, tenant_required: bool = False) -> None:
         parser.add_argument(
             "--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)"
+        )
+        parser.add_argument(
+            "--packs",
+            default=None,
+            help="packs folder or s3://bucket/prefix URL (default MEMORYPACK_PACKS or <home>/packs)",
         )
         parser.add_argument(
             "--tenant",

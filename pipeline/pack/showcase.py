@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from pathlib import Path
 
 from memorypack import MemoryPack
+from memorypack.fs import Location
 
 SHOWN_EXAMPLES = 3
 CLIP = 90
@@ -17,9 +17,9 @@ def _clip(text: str, width: int = CLIP) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def describe_pack(path: str | os.PathLike[str]) -> str:
+def describe_pack(path: str | os.PathLike[str] | Location) -> str:
     """Load the live pack with the loader and show few-shot examples, one explained memory, a template."""
-    pack = MemoryPack.load(Path(path))
+    pack = MemoryPack.load(path)
     files = pack.manifest["files"]
     size = sum(int(f["bytes"]) for f in files.values())
     lines = [

@@ -1,4 +1,5 @@
-"""The versions of one tenant's packs: list, LATEST swap, rollback, retention (standard library)."""
+"""The versions of one tenant's packs: list, LATEST swap, rollback, retention (a local folder or an
+object store, see `pipeline.pack.remote`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from memorypack.format import (
@@ -18,7 +18,9 @@ from memorypack.format import (
     verify_pack,
     version_time,
 )
+from memorypack.fs import Location, ObjectPath
 from pipeline.errors import UserError
+from pipeline.pack import remote
 from pipeline.pack.disk import TEMP_PREFIX, TRASH_PREFIX, crash_point, fsync_path
 
 DEFAULT_KEEP = 7
@@ -27,7 +29,7 @@ DEFAULT_KEEP = 7
 @dataclass(frozen=True)
 class VersionInfo:
     version: str
-    path: Path
+    path: Location
     as_of: str
     created_at: str
     n_memories: int | None
@@ -36,14 +38,15 @@ class VersionInfo:
     manifest: dict[str, Any]
 
 
-def list_versions(tenant_dir: Path) -> list[VersionInfo]:
-    """Every published version, in publish order (oldest first)."""
+def list_versions(tenant_dir: Location) -> list[VersionInfo]:
+    """Every published version, in publish order (oldest first); in an object store, only
+    complete ones (sealed)."""
     if not tenant_dir.is_dir():
         return []
     latest = read_latest(tenant_dir)
     infos = []
     for child in tenant_dir.iterdir():
-        if not (child.is_dir() and is_version(child.name)):
+        if not (is_version(child.name) and child.is_dir() and remote.is_complete(child)):
             continue
         try:
             manifest = read_manifest(child)
@@ -73,14 +76,26 @@ def list_versions(tenant_dir: Path) -> list[VersionInfo]:
     return sorted(infos, key=lambda i: (version_time(i.version), i.version))
 
 
-def tenants(packs_root: Path) -> list[str]:
+def tenant_folders(packs_root: Location) -> list[Location]:
+    """Every folder under the packs root, by name (a tenant's, live pack or not)."""
+    if not packs_root.is_dir():
+        return []
+    found: list[Location] = [p for p in packs_root.iterdir() if p.is_dir()]
+    return sorted(found, key=lambda p: p.name)
+
+
+def tenants(packs_root: Location) -> list[str]:
     if not packs_root.is_dir():
         return []
     return sorted(p.name for p in packs_root.iterdir() if p.is_dir() and (p / LATEST).is_file())
 
 
-def write_latest(tenant_dir: Path, version: str) -> None:
-    """Point LATEST at `version`: temp file, fsync, rename over, fsync the folder."""
+def write_latest(tenant_dir: Location, version: str) -> None:
+    """Point LATEST at `version`: temp file, fsync, rename over, fsync the folder (one PUT in an
+    object store)."""
+    if isinstance(tenant_dir, ObjectPath):
+        remote.write_latest(tenant_dir, version)
+        return
     tmp = tenant_dir / f".{LATEST}.{uuid.uuid4().hex}.tmp"
     with tmp.open("w", encoding="utf-8") as handle:
         handle.write(version + "\n")
@@ -92,7 +107,7 @@ def write_latest(tenant_dir: Path, version: str) -> None:
     crash_point("latest_swapped")
 
 
-def rollback(tenant_dir: Path, to: str | None = None) -> str:
+def rollback(tenant_dir: Location, to: str | None = None) -> str:
     """Point LATEST back at `to` (default: the version before the current one) after verifying it.
 
     UserError when there is nothing to roll back to; PackError when `to` does not verify."""
@@ -108,7 +123,7 @@ def rollback(tenant_dir: Path, to: str | None = None) -> str:
                 f"{latest} is the oldest kept version of {tenant_dir.name}; nothing to roll back to"
             )
         to = names[position - 1]
-    if not is_version(to) or not (tenant_dir / to).is_dir():
+    if to not in {v.version for v in versions}:
         known = ", ".join(v.version for v in versions)
         raise UserError(f"no version {to!r} for tenant {tenant_dir.name} (kept: {known})")
     verify_pack(tenant_dir / to)
@@ -116,15 +131,19 @@ def rollback(tenant_dir: Path, to: str | None = None) -> str:
     return to
 
 
-def remove_dir(path: Path) -> None:
-    """Rename out of sight first, so a crash mid-delete never leaves a half version visible."""
+def remove_dir(path: Location) -> None:
+    """Rename out of sight first, so a crash mid-delete never leaves a half version visible (in an
+    object store: delete the seal first, which takes the version out of every listing)."""
+    if isinstance(path, ObjectPath):
+        remote.remove_version(path)
+        return
     trash = path.with_name(f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
     os.rename(path, trash)
     crash_point("pruning")
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def prune(tenant_dir: Path, keep: int = DEFAULT_KEEP) -> list[str]:
+def prune(tenant_dir: Location, keep: int = DEFAULT_KEEP) -> list[str]:
     """Keep the newest `keep` versions and always the one LATEST points at; returns removed ones."""
     versions = list_versions(tenant_dir)
     latest = read_latest(tenant_dir)
@@ -134,8 +153,10 @@ def prune(tenant_dir: Path, keep: int = DEFAULT_KEEP) -> list[str]:
     return doomed
 
 
-def clean_leftovers(tenant_dir: Path) -> list[str]:
+def clean_leftovers(tenant_dir: Location) -> list[str]:
     """Remove temp folders and files left by a publisher that died (call under the publish lock)."""
+    if isinstance(tenant_dir, ObjectPath):
+        return remote.clean_leftovers(tenant_dir)
     removed = []
     for child in tenant_dir.iterdir() if tenant_dir.is_dir() else []:
         if child.name.startswith((TEMP_PREFIX, TRASH_PREFIX)):

@@ -1,4 +1,7 @@
-"""Publish a pack atomically: temp folder, fsync, verify, rename, then swap LATEST; then retention."""
+"""Publish a pack atomically: temp folder, fsync, verify, rename, then swap LATEST; then retention.
+
+Packs may live in an object store (`s3://…`): the version is then staged on local disk and the
+rename becomes an upload read back and verified before LATEST moves (`pipeline.pack.remote`)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -32,7 +36,9 @@ from memorypack.format import (
     verify_pack,
     version_time,
 )
+from memorypack.fs import Location, ObjectPath
 from pipeline import __version__
+from pipeline.pack import remote
 from pipeline.pack.build import PackContent
 from pipeline.pack.disk import TEMP_PREFIX, crash_point, fsync_path
 from pipeline.pack.store import DEFAULT_KEEP, clean_leftovers, list_versions, prune, write_latest
@@ -46,16 +52,18 @@ class PublishResult:
     version: str
     published: bool  # False: identical content was already live
     reason: str
-    path: Path
+    path: Location
     removed: list[str] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
 @contextmanager
-def publish_lock(tenant_dir: Path) -> Iterator[None]:
-    """One publisher per tenant at a time (a sensor run and a scheduled run may overlap)."""
+def publish_lock(tenant_dir: Location) -> Iterator[None]:
+    """One publisher per tenant at a time (a sensor run and a scheduled run may overlap); for an
+    object store the lock is a local file (across hosts the run queue keeps one run per tenant)."""
     tenant_dir.mkdir(parents=True, exist_ok=True)
-    with (tenant_dir / LOCK_FILE).open("a") as handle:
+    lock = remote.lock_file(tenant_dir) if isinstance(tenant_dir, ObjectPath) else None
+    with (lock or tenant_dir / LOCK_FILE).open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -155,7 +163,7 @@ def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
             os.fsync(handle.fileno())
 
 
-def _accepted(version_dir: Path) -> bool:
+def _accepted(version_dir: Location) -> bool:
     """Whether apps would load this kept version (an older memorypack wrote no seal; a pack key
     may have been set since): only such a version may stand for identical content."""
     try:
@@ -165,7 +173,7 @@ def _accepted(version_dir: Path) -> bool:
     return True
 
 
-def _live_manifest(tenant_dir: Path, latest: str | None) -> dict[str, Any]:
+def _live_manifest(tenant_dir: Location, latest: str | None) -> dict[str, Any]:
     """The live pack's manifest; empty when there is none or it is unreadable (replace it)."""
     try:
         return read_manifest(tenant_dir / latest) if latest is not None else {}
@@ -176,7 +184,7 @@ def _live_manifest(tenant_dir: Path, latest: str | None) -> dict[str, Any]:
 @dataclass
 class _Staged:
     content_tenant: str
-    tenant_dir: Path
+    tenant_dir: Location
     temp: Path | None  # None: identical content is already live
     version: str
     manifest: dict[str, Any]
@@ -192,16 +200,37 @@ class PackStage:
     by the next publish). Each tenant's lock is held from `add` to `commit` / `discard`.
     """
 
-    def __init__(self, packs_root: Path, run_id: str | None = None, keep: int = DEFAULT_KEEP):
+    def __init__(
+        self, packs_root: Location, run_id: str | None = None, keep: int = DEFAULT_KEEP
+    ) -> None:
         self.packs_root, self.run_id, self.keep = packs_root, run_id, keep
         self._locks = ExitStack()
         self._staged: list[_Staged] = []
+        self._scratch: Path | None = None  # local staging for an object store
+
+    def _temp_folder(self, tenant_dir: Location) -> Path:
+        """Where a version is written out of sight: a dot-folder beside the versions, or for an
+        object store a local folder named after the tenant (the pack's checks read that name)."""
+        name = f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+        if not isinstance(tenant_dir, ObjectPath):
+            return tenant_dir / name
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="memorypack-stage-"))
+        (self._scratch / tenant_dir.name).mkdir(exist_ok=True)
+        return self._scratch / tenant_dir.name / name
+
+    def _end(self) -> None:
+        self._staged = []
+        self._locks.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def add(self, content: PackContent) -> None:
         tenant_dir = self.packs_root / content.tenant_id
         self._locks.enter_context(publish_lock(tenant_dir))
         clean_leftovers(tenant_dir)
-        temp = tenant_dir / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+        temp = self._temp_folder(tenant_dir)
         temp.mkdir()
         try:
             files = _write_files(temp, content)
@@ -248,8 +277,7 @@ class PackStage:
             for staged in self._staged:
                 results.append(self._commit_one(staged))
         finally:
-            self._staged = []
-            self._locks.close()
+            self._end()
         return results
 
     def _commit_one(self, staged: _Staged) -> PublishResult:
@@ -266,15 +294,18 @@ class PackStage:
             )
         final = tenant_dir / version
         manifest, reason = staged.manifest, "published"
-        if final.is_dir():
+        if final.is_dir() and remote.is_complete(final):
             # Same content as a kept older version (e.g. after a rollback): reuse that version.
             verify_pack(final)
             shutil.rmtree(staged.temp)
             manifest = read_manifest(final)
             reason = "re-activated an identical kept version"
+        elif isinstance(final, ObjectPath):
+            remote.upload_version(staged.temp, final)
+            shutil.rmtree(staged.temp)
         else:
             os.rename(staged.temp, final)
-            fsync_path(tenant_dir)
+            fsync_path(final.parent)
         crash_point("renamed")
         write_latest(tenant_dir, version)
         removed = prune(tenant_dir, self.keep)
@@ -288,12 +319,11 @@ class PackStage:
                 if staged.temp is not None:
                     shutil.rmtree(staged.temp, ignore_errors=True)
         finally:
-            self._staged = []
-            self._locks.close()
+            self._end()
 
 
 def publish(
-    packs_root: Path, content: PackContent, run_id: str | None = None, keep: int = DEFAULT_KEEP
+    packs_root: Location, content: PackContent, run_id: str | None = None, keep: int = DEFAULT_KEEP
 ) -> PublishResult:
     """Make `content` the live pack of its tenant, or do nothing if identical content is live.
 

@@ -1,4 +1,5 @@
-"""The pack format (SPEC §5): file names, manifest, seal, sha256 verification. Standard library only."""
+"""The pack format (SPEC §5): file names, manifest, seal, sha256 verification. Standard library only
+(a pack in an object store is read through `memorypack.fs`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import json
 import os
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
+
+from memorypack.fs import Location, absolute, location
 
 PACK_FORMAT = 1
 MANIFEST = "manifest.json"
@@ -53,7 +55,7 @@ class PackError(Exception):
     The message is one line meant for a person (the pipeline's CLI prints it as it is)."""
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Location) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(HASH_CHUNK):
@@ -82,7 +84,7 @@ def version_time(name: str) -> datetime:
         raise PackError(f"{name!r} is not a pack version: no such time") from None
 
 
-def _read_bounded(path: Path, limit: int, what: str) -> bytes:
+def _read_bounded(path: Location, limit: int, what: str) -> bytes:
     """A small file's bytes; PackError (one line) when it is absent, not a file, or too big."""
     if not path.is_file():
         kind = "not a file" if path.exists() else "missing"
@@ -97,7 +99,7 @@ def _read_bounded(path: Path, limit: int, what: str) -> bytes:
     return data
 
 
-def _parse_manifest(data: bytes, path: Path) -> dict[str, Any]:
+def _parse_manifest(data: bytes, path: Location) -> dict[str, Any]:
     try:
         manifest = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
@@ -108,14 +110,14 @@ def _parse_manifest(data: bytes, path: Path) -> dict[str, Any]:
     return manifest
 
 
-def _manifest_bytes(version_dir: Path) -> bytes:
+def _manifest_bytes(version_dir: Location) -> bytes:
     path = version_dir / MANIFEST
     if not path.exists():
         raise PackError(f"{version_dir} is not a pack (no {MANIFEST})")
     return _read_bounded(path, MAX_MANIFEST_BYTES, "manifest")
 
 
-def read_manifest(version_dir: Path) -> dict[str, Any]:
+def read_manifest(version_dir: Location) -> dict[str, Any]:
     """A version's manifest as JSON, for listing; `verify_pack` is what checks it."""
     return _parse_manifest(_manifest_bytes(version_dir), version_dir / MANIFEST)
 
@@ -140,7 +142,7 @@ def seal_text(manifest_bytes: bytes, key: bytes | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_seal(version_dir: Path, manifest_bytes: bytes, key: bytes | None) -> None:
+def check_seal(version_dir: Location, manifest_bytes: bytes, key: bytes | None) -> None:
     """PackError unless `manifest.seal` matches the manifest's bytes (and the key, when one is set).
 
     Without a key the seal detects corruption and edits that forget it; only a key stops someone
@@ -173,7 +175,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_format(manifest: dict[str, Any], where: Path) -> None:
+def check_format(manifest: dict[str, Any], where: Location) -> None:
     found = manifest.get("pack_format")
     if type(found) is not int or found != PACK_FORMAT:  # not True, not 1.0
         raise PackError(
@@ -182,9 +184,9 @@ def check_format(manifest: dict[str, Any], where: Path) -> None:
         )
 
 
-def _check_fields(manifest: dict[str, Any], version_dir: Path, version: str) -> None:
+def _check_fields(manifest: dict[str, Any], version_dir: Location, version: str) -> None:
     """The manifest fields the loader relies on: their types, and that they name this folder."""
-    tenant = Path(os.path.abspath(version_dir)).parent.name
+    tenant = absolute(version_dir).parent.name
     if manifest.get("tenant_id") != tenant:
         raise PackError(
             f"pack {version_dir} belongs to tenant {_shown(manifest.get('tenant_id'))}, "
@@ -223,7 +225,7 @@ def _check_fields(manifest: dict[str, Any], version_dir: Path, version: str) -> 
 
 
 def verify_pack(
-    version_dir: Path,
+    version_dir: Location,
     check_hashes: bool = True,
     version: str | None = None,
     key: str | bytes | None = None,
@@ -231,6 +233,19 @@ def verify_pack(
     """The manifest of a pack that is what it says: sealed (and signed when a key is set), of
     format 1, naming its tenant folder and `version` (default: its folder's name), listing every
     file its folder holds, each of the listed size (and sha256 unless `check_hashes` is False)."""
+    try:
+        return _verified(version_dir, check_hashes, version, key)
+    except OSError as error:  # e.g. an object store that went away mid-way
+        raise PackError(f"pack {version_dir} is unreadable: {_reason(error)}") from None
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or (str(error).splitlines() or [type(error).__name__])[0][:200]
+
+
+def _verified(
+    version_dir: Location, check_hashes: bool, version: str | None, key: str | bytes | None
+) -> dict[str, Any]:
     data = _manifest_bytes(version_dir)
     check_seal(version_dir, data, pack_key(key))
     manifest = _parse_manifest(data, version_dir / MANIFEST)
@@ -259,17 +274,17 @@ def verify_pack(
     return manifest
 
 
-def check_hash(version_dir: Path, name: str, entry: dict[str, Any]) -> None:
+def check_hash(version_dir: Location, name: str, entry: dict[str, Any]) -> None:
     """PackError unless the file's sha256 is the manifest's."""
     try:
         digest = sha256_file(version_dir / name)
     except OSError as error:
-        raise PackError(f"pack {version_dir}: {name} is unreadable: {error.strerror}") from None
+        raise PackError(f"pack {version_dir}: {name} is unreadable: {_reason(error)}") from None
     if digest != entry.get("sha256"):
         raise PackError(f"pack {version_dir}: {name} does not match its sha256 (tampered?)")
 
 
-def read_latest(tenant_dir: Path) -> str | None:
+def read_latest(tenant_dir: Location) -> str | None:
     path = tenant_dir / LATEST
     if not path.exists():
         return None
@@ -282,9 +297,16 @@ def read_latest(tenant_dir: Path) -> str | None:
     return version
 
 
-def resolve(path: str | os.PathLike[str], version: str | None = None) -> Path:
+def resolve(path: str | os.PathLike[str] | Location, version: str | None = None) -> Location:
     """A version folder from a tenant folder (its LATEST, or `version`) or a version folder itself."""
-    root = Path(path)
+    root = location(path)
+    try:
+        return _resolved(root, version)
+    except OSError as error:
+        raise PackError(f"packs at {root} are unreachable: {_reason(error)}") from None
+
+
+def _resolved(root: Location, version: str | None) -> Location:
     if version is not None:
         if not is_version(version):
             raise PackError(

@@ -13,13 +13,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from memorypack.format import (
     EMBEDDINGS,
@@ -30,6 +28,7 @@ from memorypack.format import (
     resolve,
     verify_pack,
 )
+from memorypack.fs import Location, load_matrix, read_parquet
 from memorypack.results import (
     Conflict,
     FewShotExample,
@@ -180,14 +179,14 @@ def _check_table(table: pa.Table, name: str, where: str, tenant: str) -> None:
                 )
 
 
-def _read(folder: Path, name: str, manifest: dict[str, Any]) -> pa.Table:
+def _read(folder: Location, name: str, manifest: dict[str, Any]) -> pa.Table:
     """A listed Parquet file, checked (`_check_table`); an empty table when it is not listed."""
     entry = manifest["files"].get(name)
     if entry is None:
         return pa.table({})
     where = f"pack {folder}"
     try:
-        table = pq.read_table(folder / name).combine_chunks()
+        table = read_parquet(folder / name).combine_chunks()
         table.validate(full=True)  # offsets and UTF-8, so no value fails later in an app's query
     except (pa.ArrowException, OSError, ValueError) as error:
         raise PackError(
@@ -201,10 +200,10 @@ def _read(folder: Path, name: str, manifest: dict[str, Any]) -> pa.Table:
     return table
 
 
-def _embeddings(folder: Path, rows: int) -> np.ndarray:
+def _embeddings(folder: Location, rows: int) -> np.ndarray:
     """The float32 matrix, memory-mapped: one row per memory."""
     try:
-        matrix = np.load(folder / EMBEDDINGS, mmap_mode="r", allow_pickle=False)
+        matrix = load_matrix(folder / EMBEDDINGS)
     except (OSError, ValueError, EOFError) as error:
         raise PackError(
             f"pack {folder}: {EMBEDDINGS} is not a readable array ({_one_line(error)})"
@@ -269,7 +268,7 @@ def _unit(vector: Any, dim: int) -> np.ndarray:
 class MemoryPack:
     """One tenant's published pack, verified at load; every query runs on precomputed arrays."""
 
-    def __init__(self, folder: Path, manifest: dict[str, Any]) -> None:
+    def __init__(self, folder: Location, manifest: dict[str, Any]) -> None:
         self.path = folder
         self.manifest = manifest
         self.version: str = manifest["version"]
@@ -294,7 +293,7 @@ class MemoryPack:
     @classmethod
     def load(
         cls,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | Location,
         version: str | None = None,
         verify: bool = True,
         key: str | bytes | None = None,

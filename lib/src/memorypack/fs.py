@@ -1,0 +1,252 @@
+"""Where packs live: a local folder or an `s3://bucket/prefix` URL, both read through one small API.
+
+A local location is a `pathlib.Path`; an object-store location is an `ObjectPath`, which offers
+the few `Path` methods the pack format, the loader and the publisher use (`/`, `name`, `parent`,
+`exists`, `is_file`, `is_dir`, `iterdir`, `open`, `stat`, …) on top of `pyarrow.fs` — pyarrow is
+already the app library's one heavy dependency, so reading packs from S3 needs nothing new.
+
+S3 settings come from the standard AWS environment variables: `AWS_ACCESS_KEY_ID`,
+`AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` (or the AWS config files), `AWS_REGION` /
+`AWS_DEFAULT_REGION` (default us-east-1), and `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` for an
+S3-compatible store (e.g. `http://127.0.0.1:8333` for a local SeaweedFS).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
+DEFAULT_REGION = "us-east-1"
+SCHEMES = ("s3",)
+
+
+class StorageError(ValueError):
+    """A packs location that cannot be used (a malformed URL, an unknown scheme): one line."""
+
+
+@dataclass(frozen=True)
+class ObjectStat:
+    st_size: int
+    st_mtime: float
+
+
+class ObjectPath:
+    """A key (or key prefix) in an object store, shown as its URL (`s3://bucket/key`).
+
+    "Folders" are key prefixes: one exists while some object lies under it. A write is one PUT,
+    which a reader sees whole or not at all (S3 is strongly consistent, read-after-write)."""
+
+    __slots__ = ("filesystem", "key", "scheme")
+
+    def __init__(self, filesystem: pafs.FileSystem, key: str, scheme: str = "s3") -> None:
+        self.filesystem = filesystem
+        self.key = key.strip("/")
+        self.scheme = scheme
+
+    # ---- names -----------------------------------------------------------------------------
+    def __truediv__(self, name: str) -> ObjectPath:
+        return ObjectPath(self.filesystem, f"{self.key}/{name}", self.scheme)
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> ObjectPath:
+        return ObjectPath(self.filesystem, self.key.rsplit("/", 1)[0], self.scheme)
+
+    @property
+    def bucket(self) -> str:
+        return self.key.split("/", 1)[0]
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.key}"
+
+    def __repr__(self) -> str:
+        return f"ObjectPath({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectPath) and (self.scheme, self.key) == (
+            other.scheme,
+            other.key,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.scheme, self.key))
+
+    # ---- reading ---------------------------------------------------------------------------
+    def _info(self) -> pafs.FileInfo:
+        return self.filesystem.get_file_info(self.key)
+
+    def exists(self) -> bool:
+        import pyarrow.fs as pafs
+
+        return bool(self._info().type != pafs.FileType.NotFound)
+
+    def is_file(self) -> bool:
+        import pyarrow.fs as pafs
+
+        return bool(self._info().type == pafs.FileType.File)
+
+    def is_dir(self) -> bool:
+        import pyarrow.fs as pafs
+
+        return bool(self._info().type == pafs.FileType.Directory)
+
+    def iterdir(self) -> Iterator[ObjectPath]:
+        """The objects and prefixes directly under this one (nothing when there are none)."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self.key, recursive=False, allow_not_found=True)
+        for info in self.filesystem.get_file_info(selector):
+            yield ObjectPath(self.filesystem, info.path, self.scheme)
+
+    def stat(self) -> ObjectStat:
+        import pyarrow.fs as pafs
+
+        info = self._info()
+        if info.type != pafs.FileType.File:
+            raise FileNotFoundError(f"{self} is not an object")
+        mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+        return ObjectStat(int(info.size or 0), mtime)
+
+    def open(self, mode: str = "rb") -> Any:
+        """A binary stream: "rb" reads the object, "wb" writes it (one PUT, done when closed)."""
+        if mode == "rb":
+            return self.filesystem.open_input_stream(self.key)
+        if mode == "wb":
+            return self.filesystem.open_output_stream(self.key)
+        raise ValueError(f"ObjectPath.open does not support mode {mode!r} (binary only)")
+
+    def read_bytes(self) -> bytes:
+        with self.filesystem.open_input_stream(self.key) as stream:
+            return bytes(stream.read())
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.read_bytes().decode(encoding)
+
+    # ---- writing (the publisher) -----------------------------------------------------------
+    def write_bytes(self, data: bytes) -> int:
+        with self.filesystem.open_output_stream(self.key) as stream:
+            stream.write(data)
+        return len(data)
+
+    def write_text(self, text: str, encoding: str = "utf-8") -> int:
+        return self.write_bytes(text.encode(encoding))
+
+    def upload(self, source: Path, chunk: int = 8 << 20) -> None:
+        """Copy a local file here; an upload error raises (on close, for the last part)."""
+        with source.open("rb") as reader, self.filesystem.open_output_stream(self.key) as stream:
+            while data := reader.read(chunk):
+                stream.write(data)
+
+    def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
+        """Prefixes need no creating; only a missing bucket is made (when the store allows it)."""
+        import pyarrow.fs as pafs
+
+        if self.filesystem.get_file_info(self.bucket).type == pafs.FileType.NotFound:
+            self.filesystem.create_dir(self.bucket)
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        try:
+            self.filesystem.delete_file(self.key)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def remove_tree(self) -> None:
+        """Delete every object under this prefix (not atomic: callers order what goes first)."""
+        import pyarrow.fs as pafs
+
+        if self._info().type != pafs.FileType.NotFound:
+            self.filesystem.delete_dir(self.key)
+
+
+Location = Path | ObjectPath
+
+
+def is_url(where: str | os.PathLike[str]) -> bool:
+    return "://" in os.fspath(where)
+
+
+def location(where: str | os.PathLike[str] | ObjectPath) -> Location:
+    """A local path, or an `s3://bucket/prefix` URL (`file://` URLs are local paths)."""
+    if isinstance(where, ObjectPath | Path):
+        return where
+    text = os.fspath(where)
+    if not is_url(text):
+        return Path(text)
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        return Path(parts.path)
+    if scheme not in SCHEMES:
+        raise StorageError(
+            f"{text!r}: unsupported storage scheme {scheme!r} (use a local path or s3://bucket/prefix)"
+        )
+    if not parts.netloc:
+        raise StorageError(f"{text!r} names no bucket (expected s3://bucket/prefix)")
+    if parts.query or parts.fragment:
+        raise StorageError(
+            f"{text!r}: put S3 settings in the environment (AWS_ENDPOINT_URL, AWS_REGION, …), "
+            "not in the URL"
+        )
+    key = f"{parts.netloc}/{parts.path.strip('/')}".strip("/")
+    return ObjectPath(s3_filesystem(*_s3_settings()), key, scheme)
+
+
+def _s3_settings() -> tuple[str | None, str]:
+    endpoint = next((os.environ[n] for n in ENDPOINT_ENVS if os.environ.get(n)), None)
+    region = next((os.environ[n] for n in REGION_ENVS if os.environ.get(n)), DEFAULT_REGION)
+    return endpoint, region
+
+
+@lru_cache(maxsize=8)
+def s3_filesystem(endpoint: str | None, region: str) -> pafs.S3FileSystem:
+    """One S3 client per endpoint and region (credentials: pyarrow reads the AWS environment)."""
+    import pyarrow.fs as pafs
+
+    options: dict[str, Any] = {"region": region, "allow_bucket_creation": True}
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        if not parts.netloc:
+            raise StorageError(f"S3 endpoint {endpoint!r} is not a URL such as http://host:port")
+        options.update(endpoint_override=parts.netloc, scheme=parts.scheme or "https")
+    return pafs.S3FileSystem(**options)
+
+
+def absolute(where: Location) -> Location:
+    """A local path made absolute (so `.parent.name` means something); an object path as it is."""
+    return where if isinstance(where, ObjectPath) else Path(os.path.abspath(where))
+
+
+def read_parquet(where: Location) -> pa.Table:
+    """A whole Parquet file, local or in the object store."""
+    import pyarrow.parquet as pq
+
+    if isinstance(where, ObjectPath):
+        with where.filesystem.open_input_file(where.key) as source:
+            return pq.read_table(source)
+    return pq.read_table(where)
+
+
+def load_matrix(where: Location) -> np.ndarray:
+    """A `.npy` array: memory-mapped from a local file, read into memory from an object store."""
+    import numpy as np
+
+    if isinstance(where, ObjectPath):
+        return np.load(io.BytesIO(where.read_bytes()), allow_pickle=False)
+    return np.load(where, mmap_mode="r", allow_pickle=False)
