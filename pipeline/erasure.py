@@ -46,6 +46,7 @@ WITHDRAWAL_SCHEMA: dict[str, pl.DataType] = {
 TEXT_FIELDS = ("input", "output", "summary", "comment", "corrected_output", "content", "metadata")
 # Lake tables the erasure rewrites together (a removed line stays counted, see `_erased_rows`).
 INGEST_TABLES = ("events", "quarantine", "ingest_stats")
+CACHES = ("pii_cache", "embedding_cache")
 _JSON_ID = r'"{field}"\s*:\s*"((?:[^"\\]|\\.)*)"'
 
 
@@ -422,6 +423,42 @@ def scrub_lake(paths: Paths, needles: Needles) -> dict[str, int]:
     return counts
 
 
+def _lake_text_hashes(paths: Paths, key: bytes) -> set[str]:
+    """Keyed hashes of every text (and list item) the lake holds outside its caches: the texts a
+    pack or the analytics snapshot can still ask the redaction cache for."""
+    hashes: set[str] = set()
+    for path in sorted(paths.lake.rglob("*.parquet")):
+        if path.relative_to(paths.lake).parts[0] in CACHES or path.name.startswith("."):
+            continue
+        frame = pl.read_parquet(path)
+        for name, dtype in frame.schema.items():
+            series = frame[name].explode() if dtype == pl.List(pl.String()) else frame[name]
+            if series.dtype != pl.String():
+                continue
+            for text in series.drop_nulls().unique().to_list():
+                hashes.add(hmac.new(key, text.encode(), hashlib.sha256).hexdigest())
+    return hashes
+
+
+def sweep_redaction_cache(paths: Paths, key: bytes) -> int:
+    """Drop every cached redaction whose text the lake no longer holds. Matching cannot find them
+    all: a derived text (a conflict's subject, an audit detail) holds the person's words without
+    being one of their texts. Texts still in use keep their row; the rest would only be analysed
+    again if they came back. Returns rows dropped."""
+    parts = sorted((paths.lake / "pii_cache").glob("*/part-*.parquet"))
+    if not parts:
+        return 0
+    live = list(_lake_text_hashes(paths, key))
+    dropped = 0
+    for part in parts:
+        frame = pl.read_parquet(part)
+        kept = frame.filter(pl.col("text_hash").is_in(live))
+        if kept.height < frame.height:
+            dropped += frame.height - kept.height
+            write_parquet_atomic(kept, part)
+    return dropped
+
+
 # --- models, warehouse, snapshot --------------------------------------------------------------
 
 
@@ -548,6 +585,9 @@ def forget(
         record_tombstone(paths, key, subject, source, now),
     )
     report.removed = scrub_lake(paths, subject.needles)
+    swept = sweep_redaction_cache(paths, key)
+    if swept:
+        report.removed["pii_cache:unused"] = swept
     report.policies = withdraw_policies(paths, subject, now)
     report.packs = erase_from_packs(paths.packs / tenant_id, subject.needles)
     if paths.packs.is_dir() and (paths.lake / "pack_versions").exists():

@@ -21,8 +21,8 @@ _STRINGS = pl.List(pl.String())
 
 @dataclass(frozen=True)
 class Needles:
-    """What marks a row as the person's, for one tenant's rows (`tenant_id`) or for rows without
-    a tenant (caches shared by every tenant: only `hashes`, `fragments` and `global_ids` apply).
+    """What marks a row as the person's, in the rows of one tenant (`tenant_id`), in rows whose
+    tenant is unknown (only `hashes`, `fragments` and `global_ids` apply) and in caches.
 
     `ids` are matched as whole cell values and, when long enough, inside texts; `texts` as whole
     values; `fragments` inside texts; `hashes` as whole values of hash columns (text_hash…)."""
@@ -94,10 +94,10 @@ def _mentions(frame: pl.DataFrame, needles: Needles, scoped: bool) -> pl.Expr:
 
 def row_mentions(frame: pl.DataFrame, needles: Needles) -> pl.Series:
     """Per row: does a scalar cell (string or bytes) mention the person. Rows of another tenant
-    never do; rows of tables without a tenant (caches), or whose tenant is unknown (a quarantined
-    line that did not parse), only by hash, fragment or global id."""
-    if "tenant_id" not in frame.columns:
-        found = _mentions(frame, needles, scoped=False)
+    never do; rows whose tenant is unknown (a quarantined line that did not parse) only by hash,
+    fragment or global id; rows of tables without a tenant (caches) by any of them."""
+    if "tenant_id" not in frame.columns:  # a cache: dropping a row too many costs a recompute
+        found = _mentions(frame, needles, scoped=True)
     else:
         tenant = pl.col("tenant_id")
         found = pl.when(tenant == needles.tenant_id).then(_mentions(frame, needles, scoped=True))
