@@ -57,6 +57,11 @@ def tombstone_hash(key: bytes, tenant_id: str, kind: str, value: str) -> str:
     return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
+def line_hash(key: bytes, raw: str) -> str:
+    """A tombstoned raw line: keyed, without a tenant (the line may not name one readably)."""
+    return tombstone_hash(key, "", "line", raw)
+
+
 def check_request(tenant_id: str, contact_id: str) -> None:
     if not re.fullmatch(TENANT_ID_PATTERN, tenant_id or ""):
         raise UserError(f"--tenant {tenant_id!r} is not a tenant id ({TENANT_ID_PATTERN})")
@@ -242,6 +247,10 @@ def find_subject(paths: Paths, tenant_id: str, contact_id: str, key: bytes) -> S
         hashes=frozenset(keyed | _embedding_hashes(texts, other_texts)),
         global_ids=frozenset({contact_id, pseudonym(key, tenant_id, contact_id)}),
     )
+    # Every quarantined line that mentions them, also those no field reader could attribute.
+    quarantined = pl.concat(
+        [quarantined, scrub_frame(quarantine, needles).removed], how="vertical_relaxed"
+    ).unique(["load_date", "file", "line_no"], keep="first", maintain_order=True)
     return Subject(tenant_id, contact_id, theirs, quarantined, needles, frozenset(texts))
 
 
@@ -255,6 +264,9 @@ class Tombstones:
     key: bytes
     contacts: frozenset[tuple[str, str]] = frozenset()  # (tenant_id, subject_hash)
     events: frozenset[tuple[str, str]] = frozenset()
+    # Hashes of their quarantined raw lines, whatever tenant the line names (one that names the
+    # person in a form no field reader finds, e.g. JSON inside a JSON string, still stays out).
+    lines: frozenset[str] = frozenset()
 
     @classmethod
     def load(cls, paths: Paths) -> Tombstones:
@@ -269,10 +281,22 @@ class Tombstones:
             )
             for kind in ("contact", "event")
         }
-        return cls(key, pairs["contact"], pairs["event"])
+        lines = frozenset(frame.filter(pl.col("kind") == "line")["subject_hash"].to_list())
+        return cls(key, pairs["contact"], pairs["event"], lines)
 
     def __bool__(self) -> bool:
-        return bool(self.contacts or self.events)
+        return bool(self.contacts or self.events or self.lines)
+
+    def line_hits(self, raw: pl.Series) -> pl.Series:
+        """Per raw line: is it one of the erased quarantined lines."""
+        return pl.Series(
+            "erased",
+            [
+                bool(self.lines) and line is not None and line_hash(self.key, line) in self.lines
+                for line in raw.to_list()
+            ],
+            dtype=pl.Boolean,
+        )
 
     def erased(self, tenant_id: str, contact_id: str) -> bool:
         return (
@@ -312,11 +336,16 @@ def record_tombstone(paths: Paths, key: bytes, subject: Subject, source: str, no
     """Add the person's id and their event ids to the tombstones (hashes only); returns how many
     were new. Written first, so a crash part-way through an erasure still keeps them out."""
     rows = [("contact", subject.contact_id), *(("event", e) for e in subject.event_ids)]
+    hashes = [tombstone_hash(key, subject.tenant_id, k, v) for k, v in rows]
+    lines = subject.quarantined
+    raw = sorted(set(lines["raw"].drop_nulls().to_list())) if "raw" in lines.columns else []
+    rows += [("line", line) for line in raw]
+    hashes += [line_hash(key, line) for line in raw]
     fresh = pl.DataFrame(
         {
             "tenant_id": [subject.tenant_id] * len(rows),
             "kind": [kind for kind, _ in rows],
-            "subject_hash": [tombstone_hash(key, subject.tenant_id, k, v) for k, v in rows],
+            "subject_hash": hashes,
             "erased_at": [now] * len(rows),
             "source": [source] * len(rows),
         },

@@ -634,6 +634,7 @@ def _drop_erased(
         *(json_field(raw, name).alias(name) for name in ("contact_id", "user_id", "target_id")),
     )
     gone = tombstones.matches(named, ("contact_id", "user_id"), ("target_id",))
+    gone = gone | tombstones.line_hits(quarantine["raw"])
     dropped = erased_quarantine_rows(events.filter(erased), load_date, "source_file", "line_no")
     quarantine = pl.concat(
         [

@@ -174,3 +174,22 @@ def test_bad_requests_are_one_line(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("memorypack: ") and message in err and "\n" not in err
+
+
+def test_a_tombstoned_raw_line_stays_out_even_when_no_field_names_the_person(
+    landing: Path, tmp_path: Path
+) -> None:
+    hidden = json.dumps(json.dumps(interaction("i5", contact_id="c9")))  # JSON in a JSON string
+    paths = Paths(tmp_path / "home")
+    paths.home.mkdir(parents=True)
+    lines = pl.DataFrame({"raw": [hidden]})
+    subject = Subject("acme", "c9", pl.DataFrame({"event_id": []}), lines, Needles("acme"))
+    record_tombstone(paths, KEY, subject, "cli", datetime(2026, 11, 2, tzinfo=UTC))
+    frame = pl.read_parquet(paths.table("tombstones"))
+    tombstones = Tombstones(
+        KEY, *_pairs(paths), frozenset(frame.filter(pl.col("kind") == "line")["subject_hash"])
+    )
+    write_landing(landing / "2026-11-02", [hidden, json.dumps(json.dumps(interaction("i6")))])
+    result = ingest_folder(landing / "2026-11-02", DAY, tombstones=tombstones)
+    assert result.quarantine["reason"].to_list() == ["erased_contact", "not_an_object"]
+    assert result.quarantine["raw"].null_count() == 1 and result.conserved

@@ -37,8 +37,8 @@ class Person:
     prefix: str  # of their event ids
     words: tuple[str, ...]  # distinctive words planted in their texts
 
-    def event(self, n: int) -> str:
-        return f"{self.prefix}-{n}"
+    def event(self, n: int, day: int = 0) -> str:
+        return f"{self.prefix}-{n}-d{day}"
 
 
 ZELDA = Person(
@@ -49,71 +49,68 @@ YORICK = Person(
 )
 
 
-def _lines(p: Person, day: str) -> list[dict[str, Any] | str]:
+def _lines(p: Person, day: str, d: int) -> list[dict[str, Any] | str]:
     """Interactions with feedback (thumbs, a correction: a preference pair, template evidence),
     memory statements, feedback by someone else on their answer, and one quarantined line."""
     a, b, c = p.words
     base = {"tenant_id": TENANT, "contact_id": p.contact}
     return [
         interaction(
-            p.event(1),
+            p.event(1, d),
             **base,
             ts=f"{day}T09:00:00Z",
             user_id=p.contact,
             input=f"My {a} order for the {b} festival has not arrived yet, can you check?",
             output=f"Your {a} parcel left the {b} depot this morning and arrives tomorrow.",
         ),
-        feedback(f"{p.event(2)}", p.event(1), ts=f"{day}T09:05:00Z", **base, user_id=p.contact),
+        feedback(
+            f"{p.event(2, d)}", p.event(1, d), ts=f"{day}T09:05:00Z", **base, user_id=p.contact
+        ),
         interaction(
-            p.event(3),
+            p.event(3, d),
             **base,
             ts=f"{day}T10:00:00Z",
             input=f"Please rebook the {c} {a} tasting for next week, thanks",
             output=f"I could not find any {c} booking on your account, sorry.",
         ),
         feedback(
-            p.event(4),
-            p.event(3),
+            p.event(4, d),
+            p.event(3, d),
             ts=f"{day}T10:05:00Z",
             **base,
             signal="correction",
             corrected_output=f"Your {c} {a} tasting is rebooked for Tuesday at 6 pm.",
         ),
-        feedback(p.event(5), p.event(3), ts=f"{day}T10:06:00Z", tenant_id=TENANT, user_id="u00001"),
+        feedback(
+            p.event(5, d), p.event(3, d), ts=f"{day}T10:06:00Z", tenant_id=TENANT, user_id="u00001"
+        ),
         memory(
-            p.event(6),
+            p.event(6, d),
             **base,
             ts=f"{day}T11:00:00Z",
             memory_type="explicit_instruction",
             content=f"Always send {a} updates by post, never about the {b} club",
         ),
         memory(
-            p.event(7),
+            p.event(7, d),
             **base,
             ts=f"{day}T11:30:00Z",
             memory_type="inferred_pattern",
             content=f"Seems to collect {c} figurines from the {b} shop",
         ),
-        json.dumps(feedback(p.event(8), p.event(1), **base, rating=9, comment=f"{a} was bad")),
+        # Quarantined: JSON inside a JSON string (no field reader finds the contact), and a
+        # rating out of range.
+        json.dumps(
+            json.dumps(feedback(p.event(8, d), p.event(1, d), **base, rating=9, comment=f"{a} bad"))
+        ),
+        feedback(p.event(9, d), p.event(1, d), **base, rating=9, comment=f"{b} was fine"),
     ]
 
 
 def _plant(landing: Path, people: list[Person]) -> None:
-    for offset, day in enumerate(("2026-11-01", "2026-11-02")):
+    for d, day in enumerate(("2026-11-01", "2026-11-02")):
         for person in people:
-            lines = _lines(person, day)
-            for line in lines:  # one set of ids per day
-                if isinstance(line, dict):
-                    for k in ("event_id", "target_id"):
-                        if k in line:
-                            line[k] = f"{line[k]}-d{offset}"
-            lines = [
-                json.dumps(line).replace(f'"{person.event(8)}"', f'"{person.event(8)}-d{offset}"')
-                if isinstance(line, str)
-                else line
-                for line in lines
-            ]
-            write_landing(landing / day, lines, name=f"zz-{person.prefix}.jsonl")
+            write_landing(landing / day, _lines(person, day, d), name=f"zz-{person.prefix}.jsonl")
 
 
 def _run(home: Path, landing: Path, start: str, end: str) -> dg.ExecuteInProcessResult:
@@ -164,7 +161,7 @@ def find_anywhere(home: Path, needles: list[str]) -> list[str]:
 
 def _needles(home: Path, person: Person) -> list[str]:
     key = pii_key(home)
-    ids = [person.contact] + [f"{person.event(n)}-d{d}" for n in range(1, 9) for d in (0, 1)]
+    ids = [person.contact] + [person.event(n, d) for n in range(1, 10) for d in (0, 1)]
     return [*person.words, *ids, *(pseudonym(key, TENANT, i) for i in ids)]
 
 
@@ -287,7 +284,7 @@ def test_export_lists_the_person_then_nothing(world: World) -> None:
     before, after = world.facts["export_before"], world.facts["export_after"]
     assert before["erased"] is False
     ids = {e["event_id"] for e in before["events"]}
-    assert {f"{ZELDA.event(1)}-d0", f"{ZELDA.event(5)}-d1", f"{ZELDA.event(6)}-d0"} <= ids
+    assert {ZELDA.event(1, 0), ZELDA.event(5, 1), ZELDA.event(6, 0)} <= ids
     text = json.dumps(before, default=str)
     assert all(word in text for word in ZELDA.words)
     assert before["quarantined_lines"] and before["packs"]
@@ -301,7 +298,7 @@ def test_export_lists_the_person_then_nothing(world: World) -> None:
 
 def test_reingesting_old_files_does_not_bring_the_person_back(world: World) -> None:
     assert world.hits["after_reingest"] == []
-    assert world.facts["erased_rows"] == 16  # 8 lines a day, counted as erased_contact
+    assert world.facts["erased_rows"] == 18  # 9 lines a day, counted as erased_contact
 
 
 def test_an_erasure_event_in_the_log_forgets_the_person(world: World) -> None:
