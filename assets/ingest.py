@@ -12,6 +12,7 @@ from assets.metadata import PREVIEW_ROWS, frame_metadata
 from assets.partitions import DAILY, check_per_partition, daily_check
 from assets.resources import MemorypackHome
 from pipeline import contracts
+from pipeline.erasure import Tombstones, forget
 from pipeline.ingest import TYPED_TABLES, ingest_folder, typed_tables
 from pipeline.tables import COMMENTS
 
@@ -37,10 +38,11 @@ class PartitionSummary:
     by_reason: dict[str, int]
     preview: pl.DataFrame
     contract: tuple[bool, dict[str, str]]  # matches_contract: passed, metadata
+    erasures: list[tuple[str, str]]  # requests read (tenant_id, contact_id): in memory only
 
 
 def _ingest_partition(
-    home: MemorypackHome, key: str, log: dg.DagsterLogManager
+    home: MemorypackHome, key: str, log: dg.DagsterLogManager, tombstones: Tombstones
 ) -> PartitionSummary:
     lake = home.lake
     folder = home.landing_dir / key
@@ -54,7 +56,7 @@ def _ingest_partition(
     )
     if not folder.is_dir():
         log.warning(f"no landing folder {folder}: partition {key} is empty")
-    result = ingest_folder(folder, date.fromisoformat(key), existing)
+    result = ingest_folder(folder, date.fromisoformat(key), existing, tombstones)
     contract = _contract_problems("raw_events", result.events)
     lake.write_partition("events", key, result.events)
     lake.write_partition("quarantine", key, result.quarantine)
@@ -70,7 +72,26 @@ def _ingest_partition(
         by_reason=dict(result.quarantine.group_by("reason").len().iter_rows()),
         preview=result.events.head(PREVIEW_ROWS),
         contract=contract,
+        erasures=result.erasures,
     )
+
+
+def _carry_out_erasures(
+    home: MemorypackHome, summaries: list[PartitionSummary], log: dg.DagsterLogManager
+) -> int:
+    """Erase every person an erasure event asked for and no tombstone covers yet (a re-ingested
+    request is already done). Runs after the night's partitions are in the lake, so their lines
+    of that night go too; the warehouse and snapshot are rebuilt by `forget`."""
+    done = Tombstones.load(home.paths)
+    asked = dict.fromkeys(pair for s in summaries for pair in s.erasures)
+    erased = 0
+    for tenant, contact in asked:
+        if done.erased(tenant, contact):
+            continue
+        report = forget(home.paths, tenant, contact, source="log")
+        erased += 1
+        log.info(f"erasure request of tenant {tenant} carried out: " + "; ".join(report.lines()))
+    return erased
 
 
 @dg.asset(
@@ -87,7 +108,9 @@ def raw_events(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     keys = sorted(context.partition_keys)
-    summaries = [_ingest_partition(home, key, context.log) for key in keys]
+    tombstones = Tombstones.load(home.paths)
+    summaries = [_ingest_partition(home, key, context.log, tombstones) for key in keys]
+    erased = _carry_out_erasures(home, summaries, context.log)
     for name in ("events", "quarantine", "ingest_stats"):
         home.refresh(name)
     # Each partition carries its own day's figures, not the range's (one step, several partitions).
@@ -102,7 +125,7 @@ def raw_events(
         )
         metadata["dagster/row_count"] = dg.MetadataValue.int(int(summary.stats["accepted"]))
         context.add_asset_metadata(metadata, partition_key=key)
-    yield dg.MaterializeResult(metadata={"run_load_dates": keys})
+    yield dg.MaterializeResult(metadata={"run_load_dates": keys, "erasures_carried_out": erased})
     yield check_per_partition(
         context,
         CONSERVATION,

@@ -1,4 +1,4 @@
-"""`memorypack` command line: demo, run, generate, import, pack (SPEC §8)."""
+"""`memorypack` command line: demo, run, generate, import, pack, forget, export (SPEC §8)."""
 
 from __future__ import annotations
 
@@ -220,6 +220,41 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    from pipeline.erasure import check_request, forget
+
+    check_request(args.tenant, args.contact)
+    paths = Paths.from_env(args.home)
+    if not paths.home.is_dir():
+        raise UserError(f"home {paths.home} does not exist")
+
+    def busy(holder: str) -> None:
+        print(f"memorypack: home {paths.home} is busy: {holder}; waiting for it", flush=True)
+
+    with home_lock(paths.home, f"memorypack forget --tenant {args.tenant}", args.wait, busy):
+        clean_leftovers(paths.home)
+        report = forget(paths, args.tenant, args.contact, source="cli")
+    for line in report.lines():
+        print(f"memorypack: {line}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pipeline.erasure import check_request, export, write_export
+
+    check_request(args.tenant, args.contact)
+    paths = Paths.from_env(args.home)
+    if not paths.home.is_dir():
+        raise UserError(f"home {paths.home} does not exist")
+    document = export(paths, args.tenant, args.contact)
+    out = None if args.out in (None, "-") else Path(args.out)
+    write_export(document, out)
+    if out is not None:
+        found = len(document["events"]) + sum(len(v) for v in document["derived"].values())
+        print(f"memorypack: wrote {found} rows held about the person to {out}")
+    return 0
+
+
 def _show_packs(paths: Paths) -> None:
     try:
         showcase = importlib.import_module("pipeline.pack.showcase")
@@ -284,6 +319,25 @@ def build_parser() -> argparse.ArgumentParser:
     oasst.add_argument("file")
     oasst.add_argument("--out", required=True, help="landing folder to write")
     oasst.set_defaults(func=cmd_import_oasst)
+
+    person = {"help": "the person's contact id, as the apps send it (raw, not a pii- pseudonym)"}
+    forget = sub.add_parser(
+        "forget", help="erase one person everywhere under the home and tombstone their id"
+    )
+    forget.add_argument("--home", default=None, help="memorypack home (default MEMORYPACK_HOME)")
+    forget.add_argument("--tenant", required=True)
+    forget.add_argument("--contact", required=True, **person)
+    forget.add_argument(
+        "--wait", action="store_true", help="if a run holds this home, queue behind it"
+    )
+    forget.set_defaults(func=cmd_forget)
+
+    export = sub.add_parser("export", help="write everything held about one person as JSON")
+    export.add_argument("--home", default=None, help="memorypack home (default MEMORYPACK_HOME)")
+    export.add_argument("--tenant", required=True)
+    export.add_argument("--contact", required=True, **person)
+    export.add_argument("--out", default=None, help="file to write (default: standard output)")
+    export.set_defaults(func=cmd_export)
 
     try:
         pack_commands = importlib.import_module("pipeline.pack.commands")

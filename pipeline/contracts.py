@@ -32,6 +32,9 @@ class EventType(StrEnum):
     INTERACTION = "interaction"
     FEEDBACK = "feedback"
     MEMORY = "memory"
+    # A person asks to be forgotten (GDPR art. 17): `contact_id` names them. Never stored with
+    # that id; the run erases them (pipeline.erasure) and tombstones the id.
+    ERASURE = "erasure"
 
 
 class Signal(StrEnum):
@@ -112,6 +115,9 @@ class Reason(StrEnum):
     TOO_LONG = "too_long"  # too_long:<field>: over the field's max_chars
     LINE_TOO_LONG = "line_too_long"  # over LINE_MAX_BYTES: not parsed
     CONFLICTING_DUPLICATE = "conflicting_duplicate"  # same (tenant, event_id), different content
+    # The line names an erased person (a tombstone, see pipeline.erasure): counted here, with
+    # neither its raw text nor its event id kept.
+    ERASED_CONTACT = "erased_contact"
     # File-level: the unreadable rest of a file is one quarantined "line" (see pipeline.ingest).
     CORRUPT_GZIP = "corrupt_gzip"
     UNREADABLE_FILE = "unreadable_file"

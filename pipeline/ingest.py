@@ -35,6 +35,7 @@ from pipeline.contracts import (
     Reason,
     Signal,
 )
+from pipeline.erasure import Tombstones, erased_quarantine_rows, json_field
 from pipeline.landing_bytes import Damage, read_landing_bytes
 
 BOM = "\ufeff"
@@ -60,6 +61,9 @@ class IngestResult:
     files: list[str] = field(default_factory=list)
     lines_read: int = 0
     duplicates: int = 0
+    # (tenant_id, contact_id) of the erasure requests read: kept in memory only, for the run to
+    # act on; the stored `erasure` events do not hold the id.
+    erasures: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def stats(self) -> dict[str, int | str]:
@@ -450,6 +454,12 @@ def _rules(load_date: date) -> list[tuple[pl.Expr, pl.Expr]]:
             )
     rules.append(
         (
+            (pl.col("event_type") == EventType.ERASURE.value) & ~_present(by_name["contact_id"]),
+            lit(f"{Reason.MISSING_FIELD}:contact_id"),
+        )
+    )
+    rules.append(
+        (
             (pl.col("event_type") == EventType.FEEDBACK.value)
             & (pl.col("signal") == Signal.CORRECTION.value)
             & ~_present(by_name["corrected_output"]),
@@ -603,13 +613,82 @@ def _conflicts_to_quarantine(
     )
 
 
+def _drop_erased(
+    events: pl.DataFrame, quarantine: pl.DataFrame, tombstones: Tombstones | None, load_date: date
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Lines of erased people (by contact or user id, or naming one of their events) become
+    `erased_contact` quarantine rows without their text: re-ingesting old files never brings an
+    erased person back. Erasure requests themselves stay (they hold the id they tombstone)."""
+    if not tombstones:
+        return events, quarantine
+    requests = events["event_type"] == EventType.ERASURE.value
+    erased = (
+        tombstones.matches(
+            events, ("contact_id", "user_id"), ("event_id", "target_id", "parent_event_id")
+        )
+        & ~requests
+    )
+    raw = pl.col("raw")
+    named = quarantine.select(
+        pl.coalesce(json_field(raw, "tenant_id"), pl.col("tenant_id")).alias("tenant_id"),
+        *(json_field(raw, name).alias(name) for name in ("contact_id", "user_id", "target_id")),
+    )
+    gone = tombstones.matches(named, ("contact_id", "user_id"), ("target_id",))
+    gone = gone | tombstones.line_hits(quarantine["raw"])
+    dropped = erased_quarantine_rows(events.filter(erased), load_date, "source_file", "line_no")
+    quarantine = pl.concat(
+        [
+            quarantine.filter(~gone),
+            erased_quarantine_rows(quarantine.filter(gone), load_date, "file", "line_no"),
+            dropped.cast(pl.Schema(QUARANTINE_SCHEMA)),
+        ]
+    )
+    return events.filter(~erased), quarantine
+
+
+def _erasure_requests(events: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[str, str]]]:
+    """Erasure events stored without the person's id (or any other field than the request's
+    own), with a content hash that does not derive from it; and the requests, in file order."""
+    requests = pl.col("event_type") == EventType.ERASURE.value
+    asked = events.filter(requests).sort("source_file", "line_no")
+    pairs = list(asked.select("tenant_id", "contact_id").unique(maintain_order=True).iter_rows())
+    kept = ["tenant_id", "event_id", "event_type", "ts", "load_date", "schema_version"]
+    kept += ["source_file", "line_no"]
+    blank = [
+        pl.when(requests).then(None).otherwise(pl.col(c)).alias(c)
+        for c in events.columns
+        if c not in kept and c != "content_hash"
+    ]
+    request_hash = (
+        pl.concat_str(
+            [pl.col("tenant_id"), pl.col("event_id"), pl.lit(EventType.ERASURE.value)],
+            separator="\x00",
+        )
+        .hash()
+        .cast(pl.String)
+    )
+    events = events.with_columns(
+        *blank,
+        pl.when(requests)
+        .then(request_hash)
+        .otherwise(pl.col("content_hash"))
+        .alias("content_hash"),
+    )
+    return events, [(str(t), str(c)) for t, c in pairs]
+
+
 def ingest_folder(
-    folder: Path, load_date: date, existing: pl.LazyFrame | None = None
+    folder: Path,
+    load_date: date,
+    existing: pl.LazyFrame | None = None,
+    tombstones: Tombstones | None = None,
 ) -> IngestResult:
     """Read every `*.jsonl`/`*.jsonl.gz` of one landing folder and split it three ways.
 
     `existing` holds (tenant_id, event_id, content_hash) of the events of every *other* partition,
-    so a re-sent event is stored once however many days it arrives on.
+    so a re-sent event is stored once however many days it arrives on. Lines of people in
+    `tombstones` are counted as `erased_contact` quarantine rows; erasure requests are returned in
+    `erasures` for the run to carry out.
     """
     files = landing_files(folder)
     frames = [read_lines(path) for path in files]
@@ -621,6 +700,8 @@ def ingest_folder(
     ] or [validate_lines(lines, load_date)]
     events = pl.concat([valid for valid, _ in parts])
     quarantine = pl.concat([rejected for _, rejected in parts])
+    events, quarantine = _drop_erased(events, quarantine, tombstones, load_date)
+    events, erasures = _erasure_requests(events)
     kept, conflicts, duplicates = deduplicate(events, existing)
     quarantine = pl.concat([quarantine, _conflicts_to_quarantine(conflicts, lines, load_date)])
     return IngestResult(
@@ -632,6 +713,7 @@ def ingest_folder(
         files=[p.name for p in files],
         lines_read=lines.height,
         duplicates=duplicates,
+        erasures=erasures,
     )
 
 

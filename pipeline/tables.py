@@ -47,8 +47,11 @@ COMMENTS: dict[str, str] = {
     "dpo_runs": "DPO policy outcomes per tenant: status, eval accuracy with its 95 % interval "
     "beside the reference model's and the length rule's, verdict, margin, loss, steps; a night "
     "that reuses the recorded policy adds no row.",
+    "policy_withdrawals": "DPO policies withdrawn because an erased person's data trained them.",
     "template_history": "Every prompt template version per tenant × skill, with its DPO score and "
     "evidence; is_current marks the live one.",
+    # erasure (memorypack forget, erasure events)
+    "tombstones": "Erased people and their event ids, as keyed hashes only: ingest keeps them out.",
     # publish
     "pack_versions": "Every kept memory pack version per tenant; is_latest marks the live one.",
 }

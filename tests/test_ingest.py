@@ -92,9 +92,11 @@ def test_a_line_over_the_limit_keeps_a_prefix_and_its_size(landing: Path) -> Non
 
 
 def test_every_reason_is_covered() -> None:
-    """Line reasons here; duplicate keys, strict timestamps and file reasons in test_ingest_strict."""
+    """Line reasons here; duplicate keys, strict timestamps and file reasons in test_ingest_strict;
+    erased lines in test_erasure."""
     covered = {r.split(":")[0] for _, r in CASES} | {Reason.CONFLICTING_DUPLICATE.value}
     covered |= {Reason.DUPLICATE_KEY.value, Reason.ANCIENT_TIMESTAMP.value}
+    covered |= {Reason.ERASED_CONTACT.value}  # tests/test_erasure.py
     assert covered | {r.value for r in FILE_REASONS} == {r.value for r in Reason}
 
 
