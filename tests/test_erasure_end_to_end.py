@@ -115,6 +115,7 @@ def _plant(landing: Path, people: list[Person]) -> None:
 
 def _run(home: Path, landing: Path, start: str, end: str) -> dg.ExecuteInProcessResult:
     # The run history lives under the home, as with `memorypack run`: forget must scrub it too.
+    (home / "dagster").mkdir(parents=True, exist_ok=True)
     with dg.DagsterInstance.local_temp(str(home / "dagster")) as instance:
         return defs.resolve_job_def("nightly").execute_in_process(
             instance=instance,
