@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
+from pipeline.audit import promotion_candidates
 from pipeline.decay import BASE_CONFIDENCE
 from pipeline.dpo import DPO_RUNS_SCHEMA
 from pipeline.pii import Redactor
@@ -67,6 +68,10 @@ MEMORY_SCHEMA: dict[str, pl.DataType] = {
     "has_conflict": pl.Boolean(),
     "has_embedding": pl.Boolean(),
     "ts": _TS,
+    # The audit's promotion candidate (SPEC §4.2): the type a person may confirm it as, and why.
+    # Listed for the app to ask about, never applied.
+    "promotion_to": _STR,
+    "promotion_reason": _STR,
 }
 PASS_THROUGH: dict[str, tuple[str, dict[str, pl.DataType], list[str]]] = {
     # pack file: (lake table, guaranteed columns, sort keys)
@@ -177,6 +182,7 @@ ENUM_COLUMNS = frozenset(
         "owner",
         "stage",
         "model",
+        "promotion_to",
     }
 )
 ID_COLUMNS = frozenset(
@@ -437,12 +443,14 @@ def _memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
         pl.col("has_correction").cast(pl.Boolean),
     )
     conflicts = _tenant_rows(inputs, "memory_conflicts", tenant, CONFLICT_SCHEMA)
+    promotions = _promotions(inputs, tenant, conflicts)
     in_conflict = pl.concat([conflicts["memory_id_a"], conflicts["memory_id_b"]]).drop_nulls()
     embedded = _tenant_rows(inputs, "memory_embeddings", tenant, {"memory_id": _STR})["memory_id"]
     return (
         memories.unique("memory_id", keep="last", maintain_order=True)
         .join(decay.unique("memory_id"), on="memory_id", how="left")
         .join(scores.unique("memory_id"), on="memory_id", how="left")
+        .join(promotions, on="memory_id", how="left")
         .with_columns(
             # Without a decay snapshot yet, the stated confidence (or importance) stands.
             pl.coalesce("confidence", "base_confidence", pl.lit(DEFAULT_CONFIDENCE)).alias(
@@ -465,6 +473,24 @@ def _memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
         .select([pl.col(c).cast(t) for c, t in MEMORY_SCHEMA.items()])
         .sort("memory_id")
     )
+
+
+def _promotions(inputs: PackInputs, tenant: str, conflicts: pl.DataFrame) -> pl.DataFrame:
+    """(memory_id, promotion_to, promotion_reason) of the audit's promotion candidates, computed
+    by the audit's own rule on the pack's decay snapshot (so the pack never waits for the audit
+    asset); none when the snapshot predates the columns the rule reads."""
+    empty = pl.DataFrame(schema={"memory_id": _STR, "promotion_to": _STR, "promotion_reason": _STR})
+    snapshot = inputs.rows("decay_snapshots", tenant)
+    needed = {"reinforced_confidence", "reputation", "reinforcement_count", "memory_type"}
+    if snapshot is None or not snapshot.height or not needed <= set(snapshot.columns):
+        return empty
+    snapshot = _ensure(snapshot, {"as_of": _TS, "contact_id": _STR, "last_confirmed": _TS})
+    found = promotion_candidates(
+        snapshot, conflicts.select("tenant_id", "memory_id_a", "memory_id_b")
+    )
+    return found.select(
+        "memory_id", promotion_to="proposed_type", promotion_reason="reason"
+    ).unique("memory_id", keep="first", maintain_order=True)
 
 
 def _embeddings(
