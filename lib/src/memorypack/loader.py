@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from memorypack import keyword as _channels
 from memorypack.context import PromptContext, Question, prompt_context, questions_for
 from memorypack.encoder import EncoderUnavailable, TextEncoder, encoder_spec
 from memorypack.format import (
@@ -902,12 +903,20 @@ class MemoryPack:
         if text is None or retrieval == "vector":
             return parts  # the cosine is the relevance, as before text queries
         keyword = self._keyword.get().scores(text)[rows].astype(np.float64)
-        ranks = [top_ranks(keyword, keyword > 0)]
+        best = float(keyword.max()) if keyword.size else 0.0
+        ranks = [top_ranks(keyword, (keyword > 0) & (keyword >= _channels.KEYWORD_FLOOR * best))]
         parts["keyword"] = keyword
         parts["keyword_rank"] = ranks[0].astype(np.float64)
         if "similarity" in parts:
             # A memory without an embedding has a zero row: no cosine to rank it by.
-            ranks.append(top_ranks(parts["similarity"], parts["similarity"] != 0))
+            similarity = parts["similarity"]
+            ceiling = float(similarity.max()) if similarity.size else 0.0
+            ranks.append(
+                top_ranks(
+                    similarity,
+                    (similarity != 0) & (similarity >= ceiling - _channels.VECTOR_MARGIN),
+                )
+            )
             parts["vector_rank"] = ranks[1].astype(np.float64)
         parts["relevance"] = fuse(ranks)
         return parts
