@@ -145,9 +145,11 @@ def write_pack(
     models: dict[str, Any] | None = None,
     tenant: str = TENANT,
     model_files: dict[str, Path] | None = None,
+    contacts: int = 0,
 ) -> Path:
-    """Publish a pack whose memories are `texts` (ids m000000…, general: no contact) and whose
-    embeddings are `vectors`, through the real writer. Returns the tenant folder."""
+    """Publish a pack whose memories are `texts` (ids m000000…; about contacts c0…c<contacts-1>
+    in turn, or general when `contacts` is 0) and whose embeddings are `vectors`, through the
+    real writer. Returns the tenant folder."""
     from pipeline.pack.build import (
         CONFLICT_SCHEMA,
         MEMORY_SCHEMA,
@@ -165,6 +167,7 @@ def write_pack(
             "memory_id": [f"m{i:06d}" for i in range(n)],
             "memory_kind": ["statement"] * n,
             "memory_type": ["confirmed_pattern"] * n,
+            "contact_id": [f"c{i % contacts}" if contacts else None for i in range(n)],
             "text": texts,
             "tags": [[] for _ in range(n)],
             "confidence": [0.8] * n,
@@ -184,6 +187,7 @@ def write_pack(
             "last_confirmed": pl.Datetime("us", "UTC"),
             "ts": pl.Datetime("us", "UTC"),
             "tags": pl.List(pl.String),
+            "contact_id": pl.String,
         },
     )
     memories = memories.with_columns(

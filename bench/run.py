@@ -83,6 +83,13 @@ SECTIONS: dict[str, Section] = {
             3600,
         ),
         Section(
+            "text_query",
+            "bench.sections_retrieval:run_text_query",
+            "text query → top 10 with the pack's own encoder; loader vs pipeline vectors",
+            300,
+            3600,
+        ),
+        Section(
             "pii",
             "bench.sections_pii:run",
             "PII precision/recall per kind; redaction ms per 1k texts, first vs cached",

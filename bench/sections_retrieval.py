@@ -94,3 +94,149 @@ def run(sizes: Sizes) -> list[Figure]:
         for mode in MODES
     ]
     return figures
+
+
+GOAL_MEMORIES = 100_000
+TEXT_QUERY_P95_MS = 10.0
+AGREEMENT_GOAL = 0.999
+
+
+def run_text_query(sizes: Sizes) -> list[Figure]:
+    """Text query → top 10 with the loader's own encoder (the pipeline's ONNX int8 export shipped
+    with the pack), on `pack_memories` memories; and the loader's query vectors against the
+    pipeline's vectors of the same texts."""
+    from bench.common import percentile, ratio, scaled_goal
+    from bench.retrieval_set import PARAPHRASES, labelled_set, write_pack
+    from memorypack import MemoryPack
+    from pipeline.pack.models import encoder_files
+
+    n = sizes.pack_memories
+    model, name = embedder()
+    files = encoder_files(name, 384, CACHE / "models")
+    if files is None:
+        from bench.common import NotAvailable
+
+        raise NotAvailable(f"no ONNX export of {name} under {CACHE / 'models'}")
+    identifiers = min(2_000, n // 10)
+    texts, queries = labelled_set(
+        identifiers, max(0, n - len(PARAPHRASES) - identifiers), sizes.seed
+    )
+    # Latency does not depend on the vectors' values: unit random rows stand for the memories.
+    rng = np.random.default_rng(sizes.seed)
+    vectors = rng.normal(size=(len(texts), 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    contacts = max(1, n // 100)  # 100 memories per person
+    root = Path(tempfile.mkdtemp(prefix="bench-text-query-"))
+    try:
+        tenant_dir = write_pack(
+            root,
+            texts,
+            vectors,
+            models={"embedding": {"model": name, "dim": 384, "encoder": files.spec}},
+            model_files=files.sources,
+            contacts=contacts,
+        )
+        pack = MemoryPack.load(tenant_dir)
+        started = time.perf_counter()
+        pack.warm(encoder=False)
+        index_s = time.perf_counter() - started
+        started = time.perf_counter()
+        pack.encoder()
+        encoder_load_s = time.perf_counter() - started
+        asked = [q.text for q in queries][: sizes.queries] or ["where is my order"]
+        asked = (asked * (sizes.queries // len(asked) + 1))[: sizes.queries]
+        dense = np.asarray(pack.embeddings)
+        fixed = pack.embed(asked[:1])[0]
+
+        def timed(fn: object) -> list[float]:
+            out = []
+            for i in range(min(20, len(asked))):  # warm-up
+                fn(i)  # type: ignore[operator]
+            for _ in range(max(1, sizes.reps)):
+                for i in range(len(asked)):
+                    t0 = time.perf_counter()
+                    fn(i)  # type: ignore[operator]
+                    out.append((time.perf_counter() - t0) * 1000)
+            return out
+
+        def brute(_: int) -> object:
+            scores = dense @ fixed
+            top = np.argpartition(-scores, 10)[:10]
+            return top[np.argsort(-scores[top])]
+
+        cases = {
+            "embed one query (loader encoder)": lambda i: pack.embed([asked[i]]),
+            "memories_for(contact, k=10, query=text), hybrid": lambda i: pack.memories_for(
+                f"c{i % contacts}", k=10, query=asked[i]
+            ),
+            "search(query=text, k=10) over every memory, hybrid": lambda i: pack.search(
+                asked[i], k=10
+            ),
+        }
+        base = timed(brute)
+        figures = []
+        for label, fn in cases.items():
+            values = timed(fn)
+            p95 = percentile(values, 95)
+            goal = "memories_for" in label
+            figure = Figure(
+                name=f"text query: {label} p95",
+                value=rounded(p95),
+                unit="ms",
+                baseline_name="brute-force numpy scan of every embedding (vector given), top 10",
+                baseline_value=rounded(percentile(base, 95)),
+                ratio=rounded(ratio(p95, percentile(base, 95))),
+                goal=f"p95 ≤ {TEXT_QUERY_P95_MS:g} ms incl. embedding" if goal else "",
+                goal_met=p95 <= TEXT_QUERY_P95_MS if goal else None,
+                details={
+                    "p50_ms": rounded(percentile(values, 50)),
+                    "calls": len(values),
+                    "memories": len(texts),
+                    "contacts": contacts,
+                    "keyword_index_build_s": round(index_s, 3),
+                    "encoder_load_s": round(encoder_load_s, 3),
+                    "cores": len(__import__("os").sched_getaffinity(0)),
+                },
+            )
+            figures.append(
+                scaled_goal(figure, len(texts), GOAL_MEMORIES, "memories") if goal else figure
+            )
+
+        # Agreement on the same texts: the pipeline embeds in length-sorted batches of 128, an app
+        # embeds one query at a time.
+        sample = texts[: min(1_000, len(texts))]
+        pipeline_vectors = embed_texts(model, sample)
+        alone = np.vstack([pack.embed([t]) for t in sample])
+        batched = pack.embed(sample[:128])
+        cosine_alone = np.sum(alone * pipeline_vectors, axis=1)
+        same_batch = np.sum(batched * embed_texts_batch(model, sample[:128]), axis=1)
+        figures.append(
+            Figure(
+                name="cosine agreement: loader query vectors vs pipeline vectors (mean)",
+                value=round(float(cosine_alone.mean()), 5),
+                unit="cosine",
+                baseline_name="the same 128 texts as one batch in both",
+                baseline_value=round(float(same_batch.mean()), 6),
+                goal=f"≥ {AGREEMENT_GOAL}",
+                goal_met=bool(cosine_alone.mean() >= AGREEMENT_GOAL),
+                details={
+                    "texts": len(sample),
+                    "min": round(float(cosine_alone.min()), 5),
+                    "p01": round(float(np.percentile(cosine_alone, 1)), 5),
+                    "same_batch_min": round(float(same_batch.min()), 6),
+                    "model": name,
+                    "why": "int8 activations are quantized per batch tensor (ONNX Runtime dynamic "
+                    "quantization): a text's vector depends a little on its batch",
+                },
+            )
+        )
+        return figures
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def embed_texts_batch(model: object, texts: list[str]) -> np.ndarray:
+    """The pipeline's encoder on `texts` as one batch, in their order (no length sort)."""
+    from memorypack.encoder import normalise
+
+    return model.encode([normalise(t) for t in texts], len(texts))  # type: ignore[attr-defined]

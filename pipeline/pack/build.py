@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
 from pipeline.audit import promotion_candidates
 from pipeline.decay import BASE_CONFIDENCE
 from pipeline.dpo import DPO_RUNS_SCHEMA
+from pipeline.pack.models import encoder_files
 from pipeline.pii import Redactor
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache
@@ -233,6 +235,7 @@ class PackInputs:
     event_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     cache: EmbeddingCache | None = None  # where memory_embeddings' vectors are
     redactor: Redactor | None = None  # PII redaction with the home's cache and key
+    models_dir: Path | None = None  # the embedding stage's ONNX exports (shipped for text queries)
 
     @property
     def run_date(self) -> date:
@@ -276,6 +279,8 @@ class PackContent:
     inputs: dict[str, Any]
     redactions: dict[str, Any]
     problems: list[str] = field(default_factory=list)
+    # The embedding model's files to ship beside the tenant's versions (pipeline.pack.models).
+    model_files: dict[str, Path] = field(default_factory=dict)
 
 
 def _decay_snapshot(lake: Lake, run_date: date) -> tuple[pl.LazyFrame | None, str | None]:
@@ -315,6 +320,7 @@ def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
         tables[name] = frame
     inputs = PackInputs(as_of, tables, missing, snapshot_key)
     inputs.redactor = Redactor.for_home(lake.paths.home)
+    inputs.models_dir = lake.paths.models / "embeddings"
     if "memory_embeddings" in tables:
         inputs.cache = EmbeddingCache(lake.paths.embedding_cache)
     if lake.exists("ingest_stats"):
@@ -651,6 +657,13 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         truncated.update({f"{file_name}:{column}": n for column, n in cut.items()})
     inputs.redactor.flush()
     models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.shape[1])
+    encoder = (
+        encoder_files(embedding_model, embeddings.shape[1], inputs.models_dir)
+        if inputs.models_dir is not None
+        else None
+    )
+    if encoder is not None:
+        models["embedding"]["encoder"] = encoder.spec
     table_rows = {
         name: (
             None
@@ -682,5 +695,13 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         "truncated": truncated,  # texts over MAX_FIELD_CHARS characters, per file:column
     }
     return PackContent(
-        tenant, inputs.as_of, frames, embeddings, models, metrics, input_info, redactions
+        tenant,
+        inputs.as_of,
+        frames,
+        embeddings,
+        models,
+        metrics,
+        input_info,
+        redactions,
+        model_files=encoder.sources if encoder is not None else {},
     )
