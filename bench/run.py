@@ -76,6 +76,20 @@ SECTIONS: dict[str, Section] = {
             3600,
         ),
         Section(
+            "retrieval",
+            "bench.sections_retrieval:run",
+            "recall@10 of vector, keyword (BM25) and hybrid (RRF) retrieval on a labelled set",
+            300,
+            3600,
+        ),
+        Section(
+            "text_query",
+            "bench.sections_retrieval:run_text_query",
+            "text query → top 10 with the pack's own encoder; loader vs pipeline vectors",
+            300,
+            3600,
+        ),
+        Section(
             "pii",
             "bench.sections_pii:run",
             "PII precision/recall per kind; redaction ms per 1k texts, first vs cached",
@@ -112,7 +126,17 @@ SECTIONS: dict[str, Section] = {
         ),
     ]
 }
-QUICK_ORDER = ["ingest", "embed", "paraphrase", "pack", "pii", "dpo", "dpo_real", "nightly"]
+QUICK_ORDER = [
+    "ingest",
+    "embed",
+    "paraphrase",
+    "pack",
+    "retrieval",
+    "pii",
+    "dpo",
+    "dpo_real",
+    "nightly",
+]
 # What the quick smoke test runs (tests/test_bench.py): the smallest, fastest section.
 SMALLEST = ["ingest"]
 

@@ -5,6 +5,7 @@ from datetime import date
 
 import dagster as dg
 import duckdb
+import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
@@ -192,10 +193,14 @@ def test_pack_is_published_verified_and_free_of_pii(world) -> None:
         manifest = json.loads((pack.path / "manifest.json").read_text())
         assert manifest["tenant_id"] == tenant and manifest["pack_format"] == 1
         # The vectors' own model: the default backend is ONNX Runtime int8
-        assert manifest["models"]["embedding"] == {
-            "model": "all-MiniLM-L6-v2+onnx-int8.v2",
-            "dim": 384,
-        }
+        embedding = manifest["models"]["embedding"]
+        assert (embedding["model"], embedding["dim"]) == ("all-MiniLM-L6-v2+onnx-int8.v2", 384)
+        # The exact model the vectors were made with ships beside the versions, for text queries.
+        assert embedding["encoder"]["model"] == embedding["model"]
+        for entry in embedding["encoder"]["files"].values():
+            assert (paths.packs / tenant / "models" / entry["file"]).stat().st_size == entry[
+                "bytes"
+            ]
         for file in pack.path.iterdir():
             data = file.read_bytes()
             if file.suffix == ".parquet":  # compressed: look at the values themselves
@@ -215,3 +220,33 @@ def test_pack_is_published_verified_and_free_of_pii(world) -> None:
     assert "interactions" in tables
     leaked = [value for value in truth["pii"] if value in dump]
     assert not leaked
+
+
+def test_apps_query_the_published_pack_by_text_and_get_prompt_context(world) -> None:
+    paths, truth, _ = world
+    case = truth["conflicts"][0]
+    pack = MemoryPack.load(paths.packs / case["tenant_id"])
+    memories = pack.memories.to_pylist()
+    # A memory text without redactions is the text the pipeline embedded (normalised).
+    row, memory = next(
+        (i, m)
+        for i, m in enumerate(memories)
+        if m["has_embedding"] and "[" not in m["text"] and len(m["text"]) > 20
+    )
+    alone = pack.embed([memory["text"]])[0]
+    assert float(alone @ np.asarray(pack.embeddings[row])) > 0.98
+    assert memory["memory_id"] in [m.memory_id for m in pack.search(memory["text"], k=3)]
+    assert pack.encoder_error is None
+    first = pack.memory(case["memory_ids"][0])
+    assert first is not None
+    contact = first["contact_id"]
+    asked = pack.questions(contact)
+    assert any(q.kind == "conflict" and set(q.memory_ids) == set(case["memory_ids"]) for q in asked)
+    system = pack.few_shot_systems()[0]
+    context = pack.prompt_context(contact, query=first["text"], system=system, budget_chars=3000)
+    assert len(context.text) <= 3000
+    assert context.conflicts and "## Open conflicts" in context.text
+    assert context.memories and all(m.contact_id in (contact, None) for m in context.memories)
+    assert context.examples or context.dropped.get("examples")
+    wide = pack.prompt_context(contact, query=first["text"], system=system, budget_chars=100_000)
+    assert wide.dropped == {} and len(wide.questions) == len(asked)

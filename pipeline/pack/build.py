@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
+from pipeline.audit import promotion_candidates
 from pipeline.decay import BASE_CONFIDENCE
 from pipeline.dpo import DPO_RUNS_SCHEMA
+from pipeline.pack.models import encoder_files
 from pipeline.pii import Redactor
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache
@@ -67,6 +70,10 @@ MEMORY_SCHEMA: dict[str, pl.DataType] = {
     "has_conflict": pl.Boolean(),
     "has_embedding": pl.Boolean(),
     "ts": _TS,
+    # The audit's promotion candidate (SPEC §4.2): the type a person may confirm it as, and why.
+    # Listed for the app to ask about, never applied.
+    "promotion_to": _STR,
+    "promotion_reason": _STR,
 }
 PASS_THROUGH: dict[str, tuple[str, dict[str, pl.DataType], list[str]]] = {
     # pack file: (lake table, guaranteed columns, sort keys)
@@ -177,6 +184,7 @@ ENUM_COLUMNS = frozenset(
         "owner",
         "stage",
         "model",
+        "promotion_to",
     }
 )
 ID_COLUMNS = frozenset(
@@ -227,6 +235,7 @@ class PackInputs:
     event_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     cache: EmbeddingCache | None = None  # where memory_embeddings' vectors are
     redactor: Redactor | None = None  # PII redaction with the home's cache and key
+    models_dir: Path | None = None  # the embedding stage's ONNX exports (shipped for text queries)
 
     @property
     def run_date(self) -> date:
@@ -270,6 +279,8 @@ class PackContent:
     inputs: dict[str, Any]
     redactions: dict[str, Any]
     problems: list[str] = field(default_factory=list)
+    # The embedding model's files to ship beside the tenant's versions (pipeline.pack.models).
+    model_files: dict[str, Path] = field(default_factory=dict)
 
 
 def _decay_snapshot(lake: Lake, run_date: date) -> tuple[pl.LazyFrame | None, str | None]:
@@ -309,6 +320,7 @@ def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
         tables[name] = frame
     inputs = PackInputs(as_of, tables, missing, snapshot_key)
     inputs.redactor = Redactor.for_home(lake.paths.home)
+    inputs.models_dir = lake.paths.models / "embeddings"
     if "memory_embeddings" in tables:
         inputs.cache = EmbeddingCache(lake.paths.embedding_cache)
     if lake.exists("ingest_stats"):
@@ -437,12 +449,14 @@ def _memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
         pl.col("has_correction").cast(pl.Boolean),
     )
     conflicts = _tenant_rows(inputs, "memory_conflicts", tenant, CONFLICT_SCHEMA)
+    promotions = _promotions(inputs, tenant, conflicts)
     in_conflict = pl.concat([conflicts["memory_id_a"], conflicts["memory_id_b"]]).drop_nulls()
     embedded = _tenant_rows(inputs, "memory_embeddings", tenant, {"memory_id": _STR})["memory_id"]
     return (
         memories.unique("memory_id", keep="last", maintain_order=True)
         .join(decay.unique("memory_id"), on="memory_id", how="left")
         .join(scores.unique("memory_id"), on="memory_id", how="left")
+        .join(promotions, on="memory_id", how="left")
         .with_columns(
             # Without a decay snapshot yet, the stated confidence (or importance) stands.
             pl.coalesce("confidence", "base_confidence", pl.lit(DEFAULT_CONFIDENCE)).alias(
@@ -465,6 +479,24 @@ def _memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
         .select([pl.col(c).cast(t) for c, t in MEMORY_SCHEMA.items()])
         .sort("memory_id")
     )
+
+
+def _promotions(inputs: PackInputs, tenant: str, conflicts: pl.DataFrame) -> pl.DataFrame:
+    """(memory_id, promotion_to, promotion_reason) of the audit's promotion candidates, computed
+    by the audit's own rule on the pack's decay snapshot (so the pack never waits for the audit
+    asset); none when the snapshot predates the columns the rule reads."""
+    empty = pl.DataFrame(schema={"memory_id": _STR, "promotion_to": _STR, "promotion_reason": _STR})
+    snapshot = inputs.rows("decay_snapshots", tenant)
+    needed = {"reinforced_confidence", "reputation", "reinforcement_count", "memory_type"}
+    if snapshot is None or not snapshot.height or not needed <= set(snapshot.columns):
+        return empty
+    snapshot = _ensure(snapshot, {"as_of": _TS, "contact_id": _STR, "last_confirmed": _TS})
+    found = promotion_candidates(
+        snapshot, conflicts.select("tenant_id", "memory_id_a", "memory_id_b")
+    )
+    return found.select(
+        "memory_id", promotion_to="proposed_type", promotion_reason="reason"
+    ).unique("memory_id", keep="first", maintain_order=True)
 
 
 def _embeddings(
@@ -625,6 +657,13 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         truncated.update({f"{file_name}:{column}": n for column, n in cut.items()})
     inputs.redactor.flush()
     models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.shape[1])
+    encoder = (
+        encoder_files(embedding_model, embeddings.shape[1], inputs.models_dir)
+        if inputs.models_dir is not None
+        else None
+    )
+    if encoder is not None:
+        models["embedding"]["encoder"] = encoder.spec
     table_rows = {
         name: (
             None
@@ -656,5 +695,13 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         "truncated": truncated,  # texts over MAX_FIELD_CHARS characters, per file:column
     }
     return PackContent(
-        tenant, inputs.as_of, frames, embeddings, models, metrics, input_info, redactions
+        tenant,
+        inputs.as_of,
+        frames,
+        embeddings,
+        models,
+        metrics,
+        input_info,
+        redactions,
+        model_files=encoder.sources if encoder is not None else {},
     )

@@ -41,6 +41,7 @@ from pipeline import __version__
 from pipeline.pack import remote
 from pipeline.pack.build import PackContent
 from pipeline.pack.disk import TEMP_PREFIX, crash_point, fsync_path
+from pipeline.pack.models import prune_models, ship
 from pipeline.pack.store import DEFAULT_KEEP, clean_leftovers, list_versions, prune, write_latest
 
 LOCK_FILE = ".publish.lock"
@@ -234,6 +235,7 @@ class PackStage:
         temp.mkdir()
         try:
             files = _write_files(temp, content)
+            ship(tenant_dir, content.model_files)  # content-addressed: safe before the swap
             crash_point("files_written")
             digest = content_hash(files, content)
             latest = read_latest(tenant_dir)
@@ -284,6 +286,7 @@ class PackStage:
         tenant_dir, version = staged.tenant_dir, staged.version
         if staged.temp is None:
             removed = prune(tenant_dir, self.keep)
+            prune_models(tenant_dir, [v.manifest for v in list_versions(tenant_dir)])
             return PublishResult(
                 staged.content_tenant,
                 version,
@@ -309,6 +312,7 @@ class PackStage:
         crash_point("renamed")
         write_latest(tenant_dir, version)
         removed = prune(tenant_dir, self.keep)
+        prune_models(tenant_dir, [v.manifest for v in list_versions(tenant_dir)])
         crash_point("pruned")
         return PublishResult(staged.content_tenant, version, True, reason, final, removed, manifest)
 

@@ -7,6 +7,8 @@ Needs numpy and pyarrow only. The pipeline that builds and publishes packs is th
     pack = MemoryPack.load("data/packs/acme")
 """
 
+from memorypack.context import PromptContext, Question
+from memorypack.encoder import EncoderUnavailable
 from memorypack.format import PACK_FORMAT, PackError
 from memorypack.loader import MemoryPack
 from memorypack.results import (
@@ -24,9 +26,12 @@ __version__ = "0.1.0"
 __all__ = [
     "PACK_FORMAT",
     "Conflict",
+    "EncoderUnavailable",
     "FewShotExample",
     "MemoryPack",
     "PackError",
+    "PromptContext",
+    "Question",
     "ScoredMemory",
     "Selection",
     "Selector",

@@ -6,8 +6,10 @@ be used raises (`PackError`), and a malformed argument (`ValueError`)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memorypack import keyword as _channels
+from memorypack.context import PromptContext, Question, prompt_context, questions_for
+from memorypack.encoder import EncoderUnavailable, TextEncoder, encoder_spec
 from memorypack.format import (
     EMBEDDINGS,
     MAX_FIELD_CHARS,
@@ -29,6 +34,7 @@ from memorypack.format import (
     verify_pack,
 )
 from memorypack.fs import Location, load_matrix, read_parquet
+from memorypack.keyword import LazyKeywordIndex, fuse, top_ranks
 from memorypack.results import (
     Conflict,
     FewShotExample,
@@ -63,6 +69,7 @@ SUPERSEDED, NOT_PREFERRED = "superseded", "not_preferred"
 _OVERRULED = {1: SUPERSEDED, 2: NOT_PREFERRED}
 DEFAULT_SELECTOR_TIMEOUT_MS = 800.0
 _EMPTY = np.zeros(0, dtype=np.int64)
+RETRIEVALS = ("hybrid", "keyword", "vector")
 _SECONDS_PER_DAY = 86400.0
 
 
@@ -86,6 +93,8 @@ def _time(kind: pa.DataType) -> bool:
 
 
 _FLOAT, _INT, _BOOL = pa.types.is_floating, pa.types.is_integer, pa.types.is_boolean
+# Columns of memories.parquet that packs published before them lack (read as nulls).
+OPTIONAL_MEMORY_COLUMNS = ("impact_level", "category", "promotion_to", "promotion_reason")
 # The columns the loader reads from each file and the Arrow type each must have. memories.parquet
 # must hold all of its own; another file may lack any (read as nulls) but not hold it retyped.
 COLUMNS: dict[str, dict[str, Any]] = {
@@ -98,6 +107,7 @@ COLUMNS: dict[str, dict[str, Any]] = {
         **dict.fromkeys(("stale", "needs_reconfirmation"), _BOOL),
         "n_feedback": _INT,
         "tags": _texts,
+        **dict.fromkeys(OPTIONAL_MEMORY_COLUMNS, _text),
     },
     "few_shot.parquet": {
         **dict.fromkeys(("memory_id", "system", "kind", "skill_id", "input", "output"), _text),
@@ -137,7 +147,7 @@ def _check_table(table: pa.Table, name: str, where: str, tenant: str) -> None:
     rows, no text over MAX_FIELD_CHARS and no time a Python datetime cannot hold."""
     expected = COLUMNS.get(name, {})
     if name == "memories.parquet":
-        missing = sorted(set(expected) - set(table.column_names))
+        missing = sorted(set(expected) - set(table.column_names) - set(OPTIONAL_MEMORY_COLUMNS))
         if missing:
             raise PackError(f"{where}: {name} lacks columns {missing}")
     for column, kind in expected.items():
@@ -257,6 +267,10 @@ def _encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, dict[str, i
     return codes, {value: i for i, value in enumerate(encoded.dictionary.to_pylist())}
 
 
+def _has_text(query: str | None) -> bool:
+    return isinstance(query, str) and bool(query.strip())
+
+
 def _unit(vector: Any, dim: int) -> np.ndarray:
     array = np.asarray(vector, dtype=np.float32).ravel()
     if array.shape[0] != dim:
@@ -288,6 +302,7 @@ class MemoryPack:
         )
         self._index_conflicts(_read(folder, "conflicts.parquet", manifest))
         self.summaries = _read(folder, "summaries.parquet", manifest)
+        self._init_text_queries()
 
     # ---- loading ---------------------------------------------------------------------------
     @classmethod
@@ -551,23 +566,30 @@ class MemoryPack:
         query_vector: Sequence[float] | np.ndarray | None = None,
         min_confidence: float = 0.0,
         min_score: float | None = None,
+        query: str | None = None,
+        retrieval: str = "hybrid",
     ) -> list[FewShotExample]:
-        """The best examples of a system (× kind × skill); with a query vector, the most similar
-        first. Floors: the memory's `confidence` ≥ min_confidence, the example's `quality` ≥
-        min_score. `rank` is the position in this answer."""
+        """The best examples of a system (× kind × skill); with a query text or vector, the most
+        relevant inputs first (`retrieval` as in `search`; `similarity` is the cosine when the
+        vector channel ran). Floors: the memory's `confidence` ≥ min_confidence, the example's
+        `quality` ≥ min_score. `rank` is the position in this answer."""
         rows = self._example_groups.get((system, kind, skill_id), _EMPTY)
         if min_confidence > 0:
             rows = rows[self._example_confidence[rows] >= min_confidence]
         if min_score is not None:
             rows = rows[self._example_quality[rows] >= min_score]
         similarity = np.full(rows.size, np.nan)
-        if query_vector is not None and rows.size and self.dim:
-            q = _unit(query_vector, self.dim)
+        if (query_vector is not None or _has_text(query)) and rows.size:
             memory_rows = self._example_rows[rows]
             known = memory_rows >= 0
-            similarity[known] = self.embeddings[memory_rows[known]] @ q
-            # Stable sort: among equally similar examples the quality order stands.
-            order = np.argsort(-np.nan_to_num(similarity, nan=-2.0), kind="stable")
+            found = self._relevance(memory_rows[known], query, query_vector, retrieval)
+            relevance = np.full(rows.size, -2.0)
+            if "similarity" in found:
+                similarity[known] = found["similarity"]
+            if found:
+                relevance[known] = found.get("relevance", found.get("similarity"))
+            # Stable sort: among equally relevant examples the quality order stands.
+            order = np.argsort(-relevance, kind="stable")
             rows, similarity = rows[order], similarity[order]
         return [
             replace(
@@ -603,17 +625,21 @@ class MemoryPack:
         query_vector: Sequence[float] | np.ndarray | None,
         now: datetime | None,
         min_score: float | None = None,
+        query: str | None = None,
+        retrieval: str = "hybrid",
+        boosts: bool = True,
     ) -> list[ScoredMemory]:
         if rows.size == 0 or k <= 0:
             return []
         confidence = self._confidence[rows]
         parts: dict[str, np.ndarray] = {"confidence": confidence}
-        if query_vector is not None and self.dim:
-            similarity = self._similarities(rows, _unit(query_vector, self.dim))
-            parts["similarity"] = similarity
-            parts["semantic"] = similarity * confidence
-        else:
-            parts["semantic"] = confidence
+        found = self._relevance(rows, query, query_vector, retrieval)
+        parts.update(found)
+        relevance = found.get("relevance", found.get("similarity"))
+        parts["semantic"] = relevance * confidence if relevance is not None else confidence
+        if not boosts:  # pure retrieval (`search`): the relevance alone
+            del parts["semantic"]
+            return self._scored(rows, k, relevance, parts, min_score)
         code = self._contact_code.get(contact_id, -2) if contact_id is not None else -2
         parts["same_contact"] = SAME_CONTACT_BOOST * (self._contact_codes[rows] == code)
         kind_code = self._kind_code.get(kind, -2) if kind is not None else -2
@@ -645,6 +671,23 @@ class MemoryPack:
             + parts["feedback"]
             + demotion
         )
+        return self._scored(rows, k, total, parts, min_score, overruled, demotion)
+
+    def _scored(
+        self,
+        rows: np.ndarray,
+        k: int,
+        total: np.ndarray | None,
+        parts: dict[str, np.ndarray],
+        min_score: float | None,
+        overruled: np.ndarray | None = None,
+        demotion: np.ndarray | None = None,
+    ) -> list[ScoredMemory]:
+        """The k best rows by `total` (ties: pack order) as records with their score parts."""
+        if total is None:
+            return []
+        if overruled is None or demotion is None:
+            overruled, demotion = np.zeros(rows.size, dtype=np.int8), np.zeros(rows.size)
         eligible = np.arange(rows.size) if min_score is None else np.flatnonzero(total >= min_score)
         best = (
             eligible[np.argpartition(-total[eligible], k - 1)[:k]]
@@ -712,13 +755,170 @@ class MemoryPack:
         include_superseded: bool = False,
         min_confidence: float = 0.0,
         min_score: float | None = None,
+        query: str | None = None,
+        retrieval: str = "hybrid",
     ) -> list[ScoredMemory]:
         """The k most relevant active memories about a contact (plus general ones), with score
         parts; an unknown contact gets the general ones. Overruled memories (the losing side of
         a resolved conflict) only with `include_superseded`, ranked without their confidence.
-        Floors: `confidence` ≥ min_confidence, `score` ≥ min_score."""
+        Floors: `confidence` ≥ min_confidence, `score` ≥ min_score.
+
+        Relevance to a `query` text (see `search` and `retrieval`) or a `query_vector` multiplies
+        the confidence (the `semantic` part); the boosts add to it."""
         rows = self._rows_for(contact_id, include_inactive, include_superseded, min_confidence)
-        return self._rank(rows, k, contact_id, kind, tags, query_vector, now, min_score)
+        return self._rank(
+            rows, k, contact_id, kind, tags, query_vector, now, min_score, query, retrieval
+        )
+
+    def search(
+        self,
+        query: str | None = None,
+        k: int = 10,
+        contact_id: str | None = None,
+        retrieval: str = "hybrid",
+        query_vector: Sequence[float] | np.ndarray | None = None,
+        include_inactive: bool = False,
+        include_superseded: bool = False,
+    ) -> list[ScoredMemory]:
+        """Pure retrieval: the k memories most relevant to `query` (of `contact_id` plus the
+        general ones, or of the whole pack), by relevance alone — no confidence, no boosts.
+
+        `retrieval`: "hybrid" (default) fuses the keyword channel (BM25 over the pack's texts)
+        and the vector channel (the pack's own embedding model on the query, or `query_vector`)
+        by reciprocal rank fusion, so an exact name, order number or rare term is found when the
+        embedding misses it, and a paraphrase when the words differ; "keyword" and "vector" use
+        one channel. Without an encoder (`memorypack[embed]` not installed, or a pack that ships
+        none) and without `query_vector`, "hybrid" runs the keyword channel alone (logged once;
+        `encoder_error` says why). Parts: `keyword` (BM25), `similarity` (cosine),
+        `keyword_rank` / `vector_rank` (1 = best, 0 = not in the channel's best RRF_DEPTH) and
+        `relevance` (the fused score, 1.0 = first in every channel); a fused search returns only
+        memories some channel ranked."""
+        if contact_id is None:
+            rows = np.arange(self._n)
+            keep = np.ones(self._n, dtype=bool)
+            if not include_inactive:
+                keep &= self._active
+            if not include_superseded:
+                keep &= self._overruled == 0
+            rows = rows[keep]
+        else:
+            rows = self._rows_for(contact_id, include_inactive, include_superseded)
+        fused = retrieval != "vector" and _has_text(query)
+        return self._rank(
+            rows,
+            k,
+            contact_id,
+            None,
+            None,
+            query_vector,
+            None,
+            1e-12 if fused else None,
+            query,
+            retrieval,
+            boosts=False,
+        )
+
+    # ---- text queries ------------------------------------------------------------------------
+    def _init_text_queries(self) -> None:
+        self._keyword = LazyKeywordIndex(_strings(self.memories, "text"))
+        self._encoder: TextEncoder | None = None
+        self.encoder_error: str | None = None  # why text queries run without the vector channel
+        self._encoder_lock = threading.Lock()
+
+    def encoder(self) -> TextEncoder:
+        """The pack's embedding model (loaded and sha256-checked on first use, then kept).
+
+        EncoderUnavailable (a PackError) when the pack ships none or `memorypack[embed]` is not
+        installed; PackError when a model file does not match the manifest."""
+        with self._encoder_lock:
+            if self._encoder is None:
+                if self.encoder_error is not None:
+                    raise EncoderUnavailable(self.encoder_error)
+                spec = encoder_spec(self.manifest)
+                try:
+                    if spec is None:
+                        raise EncoderUnavailable(
+                            f"pack {self.version} ships no embedding model (published before "
+                            "text queries, or its model could not be exported)"
+                        )
+                    self._encoder = TextEncoder(self.path.parent, spec, self.dim)
+                except EncoderUnavailable as error:
+                    self.encoder_error = str(error)
+                    raise
+            return self._encoder
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length vectors of `texts` by the pack's model, comparable to `embeddings`."""
+        return self.encoder().encode(list(texts))
+
+    def warm(self, keyword: bool = True, encoder: bool = True) -> MemoryPack:
+        """Build the keyword index and load the encoder now rather than on the first text query
+        (an encoder that cannot load is only noted in `encoder_error`)."""
+        if keyword:
+            self._keyword.get()
+        if encoder:
+            with contextlib.suppress(EncoderUnavailable):
+                self.encoder()
+        return self
+
+    def _query_vector(self, query: str, required: bool) -> np.ndarray | None:
+        try:
+            encoder = self.encoder()
+        except EncoderUnavailable as error:
+            if required:
+                raise
+            if not self._warned_keyword_only:
+                log.warning("text queries use the keyword channel only: %s", error)
+                self._warned_keyword_only = True
+            return None
+        return encoder.encode([query])[0]
+
+    _warned_keyword_only = False
+
+    def _relevance(
+        self,
+        rows: np.ndarray,
+        query: str | None,
+        query_vector: Sequence[float] | np.ndarray | None,
+        retrieval: str,
+    ) -> dict[str, np.ndarray]:
+        """The relevance parts of `rows` for a query (see `search`); {} without a query."""
+        if retrieval not in RETRIEVALS:
+            raise ValueError(f"retrieval must be one of {', '.join(RETRIEVALS)}, not {retrieval!r}")
+        if query is not None and not isinstance(query, str):
+            raise ValueError(f"query must be text, not {type(query).__name__}")
+        text = query if _has_text(query) else None
+        if text is None and query_vector is None:
+            return {}
+        parts: dict[str, np.ndarray] = {}
+        if retrieval != "keyword" and self.dim:
+            vector = (
+                _unit(query_vector, self.dim)
+                if query_vector is not None
+                else self._query_vector(str(text), required=retrieval == "vector")
+            )
+            if vector is not None:
+                parts["similarity"] = self._similarities(rows, vector).astype(np.float64)
+        if text is None or retrieval == "vector":
+            return parts  # the cosine is the relevance, as before text queries
+        keyword = self._keyword.get().scores(text)[rows].astype(np.float64)
+        best = float(keyword.max()) if keyword.size else 0.0
+        ranks = [top_ranks(keyword, (keyword > 0) & (keyword >= _channels.KEYWORD_FLOOR * best))]
+        parts["keyword"] = keyword
+        parts["keyword_rank"] = ranks[0].astype(np.float64)
+        if "similarity" in parts:
+            # A memory without an embedding has a zero row: no cosine to rank it by.
+            similarity = parts["similarity"]
+            ceiling = float(similarity.max()) if similarity.size else 0.0
+            ranks.append(
+                top_ranks(
+                    similarity,
+                    (similarity != 0) & (similarity >= ceiling - _channels.VECTOR_MARGIN),
+                )
+            )
+            parts["vector_rank"] = ranks[1].astype(np.float64)
+        parts["relevance"] = fuse(ranks)
+        return parts
 
     def candidates(
         self,
@@ -844,6 +1044,58 @@ class MemoryPack:
         explored = epsilon > 0 and len(ranking) > 1 and generator.random() < epsilon
         pick = ranking[int(generator.integers(len(ranking)))] if explored else ranking[0]
         return replace(pick, explored=explored, ranking=[(c.skill_id, c.score) for c in ranking])
+
+    def contact_memories(self, contact_id: str, include_inactive: bool = False) -> pa.Table:
+        """The rows of memories.parquet about one contact (active ones unless asked), pack order."""
+        code = self._contact_code.get(contact_id)
+        rows = self._contact_rows.get(code, _EMPTY) if code is not None else _EMPTY
+        if not include_inactive:
+            rows = rows[self._active[rows]]
+        return self.memories.take(pa.array(np.sort(rows), type=pa.int64()))
+
+    def questions(self, contact_id: str | None, now: datetime | None = None) -> list[Question]:
+        """What to ask the person (seed 004's audit, SPEC §4.2): each open conflict, each memory
+        that needs reconfirmation or is older than six months, each promotion candidate —
+        in that order, a memory once. `PromptContext.ask` bundles them into one question."""
+        return questions_for(self, contact_id, now or datetime.now(UTC))
+
+    def prompt_context(
+        self,
+        contact_id: str | None,
+        query: str | None = None,
+        system: str | None = None,
+        budget_chars: int = 4000,
+        *,
+        kind: str | None = None,
+        skill_id: str | None = None,
+        user_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        query_vector: Sequence[float] | np.ndarray | None = None,
+        k_memories: int = 8,
+        k_examples: int = 3,
+        now: datetime | None = None,
+    ) -> PromptContext:
+        """The prompt pieces for one call about `contact_id`: the current template (of `skill_id`,
+        else of the skill `select_skill(user_id, tags)` picks), the person's memories ranked for
+        `query` with their trust lines and age warnings, open conflicts, the questions to ask the
+        person, and `system`'s few-shot examples — trimmed to `budget_chars` in the priority
+        order documented in `memorypack.context`. `.text` is the rendering; the fields are the
+        pieces that fitted, `dropped` counts the rest. `now` (default: the clock) dates ages."""
+        return prompt_context(
+            self,
+            contact_id,
+            query,
+            system,
+            budget_chars,
+            kind=kind,
+            skill_id=skill_id,
+            user_id=user_id,
+            tags=tags,
+            query_vector=query_vector,
+            k_memories=k_memories,
+            k_examples=k_examples,
+            now=now,
+        )
 
     def conflicts(self, contact_id: str | None = None) -> list[Conflict]:
         return [

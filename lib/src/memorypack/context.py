@@ -1,0 +1,303 @@
+"""Ready-to-use prompt pieces (`MemoryPack.prompt_context`): what an app pastes into a model call.
+
+The pieces follow seed 004's trust rules (SPEC §4.2): every memory line carries its trust line
+(type, confidence, when it was last confirmed) and says so when the app must mention its age or
+ask before acting; conflicts are surfaced, never silently resolved; the audit's reconfirmation
+and promotion questions are handed to the app to ask the person, bundled into one question.
+
+Trimming to `budget_chars` keeps whole lines and drops them in reverse order of this priority:
+
+1. the current template (the procedure the model follows),
+2. open conflicts about the person (acting on either side unasked is the failure seed 004 forbids),
+3. the person's memories, best ranked first,
+4. the questions to ask the person,
+5. the few-shot examples, best first.
+
+A line that does not fit is skipped and a later, shorter one may still fit; what was left out is
+counted in `PromptContext.dropped`. The rendered order is fixed (template, memories, conflicts,
+questions, examples) whatever fitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memorypack.results import Conflict, FewShotExample, ScoredMemory, Template
+
+if TYPE_CHECKING:
+    from memorypack.loader import MemoryPack
+
+# Seed 004, hygiene rule 4: "if acting on memory > 6 months old, mention it" (the pack's `stale`
+# flag, as of its publication; the age is checked again as of `now`).
+STALE_AFTER_DAYS = 180.0
+# Seed 004: "if acting on low-confidence memory, state it"; "confidence < 0.6 being used for
+# autonomous action: stop, state confidence level, ask for confirmation".
+LOW_CONFIDENCE = 0.6
+PRIORITY = ("template", "conflicts", "memories", "questions", "examples")
+RENDER_ORDER = ("template", "memories", "conflicts", "questions", "examples")
+HEADERS = {
+    "memories": (
+        "## What we know about this person\n"
+        "(each: type, confidence, last confirmed; act only on what you could explain this way)"
+    ),
+    "conflicts": "## Open conflicts: ask the person which holds before acting on either",
+    "questions": "## Questions for the person (ask them together, once)",
+    "examples": "## Examples of good answers",
+}
+
+
+@dataclass(frozen=True)
+class Question:
+    """Something to ask the person. `kind`: `conflict` (two memories disagree: which holds?),
+    `reconfirm` (high impact and low confidence, or old: is it still right?) or `promote` (the
+    audit's promotion candidate: treat it as a preference? — never applied without a yes)."""
+
+    kind: str
+    memory_ids: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """The pieces that fitted `budget_chars`, and `text`, their rendering (≤ budget_chars)."""
+
+    contact_id: str | None
+    query: str | None
+    system: str | None
+    budget_chars: int
+    text: str
+    template: Template | None
+    memories: list[ScoredMemory]
+    conflicts: list[Conflict]
+    questions: list[Question]
+    examples: list[FewShotExample]
+    # Lines left out to fit the budget, per part (template, conflicts, memories, questions, examples).
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ask(self) -> str | None:
+        """The questions bundled into one sentence for the person (seed 004: ask sparingly, bundle
+        checks into one question); None when there is nothing to ask."""
+        if not self.questions:
+            return None
+        if len(self.questions) == 1:
+            return self.questions[0].text
+        numbered = " ".join(f"({i}) {q.text}" for i, q in enumerate(self.questions, 1))
+        return f"Before I go on, a few quick checks: {numbered}"
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.astimezone(UTC).date().isoformat() if isinstance(moment, datetime) else "never"
+
+
+def _age_days(moment: datetime | None, now: datetime) -> float | None:
+    if not isinstance(moment, datetime):
+        return None
+    return (now - moment).total_seconds() / 86400.0
+
+
+def _quoted(text: str | None) -> str:
+    return '"' + " ".join((text or "").split()) + '"'
+
+
+def memory_line(memory: ScoredMemory, now: datetime) -> str:
+    """`- "text" (type, confidence 0.58, last confirmed 2026-11-02, 6 days ago)` plus the warnings
+    the trust rules ask for."""
+    age = _age_days(memory.last_confirmed, now)
+    ago = f", {int(age)} days ago" if age is not None and age >= 0 else ""
+    kind = memory.memory_type.replace("_", " ")
+    line = (
+        f"- {_quoted(memory.text)} ({kind}, confidence {memory.confidence:.2f}, "
+        f"last confirmed {_when(memory.last_confirmed)}{ago})"
+    )
+    warnings = []
+    if memory.stale or (age is not None and age > STALE_AFTER_DAYS):
+        months = int(age // 30) if age is not None else 6
+        warnings.append(f"about {months} months old: say how old it is before acting on it")
+    if memory.needs_reconfirmation:
+        warnings.append("high impact, low confidence: ask the person before acting on it")
+    elif memory.confidence < LOW_CONFIDENCE:
+        warnings.append("low confidence: say so, do not act on it alone")
+    if memory.has_conflict:
+        warnings.append("another memory disagrees: see the conflicts")
+    if memory.overruled_by:
+        warnings.append(f"overruled by {memory.overruled_by}: do not act on it")
+    return line + "".join(f" — {w}" for w in warnings)
+
+
+def conflict_line(conflict: Conflict) -> str:
+    prefers = ""
+    if conflict.preferred_id in (conflict.memory_id_a, conflict.memory_id_b):
+        first = conflict.preferred_id == conflict.memory_id_a
+        prefers = f" (the trust order prefers the {'first' if first else 'second'})"
+    about = f" about {conflict.subject}" if conflict.subject else ""
+    return f"- {_quoted(conflict.text_a)} vs {_quoted(conflict.text_b)}{about}{prefers}"
+
+
+def conflict_question(conflict: Conflict) -> Question:
+    return Question(
+        "conflict",
+        (conflict.memory_id_a, conflict.memory_id_b),
+        f"I have two notes that disagree: {_quoted(conflict.text_a)} and "
+        f"{_quoted(conflict.text_b)}. Which should I follow?",
+    )
+
+
+def reconfirm_question(memory_id: str, text: str | None, why: str) -> Question:
+    return Question(
+        "reconfirm", (memory_id,), f"This might be outdated ({why}): {_quoted(text)}. Still right?"
+    )
+
+
+def promote_question(memory_id: str, text: str | None) -> Question:
+    return Question(
+        "promote",
+        (memory_id,),
+        f"I'm noticing {_quoted(text)}. Should I treat this as a preference?",
+    )
+
+
+def example_block(example: FewShotExample) -> str:
+    return example.as_prompt()
+
+
+def template_block(template: Template) -> str:
+    return f"## Procedure ({template.skill_id}, version {template.version})\n{template.template}"
+
+
+def _render(chosen: dict[str, list[str]]) -> str:
+    blocks = []
+    for part in RENDER_ORDER:
+        lines = chosen.get(part) or []
+        if not lines:
+            continue
+        if part == "template":
+            blocks.append(lines[0])
+        else:
+            separator = "\n\n" if part == "examples" else "\n"
+            blocks.append(HEADERS[part] + "\n" + separator.join(lines))
+    return "\n\n".join(blocks)
+
+
+def fit(candidates: dict[str, list[str]], budget_chars: int) -> tuple[dict[str, list[int]], str]:
+    """Which lines of each part fit the budget, taken in PRIORITY order (best line of a part
+    first), and the rendering. Returns part → indices kept, and the text (≤ budget_chars)."""
+    kept: dict[str, list[int]] = {part: [] for part in PRIORITY}
+    chosen: dict[str, list[str]] = {part: [] for part in PRIORITY}
+    for part in PRIORITY:
+        for index, line in enumerate(candidates.get(part, [])):
+            chosen[part].append(line)
+            if len(_render(chosen)) <= budget_chars:
+                kept[part].append(index)
+            else:
+                chosen[part].pop()
+    return kept, _render(chosen)
+
+
+def questions_for(pack: MemoryPack, contact_id: str | None, now: datetime) -> list[Question]:
+    """What to ask the person about their memories: each open conflict, then each active memory
+    the audit flags (needs reconfirmation, or older than six months), then each promotion
+    candidate; a memory is asked about once (seed 004: never ask about the same thing twice)."""
+    if contact_id is None:
+        return []
+    asked: set[str] = set()
+    questions = []
+    for conflict in pack.conflicts(contact_id):
+        questions.append(conflict_question(conflict))
+        asked.update((conflict.memory_id_a, conflict.memory_id_b))
+    rows = pack.contact_memories(contact_id).to_pylist()
+    rows = [
+        r for r in rows if r.get("memory_type") != "interaction" and r["memory_id"] not in asked
+    ]
+    for row in sorted(rows, key=lambda r: r["memory_id"]):
+        age = _age_days(row.get("last_confirmed"), now)
+        if row.get("needs_reconfirmation"):
+            why = f"high impact, confidence {float(row['confidence']):.2f}"
+        elif row.get("stale") or (age is not None and age > STALE_AFTER_DAYS):
+            why = f"last confirmed {_when(row.get('last_confirmed'))}"
+        else:
+            continue
+        questions.append(reconfirm_question(row["memory_id"], row.get("text"), why))
+        asked.add(row["memory_id"])
+    for row in sorted(rows, key=lambda r: r["memory_id"]):
+        if row.get("promotion_to") and row["memory_id"] not in asked:
+            questions.append(promote_question(row["memory_id"], row.get("text")))
+    return questions
+
+
+def prompt_context(
+    pack: MemoryPack,
+    contact_id: str | None,
+    query: str | None,
+    system: str | None,
+    budget_chars: int,
+    *,
+    kind: str | None = None,
+    skill_id: str | None = None,
+    user_id: str | None = None,
+    tags: Sequence[str] | None = None,
+    query_vector: Sequence[float] | np.ndarray | None = None,
+    k_memories: int = 8,
+    k_examples: int = 3,
+    now: datetime | None = None,
+) -> PromptContext:
+    """See `MemoryPack.prompt_context`."""
+    if budget_chars < 0:
+        raise ValueError(f"budget_chars must be ≥ 0, not {budget_chars}")
+    now = now or datetime.now(UTC)
+    template = pack.template(skill_id) if skill_id is not None else None
+    if skill_id is None:
+        # The best skill for this user that has a template (a skill may have statistics only).
+        choice = pack.select_skill(user_id, context_tags=tags)
+        for skill, _ in choice.ranking if choice is not None else []:
+            template = pack.template(skill)
+            if template is not None:
+                break
+    memories = (
+        pack.memories_for(
+            contact_id,
+            k=k_memories,
+            tags=tags,
+            query=query,
+            query_vector=query_vector,
+            kind=kind,
+            now=now,
+        )
+        if k_memories > 0
+        else []
+    )
+    examples: list[FewShotExample] = []
+    if system is not None and k_examples > 0:
+        asked = {"kind": kind, "k": k_examples, "query": query, "query_vector": query_vector}
+        examples = pack.few_shot(system, skill_id=skill_id, **asked)  # type: ignore[arg-type]
+        if not examples and skill_id is not None:  # the skill has no examples of its own
+            examples = pack.few_shot(system, **asked)  # type: ignore[arg-type]
+    conflicts = pack.conflicts(contact_id) if contact_id is not None else []
+    questions = questions_for(pack, contact_id, now)
+    candidates = {
+        "template": [template_block(template)] if template is not None else [],
+        "conflicts": [conflict_line(c) for c in conflicts],
+        "memories": [memory_line(m, now) for m in memories],
+        "questions": [f"- {q.text}" for q in questions],
+        "examples": [example_block(e) for e in examples],
+    }
+    kept, text = fit(candidates, budget_chars)
+    dropped = {part: len(lines) - len(kept[part]) for part, lines in candidates.items() if lines}
+    return PromptContext(
+        contact_id=contact_id,
+        query=query,
+        system=system,
+        budget_chars=budget_chars,
+        text=text,
+        template=template if kept["template"] else None,
+        memories=[memories[i] for i in kept["memories"]],
+        conflicts=[conflicts[i] for i in kept["conflicts"]],
+        questions=[questions[i] for i in kept["questions"]],
+        examples=[examples[i] for i in kept["examples"]],
+        dropped={part: n for part, n in dropped.items() if n},
+    )

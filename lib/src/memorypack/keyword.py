@@ -1,0 +1,212 @@
+"""The keyword channel of hybrid retrieval: BM25 over the pack's memory texts, and rank fusion.
+
+Built by the loader from memories.parquet, not shipped in the pack: a format-1 loader refuses a
+file its format does not list, so a stored index would make every deployed loader refuse new
+packs; and the one tokenizer that makes the index also splits the queries, so the two cannot
+drift apart between a pipeline and a library version. It is built on the first text query (or
+`MemoryPack.warm()`), in pyarrow and numpy, no Python loop over texts (see the bench for its cost
+at 100,000 memories).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Okapi BM25 with the usual constants (Robertson & Zaragoza 2009): term-frequency saturation k1,
+# length normalisation b.
+BM25_K1 = 1.2
+BM25_B = 0.75
+# Reciprocal rank fusion (Cormack, Clarke & Büttcher 2009): 1 / (RRF_K + rank), the constant of
+# the paper; each channel contributes its best RRF_DEPTH rows.
+RRF_K = 60
+RRF_DEPTH = 100
+# Fusion by ranks alone lets a row that both channels rank half-way ("the" in common, a vaguely
+# similar sentence) beat the row one channel ranks first. Each channel therefore ranks only rows
+# close to its own best: BM25 ≥ KEYWORD_FLOOR × the best row's, cosine ≥ the best − VECTOR_MARGIN.
+# Chosen on the bench's labelled set (bench/retrieval_set.py; 624, 4,024 and 22,024 memories,
+# seeds 3, 0, 1; with the stopwords below): hybrid recall@10 then equals the better channel on
+# both kinds of query (paraphrase 0.875 / 0.75 / 0.71 like the vector channel, identifiers 1.0
+# like BM25); plain RRF gave 0.67-0.71 on paraphrases and 0.95 on identifiers.
+KEYWORD_FLOOR = 0.5
+VECTOR_MARGIN = 0.1
+# A query term found in more than this share of the rows (and in more than COMMON_TERM_MIN_ROWS
+# rows) says nothing about which row is meant, nor does an English function word: ignored.
+COMMON_TERM_SHARE = 0.05
+COMMON_TERM_MIN_ROWS = 50
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "him",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
+)
+# A token is a run of letters and digits: "ORD-48213" → "ord", "48213"; "e-mail" → "e", "mail".
+_SEPARATORS = r"[^\p{L}\p{N}]+"
+
+
+def tokenize(texts: pa.Array) -> pa.Array:
+    """Each text's tokens (a list array): NFKC, lower case, split on anything but letters/digits."""
+    texts = pc.fill_null(texts.cast(pa.large_string()), "")
+    texts = pc.utf8_lower(pc.utf8_normalize(texts, "NFKC"))
+    split = pc.utf8_split_whitespace(pc.replace_substring_regex(texts, _SEPARATORS, " "))
+    # Splitting leaves an empty token at each end of a text that starts or ends with a separator.
+    flat = pc.list_flatten(split)
+    keep = pc.greater(pc.utf8_length(flat), 0).to_numpy(zero_copy_only=False)
+    parents = pc.list_parent_indices(split).to_numpy(zero_copy_only=False)[keep]
+    counts = np.bincount(parents, minlength=len(texts))
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pc.filter(flat, pa.array(keep)))
+
+
+class KeywordIndex:
+    """BM25 postings, term-major: the rows holding each term and each row's weight for it."""
+
+    def __init__(self, texts: pa.Array) -> None:
+        n = len(texts)
+        tokens = tokenize(texts)
+        flat = pc.list_flatten(tokens)
+        lengths = pc.list_value_length(tokens).to_numpy(zero_copy_only=False).astype(np.float64)
+        self.n = n
+        if n == 0 or len(flat) == 0:
+            self._terms: dict[str, int] = {}
+            self._starts = np.zeros(1, dtype=np.int64)
+            self._rows = np.zeros(0, dtype=np.int64)
+            self._weights = np.zeros(0, dtype=np.float32)
+            return
+        encoded = pc.dictionary_encode(flat)
+        term_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        rows = pc.list_parent_indices(tokens).to_numpy(zero_copy_only=False).astype(np.int64)
+        vocabulary = encoded.dictionary.to_pylist()
+        keys, tf = np.unique(term_ids * n + rows, return_counts=True)  # sorted: term, then row
+        terms, posting_rows = keys // n, keys % n
+        df = np.bincount(terms, minlength=len(vocabulary)).astype(np.float64)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / max(float(lengths.mean()), 1e-9))
+        tf = tf.astype(np.float64)
+        weights = idf[terms] * tf * (BM25_K1 + 1) / (tf + norm[posting_rows])
+        common = df > max(COMMON_TERM_SHARE * n, COMMON_TERM_MIN_ROWS)
+        self._terms = {
+            term: i for i, term in enumerate(vocabulary) if not common[i] and term not in STOPWORDS
+        }
+        self._starts = np.concatenate([[0], np.cumsum(df.astype(np.int64))])
+        self._rows = posting_rows
+        self._weights = weights.astype(np.float32)
+
+    def query_terms(self, query: str) -> list[int]:
+        tokens = tokenize(pa.array([query])).to_pylist()[0] or []
+        return sorted({self._terms[t] for t in tokens if t in self._terms})
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every row for the query (0 where no query term occurs)."""
+        scores = np.zeros(self.n, dtype=np.float32)
+        for term in self.query_terms(query):
+            start, end = self._starts[term], self._starts[term + 1]
+            scores[self._rows[start:end]] += self._weights[start:end]  # a row once per term
+        return scores
+
+
+class LazyKeywordIndex:
+    """Built once, on first use, by whichever thread asks first."""
+
+    def __init__(self, texts: pa.Array) -> None:
+        self._texts: pa.Array | None = texts
+        self._index: KeywordIndex | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> KeywordIndex:
+        if self._index is None:
+            with self._lock:
+                if self._index is None:
+                    assert self._texts is not None
+                    self._index = KeywordIndex(self._texts)
+                    self._texts = None
+        return self._index
+
+
+def top_ranks(scores: np.ndarray, valid: np.ndarray, depth: int = RRF_DEPTH) -> np.ndarray:
+    """1-based rank of each entry among the `depth` best valid ones (0: not ranked). Ties keep
+    the pack's order, so a ranking never depends on the sort's whims."""
+    ranks = np.zeros(scores.size, dtype=np.int64)
+    candidates = np.flatnonzero(valid)
+    if not candidates.size:
+        return ranks
+    if candidates.size > depth:
+        candidates = candidates[np.argpartition(-scores[candidates], depth - 1)[:depth]]
+    order = candidates[np.lexsort((candidates, -scores[candidates]))]
+    ranks[order] = np.arange(1, order.size + 1)
+    return ranks
+
+
+def fuse(ranks: list[np.ndarray], k: int = RRF_K) -> np.ndarray:
+    """Reciprocal rank fusion scaled to [0, 1]: Σ 1/(k + rank) over the channels that ranked an
+    entry, divided by what first place in every channel would get."""
+    total = np.zeros(ranks[0].size if ranks else 0)
+    for rank in ranks:
+        total += np.where(rank > 0, 1.0 / (k + np.maximum(rank, 1)), 0.0)
+    return total / (len(ranks) / (k + 1)) if ranks else total
