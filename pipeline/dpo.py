@@ -376,7 +376,7 @@ def load_pretrained(path: str) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(str(where), **kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(str(where), dtype=torch.float32, **kwargs)
+    model: Any = AutoModelForCausalLM.from_pretrained(str(where), dtype=torch.float32, **kwargs)
     if gguf:
         # Loaded from GGUF the weights are plain fp32, but the model still says it is quantized,
         # and TRL refuses to train a quantized model: clear the marker.
