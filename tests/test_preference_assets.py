@@ -8,12 +8,13 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.preference import ASSETS, CHECKS, learning_beats_baselines
+from assets.preference import ASSETS, CHECKS, DPOPolicyRunConfig, learning_beats_baselines
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.config import Paths
 from pipeline.dpo import (
     STATUS_TRAINED,
+    DPOPolicyConfig,
     PolicyRun,
     learning_verdict,
     length_rule_accuracy,
@@ -244,3 +245,16 @@ def test_runs_recorded_before_baselines_still_read_and_pass(tmp_path: Path) -> N
     assert result.passed  # unknown baselines are not judged
     (run,) = result.metadata["runs"].value  # type: ignore[attr-defined]
     assert run["eval_accuracy"] == 0.20 and run["length_rule_accuracy"] is None
+
+
+def test_the_run_config_mirrors_the_policy_config_and_its_loss() -> None:
+    """Every run-config field reaches DPOPolicyConfig under the same name (the loss too, which is
+    part of the policy id); the defaults are the policy's."""
+    defaults = DPOPolicyRunConfig().policy_config()
+    assert defaults == DPOPolicyConfig()
+    chosen = DPOPolicyRunConfig(loss_type="simpo", beta=2.0, simpo_gamma=1.0, n_embd=256)
+    config = chosen.policy_config()
+    for name, value in chosen.model_dump().items():
+        assert getattr(config, name) == (value or None if name == "base_model_path" else value)
+    with pytest.raises(ValueError, match="DPO loss_type 'dpo' is not one of"):
+        DPOPolicyRunConfig(loss_type="dpo").policy_config()
