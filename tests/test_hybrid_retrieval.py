@@ -9,7 +9,15 @@ import pytest
 
 from bench.retrieval_set import labelled_set, recall_at, write_pack
 from memorypack import EncoderUnavailable, MemoryPack
-from memorypack.keyword import BM25_B, BM25_K1, KeywordIndex, fuse, tokenize, top_ranks
+from memorypack.keyword import (
+    BM25_B,
+    BM25_K1,
+    KeywordIndex,
+    fuse,
+    query_tokens,
+    tokenize,
+    top_ranks,
+)
 
 TEXTS = [
     "Order ORD-48213 arrived damaged",
@@ -24,6 +32,17 @@ def test_tokens_are_runs_of_letters_and_digits() -> None:
         ["order", "ord", "48213", "é", "mail", "café"],
         [],
     ]
+
+
+def test_query_tokens_are_the_index_tokens() -> None:
+    samples = [
+        "Order ORD-48213, É-mail  café!",
+        "Straße ÖL über naïve fiancée — ½ price, ＡＢＣ１２３ (full width)",
+        "İstanbul ΣΟΦΊΑ Москва 東京タワー 123_456 x²",
+        "  tabs\tand\nnewlines  ",
+        "",
+    ]
+    assert [query_tokens(t) for t in samples] == tokenize(pa.array(samples)).to_pylist()
 
 
 def test_bm25_scores_are_okapi_bm25() -> None:
