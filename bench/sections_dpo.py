@@ -228,7 +228,20 @@ def _compare(pairs: pl.DataFrame, what: str, sizes: Sizes, source: str) -> list[
     figures = []
     for label, overrides in LOSS_VARIANTS:
         config = _capped(replace(DPOPolicyConfig(), **overrides), sizes)
-        run, wall = _train(pairs, config)
+        try:
+            run, wall = _train(pairs, config)
+        except Exception as error:  # one variant failing never loses the others' rows
+            figures.append(
+                Figure(
+                    name=f"{what}: {label}",
+                    value=None,
+                    unit=f"accuracy (failed: {type(error).__name__}: {error})",
+                    goal="beats the length rule",
+                    goal_met=False,
+                    details={"overrides": overrides},
+                )
+            )
+            continue
         details = {"overrides": overrides, "pairs_source": source, **_details(run, wall, config)}
         figures.append(_variant_figure(what, label, run, wall, **details))
     return figures

@@ -494,6 +494,13 @@ def simpo_fit(
     reference-free, on the per-token mean log-prob, with a target margin."""
     from trl.experimental.cpo import CPOConfig, CPOTrainer
 
+    # CPOTrainer cuts only the reply, never the prompt: a prompt that fills max_length would run
+    # past the model's positions, and one that leaves no reply tokens gives a NaN mean. Such pairs
+    # teach DPOTrainer nothing either (it keeps the start), so they are left out.
+    prompt_ids = tokenizer(
+        [format_prompt(p) for p in train["prompt"].to_list()], add_special_tokens=False
+    )["input_ids"]
+    train = train.filter(pl.Series([len(ids) < config.max_length - 8 for ids in prompt_ids]))
     with tempfile.TemporaryDirectory() as tmp:
         args = CPOConfig(
             **_common_args(config, tmp),
