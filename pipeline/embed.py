@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from memorypack.encoder import mean_pool
 from pipeline.config import Paths, offline_environment
 
 log = logging.getLogger(__name__)
@@ -393,10 +394,7 @@ class OnnxEncoder:
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
             (tokens,) = self.session.run(None, {"input_ids": ids, "attention_mask": mask})
-            weights = mask[:, :, None].astype(np.float32)
-            pooled = (tokens * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            vectors[begin : begin + len(encodings)] = pooled / np.maximum(norms, 1e-12)
+            vectors[begin : begin + len(encodings)] = mean_pool(tokens, mask)
         return vectors
 
 

@@ -73,6 +73,15 @@ def _verified_bytes(folder: Location, entry: Any, role: str) -> bytes:
     return data
 
 
+def mean_pool(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Token vectors → one unit-length float32 vector per text: the mean over the attention mask,
+    then L2-normalised (the pooling the pipeline's encoder uses too, so both make one vector)."""
+    weights = mask[:, :, None].astype(np.float32)
+    pooled = (tokens * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
 class TextEncoder:
     """Query texts → unit-length float32 vectors, as the pipeline made the pack's vectors."""
 
@@ -120,7 +129,4 @@ class TextEncoder:
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         (tokens,) = self.session.run(None, {"input_ids": ids, "attention_mask": mask})
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (tokens * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
+        return mean_pool(tokens, mask)
