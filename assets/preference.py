@@ -61,18 +61,9 @@ FEW_SHOT_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _read(home: MemorypackHome, name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """A lake table (empty when not materialized yet) with at least the columns of `schema`."""
-    frame = home.lake.read_or_empty(name, schema).collect()
-    missing = [
-        pl.lit(None, dtype=dtype).alias(c) for c, dtype in schema.items() if c not in frame.columns
-    ]
-    return frame.with_columns(missing) if missing else frame
-
-
 def _tenants(home: MemorypackHome) -> list[str]:
     return sorted(
-        _read(home, "interactions", contracts.INTERACTION_SCHEMA)["tenant_id"].unique().to_list()
+        home.table("interactions", contracts.INTERACTION_SCHEMA)["tenant_id"].unique().to_list()
     )
 
 
@@ -127,8 +118,8 @@ def preference_pairs(
 ) -> dg.MaterializeResult:
     config = PairConfig()
     lake = home.lake
-    interactions = _read(home, "interactions", contracts.INTERACTION_SCHEMA)
-    scores = _read(home, "feedback_scores", SCORE_SCHEMA)
+    interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
+    scores = home.table("feedback_scores", SCORE_SCHEMA)
     index = _prompt_index(home, interactions, config)
     pairs = mine_pairs(
         interactions,
@@ -183,8 +174,8 @@ def _prompt_index(
     previous = None
     if lake.exists("prompt_index"):
         previous = NeighborIndex(
-            _read(home, "prompt_index", index_schema(keys)),
-            _read(home, "prompt_neighbors", edge_schema(keys)),
+            home.table("prompt_index", index_schema(keys)),
+            home.table("prompt_neighbors", edge_schema(keys)),
         )
     needed = texts_to_vectorize(texts, previous, keys, model)
     vectors = home.embedding_cache.vectors(model, needed)
@@ -215,17 +206,15 @@ def dpo_policy(
     context: dg.AssetExecutionContext, home: MemorypackHome, config: DPOPolicyRunConfig
 ) -> dg.MaterializeResult:
     policy_config = config.policy_config()
-    pairs = _read(home, "preference_pairs", PAIR_SCHEMA)
+    pairs = home.table("preference_pairs", PAIR_SCHEMA)
     sft = sft_examples_from(
-        _read(home, "interactions", contracts.INTERACTION_SCHEMA),
-        _read(home, "feedback_scores", SCORE_SCHEMA),
+        home.table("interactions", contracts.INTERACTION_SCHEMA),
+        home.table("feedback_scores", SCORE_SCHEMA),
         pairs,
     )
     runs = train_policies(pairs, sft, policy_config, home.paths.models, tenants=_tenants(home))
     current = runs_frame(runs)
-    previous = _read(home, "dpo_runs", DPO_RUNS_HISTORY_SCHEMA).select(
-        list(DPO_RUNS_HISTORY_SCHEMA)
-    )
+    previous = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).select(list(DPO_RUNS_HISTORY_SCHEMA))
     history = record_runs(previous, current, datetime.now(UTC))
     recorded = history.height - previous.height
     if recorded or not home.lake.exists("dpo_runs"):
@@ -362,12 +351,12 @@ def refined_templates(
 ) -> dg.MaterializeResult:
     registry = load_registry()
     tenants = _tenants(home)
-    runs = _read(home, "dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
+    runs = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
         pl.col("is_latest")
         & (pl.col("status") == STATUS_TRAINED)
         & pl.col("model_dir").is_not_null()
     )
-    evals = _read(home, "preference_pairs", PAIR_SCHEMA).filter(pl.col("split") == "eval")
+    evals = home.table("preference_pairs", PAIR_SCHEMA).filter(pl.col("split") == "eval")
     # Each tenant's candidates are scored on its policy's own held-out sample (the pairs its
     # eval accuracy was measured on), which also keeps the stage bounded whatever the volume.
     held_out = [
@@ -377,15 +366,15 @@ def refined_templates(
         for tenant, model_dir in runs.select("tenant_id", "model_dir").iter_rows()
     ]
     evidence = gather_evidence(
-        _read(home, "interactions", contracts.INTERACTION_SCHEMA),
-        _read(home, "feedback", contracts.FEEDBACK_SCHEMA),
-        _read(home, "few_shot_sets", FEW_SHOT_SCHEMA),
+        home.table("interactions", contracts.INTERACTION_SCHEMA),
+        home.table("feedback", contracts.FEEDBACK_SCHEMA),
+        home.table("few_shot_sets", FEW_SHOT_SCHEMA),
         TemplateConfig(),
     )
     if runs.is_empty():
         context.log.info("no trained DPO policy: current templates stay")
     result = refine_templates(
-        _read(home, "template_history", TEMPLATE_HISTORY_SCHEMA),
+        home.table("template_history", TEMPLATE_HISTORY_SCHEMA),
         registry,
         tenants,
         evidence,
@@ -393,7 +382,7 @@ def refined_templates(
         _scorers(runs.filter(pl.col("tenant_id").is_in([t for t, _ in evidence]))),
         datetime.now(UTC),
         TemplateConfig(),
-        _read(home, "template_scores", TEMPLATE_SCORE_SCHEMA),
+        home.table("template_scores", TEMPLATE_SCORE_SCHEMA),
     )
     home.lake.write("template_history", result.history)
     home.lake.write("template_scores", result.scores)
@@ -424,7 +413,7 @@ def refined_templates(
 
 @dg.asset_check(asset=preference_pairs, blocking=True, description="Every pair is well-formed.")
 def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
-    problems = format_problems(_read(home, "preference_pairs", PAIR_SCHEMA))
+    problems = format_problems(home.table("preference_pairs", PAIR_SCHEMA))
     return dg.AssetCheckResult(passed=not any(problems.values()), metadata={"problems": problems})
 
 
@@ -432,7 +421,7 @@ def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
     asset=preference_pairs, blocking=True, description="No prompt in both train and eval."
 )
 def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
-    leaked = split_leakage(_read(home, "preference_pairs", PAIR_SCHEMA))
+    leaked = split_leakage(home.table("preference_pairs", PAIR_SCHEMA))
     return dg.AssetCheckResult(
         passed=not leaked, metadata={"leaked_prompts": len(leaked), "examples": leaked[:5]}
     )
@@ -442,7 +431,7 @@ def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
     asset=dpo_policy, description="Trained policies record eval accuracy; skips record why."
 )
 def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
-    latest = _read(home, "dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(pl.col("is_latest"))
+    latest = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(pl.col("is_latest"))
     trained = latest.filter(pl.col("status") == STATUS_TRAINED)
     bad_trained = trained.filter(
         (pl.col("n_eval") > 0) & ~pl.col("eval_accuracy").is_between(0.0, 1.0).fill_null(False)
@@ -470,7 +459,7 @@ def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
     "accuracy is below chance (its 95 % interval under 0.5) or does not beat the length rule's.",
 )
 def learning_beats_baselines(home: MemorypackHome) -> dg.AssetCheckResult:
-    latest = _read(home, "dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
+    latest = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
         pl.col("is_latest") & (pl.col("status") == STATUS_TRAINED)
     )
     short = latest.filter(short_of_baselines())
@@ -499,7 +488,7 @@ def learning_beats_baselines(home: MemorypackHome) -> dg.AssetCheckResult:
 )
 def current_template_per_skill(home: MemorypackHome) -> dg.AssetCheckResult:
     missing = missing_current(
-        _read(home, "template_history", TEMPLATE_HISTORY_SCHEMA), load_registry(), _tenants(home)
+        home.table("template_history", TEMPLATE_HISTORY_SCHEMA), load_registry(), _tenants(home)
     )
     return dg.AssetCheckResult(
         passed=not missing, metadata={"missing": len(missing), "examples": missing[:10]}

@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import polars as pl
 
+from memorypack.context import STALE_AFTER_DAYS
 from pipeline.contracts import MemoryType, Signal
 from pipeline.scoring import DEFAULT_SCORING, ScoringConfig, compute_scores, distinct
 
@@ -63,7 +64,7 @@ class DecayConfig:
     reconfirm_below: float = 0.6
     reconfirm_impact: str = "high"
     # Older than 6 months: the app must mention the age before acting (seed 004 hygiene rule 4).
-    stale_after_days: float = 180.0
+    stale_after_days: float = STALE_AFTER_DAYS  # the app library warns by the same rule
 
 
 DEFAULT_DECAY = DecayConfig()

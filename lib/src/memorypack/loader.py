@@ -22,7 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memorypack import keyword as _channels
-from memorypack.context import PromptContext, Question, prompt_context, questions_for
+from memorypack.context import (
+    STALE_AFTER_DAYS,
+    PromptContext,
+    Question,
+    prompt_context,
+    questions_for,
+)
 from memorypack.encoder import EncoderUnavailable, TextEncoder, encoder_spec
 from memorypack.format import (
     EMBEDDINGS,
@@ -1139,7 +1145,9 @@ class MemoryPack:
             score = f", quality {float(quality):+.2f}" if quality is not None else ""
             notes.append(f"{m['n_feedback']} feedback signals{score}")
         if m.get("stale"):
-            notes.append("stale: older than 180 days, mention its age before acting on it")
+            notes.append(
+                f"stale: older than {STALE_AFTER_DAYS:.0f} days, mention its age before acting on it"
+            )
         if m.get("needs_reconfirmation"):
             notes.append("needs reconfirmation")
         row = self._row_of[memory_id]
