@@ -370,6 +370,7 @@ def test_a_pretrained_gguf_base_trains_with_lora(tmp_path: Path) -> None:
     config = DPOPolicyConfig(
         base_model_path=base,
         use_lora=True,
+        min_pairs=4,  # planted_pairs(12) has 8 train pairs
         sft_epochs=0.0,
         max_steps=1,
         batch_size=4,
