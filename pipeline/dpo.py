@@ -249,7 +249,7 @@ def _newest_run(
     tenant_id: str, config: DPOPolicyConfig, models_dir: str | os.PathLike[str]
 ) -> dict[str, Any] | None:
     """The newest saved policy of this tenant trained with this exact config, if any."""
-    wanted = config.identity()
+    wanted = json.loads(config.fingerprint())  # as saved: JSON, tuples as lists
     found = []
     for path in Path(models_dir).glob(f"{tenant_id}-*/{RUN_FILE}"):
         saved = json.loads(path.read_text())

@@ -375,6 +375,7 @@ def test_a_pretrained_gguf_base_trains_with_lora(tmp_path: Path) -> None:
         batch_size=4,
         max_length=48,
         learning_rate=5e-4,
+        min_pairs=4,
     )
     run = train_policy("acme", train, evals, _sft(pairs).head(0), config, tmp_path)
     assert run.status == STATUS_TRAINED and run.steps == 1 and run.base_model == base
