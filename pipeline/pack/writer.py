@@ -193,12 +193,13 @@ class _Staged:
 
 
 class PackStage:
-    """Publish several tenants' packs together: `add` writes and verifies each one out of sight
-    (a dot-folder nobody points at), `commit` then makes all of them live, `discard` none.
+    """The steps of one publish: `add` writes and verifies a pack out of sight (a dot-folder
+    nobody points at, or a local folder for an object store), `commit` makes it live, `discard`
+    drops it. `publish` runs them for one tenant; the nightly publishes each tenant on its own, so
+    one tenant's failure never holds back another's pack (assets/publish.py).
 
-    A pack's data leaves memory as soon as it is added, so a night holds one tenant's pack at a
-    time; a crash before `commit` leaves every previous pack live (the dot-folders are cleaned up
-    by the next publish). Each tenant's lock is held from `add` to `commit` / `discard`.
+    A crash before `commit` leaves the previous pack live (the dot-folders are cleaned up by the
+    next publish). The tenant's lock is held from `add` to `commit` / `discard`.
     """
 
     def __init__(
