@@ -310,11 +310,28 @@ def _torch_setup(config: DPOPolicyConfig) -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def _quiet(trainer: Any) -> Any:
+def _train(trainer: Any) -> Any:
+    """Run a TRL trainer without its per-step printing; its TrainOutput."""
     from transformers import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)
-    return trainer
+    return trainer.train()
+
+
+def _fit_pairs(
+    trainer_class: Any, args: Any, model: Any, tokenizer: Any, train: pl.DataFrame, **more: Any
+) -> tuple[float, int]:
+    """A pair trainer (DPO, CPO) on `train`: its training loss and steps."""
+    output = _train(
+        trainer_class(
+            model=model,
+            args=args,
+            train_dataset=_pair_dataset(train),
+            processing_class=tokenizer,
+            **more,
+        )
+    )
+    return float(output.training_loss), int(output.global_step)
 
 
 def build_tokenizer(texts: Sequence[str], config: DPOPolicyConfig) -> Any:
@@ -437,10 +454,8 @@ def supervised_fit(
             learning_rate=config.sft_learning_rate,
             packing=False,
         )
-        trainer = _quiet(
-            SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
-        )
-        return float(trainer.train().training_loss)
+        trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+        return float(_train(trainer).training_loss)
 
 
 def _pair_dataset(pairs: pl.DataFrame) -> Any:
@@ -474,17 +489,7 @@ def dpo_fit(
             loss_type=[config.loss_type],
             precompute_ref_log_probs=config.precompute_ref,
         )
-        trainer = _quiet(
-            DPOTrainer(
-                model=model,
-                ref_model=ref_model,
-                args=args,
-                train_dataset=_pair_dataset(train),
-                processing_class=tokenizer,
-            )
-        )
-        output = trainer.train()
-        return float(output.training_loss), int(output.global_step)
+        return _fit_pairs(DPOTrainer, args, model, tokenizer, train, ref_model=ref_model)
 
 
 def simpo_fit(
@@ -512,16 +517,7 @@ def simpo_fit(
             cpo_alpha=0.0,
             simpo_gamma=config.simpo_gamma,
         )
-        trainer = _quiet(
-            CPOTrainer(
-                model=model,
-                args=args,
-                train_dataset=_pair_dataset(train),
-                processing_class=tokenizer,
-            )
-        )
-        output = trainer.train()
-        return float(output.training_loss), int(output.global_step)
+        return _fit_pairs(CPOTrainer, args, model, tokenizer, train)
 
 
 # --- the implicit reward ----------------------------------------------------------------------

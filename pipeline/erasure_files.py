@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.scrub import MIN_ID_CHARS, Needles, _text_mention
+from pipeline.scrub import MIN_ID_CHARS, Needles, text_mention
 
 ERASED = "[erased]"
 
@@ -39,7 +39,7 @@ def scrub_landing(landing: Path, needles: Needles) -> dict[str, int]:
             continue  # a damaged file: ingest quarantines it as a whole; nothing to read here
         lines = pl.DataFrame({"line": raw.decode("utf-8", "replace").splitlines()})
         tenant = pl.col("line").str.json_path_match("$.tenant_id")
-        mention = _text_mention(pl.col("line"), needles, scoped=True)
+        mention = text_mention(pl.col("line"), needles, scoped=True)
         if escaped:  # a text as JSON writes it inside the line (\u00e9, \")
             mention = mention | pl.col("line").str.contains_any(escaped)
         theirs = (tenant.is_null() | (tenant == needles.tenant_id)) & mention

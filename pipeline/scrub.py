@@ -54,7 +54,7 @@ def _alternatives(values: list[str]) -> str:
     return "(?:" + "|".join(re.escape(v) for v in values) + ")"
 
 
-def _text_mention(column: pl.Expr, needles: Needles, scoped: bool) -> pl.Expr:
+def text_mention(column: pl.Expr, needles: Needles, scoped: bool) -> pl.Expr:
     """Whether a string cell is or holds one of the person's ids, texts or fragments."""
     exact = needles.hashes | needles.texts | (needles.ids if scoped else needles.global_ids)
     found = column.is_in(list(exact)) if exact else pl.lit(False)
@@ -86,7 +86,7 @@ def _mentions(frame: pl.DataFrame, needles: Needles, scoped: bool) -> pl.Expr:
         if name == "tenant_id":
             continue
         if dtype == _STRING:
-            found = found | _text_mention(pl.col(name), needles, scoped)
+            found = found | text_mention(pl.col(name), needles, scoped)
         elif dtype == pl.Binary():
             found = found | _binary_mention(name, needles, scoped)
     return found
@@ -133,7 +133,7 @@ def scrub_frame(frame: pl.DataFrame, needles: Needles) -> Scrubbed:
         return Scrubbed(kept, removed)
     scoped = "tenant_id" in kept.columns
     mine = pl.col("tenant_id") == needles.tenant_id if scoped else pl.lit(True)
-    item = _text_mention(pl.element(), needles, scoped)
+    item = text_mention(pl.element(), needles, scoped)
     counts = kept.select(
         pl.when(mine).then(pl.col(c).list.eval(item).list.sum()).otherwise(0).alias(c)
         for c in lists
