@@ -7,6 +7,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
+from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline import skill_stats as skills
@@ -18,6 +19,7 @@ NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.EXAMPLES,
     deps=["interactions", "feedback", "memory_embeddings", "feedback_scores"],
     description=COMMENTS["skill_stats"],
@@ -39,7 +41,6 @@ def skill_stats(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.M
         ("skill_vectors", vectors),
     ):
         lake.write(name, frame)
-        home.refresh(name)
     effectiveness = skills.learning_effectiveness(stats)
     n_votes = int(stats["n_feedback"].sum())
     return dg.MaterializeResult(
@@ -103,6 +104,7 @@ def skill_stats_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.EXAMPLES,
     deps=["feedback_scores", "feedback", "interactions", "memory_embeddings"],
     check_specs=[dg.AssetCheckSpec(NO_NEGATIVE_EXAMPLES, asset="few_shot_sets", blocking=True)],
@@ -123,7 +125,6 @@ def few_shot_sets(home: MemorypackHome) -> Iterator[dg.MaterializeResult | dg.As
     vectors = home.vectors(embeddings)
     sets = select_few_shot(interactions, feedback, scores, embeddings, vectors, config)
     home.lake.write("few_shot_sets", sets)
-    home.refresh("few_shot_sets")
     negatives = negative_examples(sets, scores)
     duplicates = near_duplicates(sets, embeddings, vectors, config.duplicate_similarity)
     yield dg.MaterializeResult(

@@ -7,6 +7,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
+from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
 from pipeline.scoring import (
     DEFAULT_SCORING,
@@ -19,6 +20,7 @@ from pipeline.tables import COMMENTS
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.FEEDBACK,
     deps=["interactions", "feedback", "memory_statements"],
     description=COMMENTS["feedback_scores"],
@@ -38,7 +40,6 @@ def feedback_scores(
     if orphans.height:
         context.log.warning(f"{orphans.height} feedback events target no known memory; not scored")
     lake.write("feedback_scores", scores)
-    home.refresh("feedback_scores")
     voted = scores.filter(pl.col("n_feedback") > 0)
     return dg.MaterializeResult(
         metadata=frame_metadata(

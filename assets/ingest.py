@@ -9,11 +9,13 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import PREVIEW_ROWS, frame_metadata
-from assets.partitions import DAILY, check_per_partition, daily_check
+from assets.partitions import DAILY, TENANTS, check_per_partition, daily_check
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.erasure import Tombstones, forget
-from pipeline.ingest import TYPED_TABLES, ingest_folder, typed_tables
+from pipeline.homelock import ANALYTICS, tenant_locks
+from pipeline.ingest import TYPED_TABLES, ingest_folder
+from pipeline.layout import build_typed_tables, migrate_layout
 from pipeline.tables import COMMENTS
 
 CONSERVATION = "lines_read_equals_accepted_plus_duplicates_plus_quarantined"
@@ -88,7 +90,8 @@ def _carry_out_erasures(
     for tenant, contact in asked:
         if done.erased(tenant, contact):
             continue
-        report = forget(home.paths, tenant, contact, source="log")
+        with tenant_locks(home.paths.home, "erasure request", tenant, ANALYTICS):
+            report = forget(home.paths, tenant, contact, source="log")
         erased += 1
         log.info(f"erasure request of tenant {tenant} carried out: " + "; ".join(report.lines()))
     return erased
@@ -111,8 +114,6 @@ def raw_events(
     tombstones = Tombstones.load(home.paths)
     summaries = [_ingest_partition(home, key, context.log, tombstones) for key in keys]
     erased = _carry_out_erasures(home, summaries, context.log)
-    for name in ("events", "quarantine", "ingest_stats"):
-        home.refresh(name)
     # Each partition carries its own day's figures, not the range's (one step, several partitions).
     for key, summary in zip(keys, summaries, strict=True):
         metadata = frame_metadata(
@@ -154,39 +155,32 @@ def raw_events(
 def typed_event_tables(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    """interactions, feedback, memory_statements: typed tables over all events, one lake partition
-    per load date. Only load dates whose events were (re)written since are rebuilt, so a night
-    costs what it ingested, not the history."""
-    lake = home.lake
-    names = list(TYPED_TABLES)
-    if any(home.paths.table(name).exists() for name in names):  # the earlier single-file layout
-        for name in names:
-            lake.drop(name)
-            lake.drop(name, lake.partition_keys(name))
-    keys = lake.stale_partitions("events", names)
-    gone = {k for name in names for k in lake.partition_keys(name)} - set(
-        lake.partition_keys("events")
+    """interactions, feedback, memory_statements of each tenant: one lake partition per tenant and
+    load date. Only load dates whose events were (re)written since are rebuilt, so a night costs
+    what it ingested, not the history. A tenant seen for the first time becomes a partition of
+    every later asset; `changed` (tenant → load dates whose tables changed) is what the tenants'
+    runs are launched for."""
+    moved = migrate_layout(home.paths)
+    if moved:
+        context.log.info(f"moved tables of the earlier layout into tenant folders: {moved}")
+    built = build_typed_tables(
+        home.paths, lock=lambda t: tenant_locks(home.paths.home, "ingest", t)
     )
-    written: dict[str, list[pl.DataFrame]] = {name: [] for name in names}
-    for key in keys:
-        for name, frame in typed_tables(
-            pl.scan_parquet(home.paths.partition("events", key))
-        ).items():
-            lake.write_partition(name, key, frame, derived_from="events")
-            written[name].append(frame)
-    for name in names:
-        lake.drop(name, sorted(gone))
-        home.refresh(name)
-    context.log.info(f"typed tables rebuilt for load dates {keys or 'none'}")
-    for name in names:
-        columns = TYPED_TABLES[name][1]
-        frame = pl.concat(
-            [pl.DataFrame(schema={c: contracts.EVENT_SCHEMA[c] for c in columns}), *written[name]]
-        )
-        table = lake.read_or_empty(name, contracts.EVENT_SCHEMA)
+    known = set(context.instance.get_dynamic_partitions(TENANTS.name))
+    new = sorted(set(built.tenants) - known)
+    if new:
+        context.instance.add_dynamic_partitions(TENANTS.name, new)
+    context.log.info(
+        f"typed tables rebuilt for load dates {built.dates or 'none'}; changed {built.changed}"
+    )
+    for name in TYPED_TABLES:
+        frame = built.written[name]
+        table = home.lake.read_or_empty(name, contracts.EVENT_SCHEMA)
         figures: dict[str, object] = {
-            "rebuilt_load_dates": keys,
-            "tenants": table.select(pl.col("tenant_id").n_unique()).collect().item(),
+            "rebuilt_load_dates": built.dates,
+            "tenants": len(built.tenants),
+            "changed": built.changed,
+            "new_tenants": new,
         }
         if name == "feedback":
             figures["by_signal"] = _counts_by(table, "signal")

@@ -8,7 +8,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
-from assets.partitions import DAILY, check_per_partition, daily_check
+from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.audit import (
@@ -78,9 +78,23 @@ def _snapshot_metadata(home: MemorypackHome, key: str, snap: pl.DataFrame) -> di
     )
 
 
+class SnapshotConfig(dg.Config):
+    """Which load dates this run snapshots (what the night ingested); none: the tenant's newest."""
+
+    load_dates: list[str] = []  # noqa: RUF012 (a dg.Config field: pydantic copies it)
+
+
+def _combined(
+    results: dict[str, tuple[bool, dict[str, Any]]],
+) -> tuple[bool, dict[str, Any]]:
+    """One check result over the run's snapshot dates: passes when every date passes; the
+    figures of each date are kept under it."""
+    failed = sorted(key for key, (passed, _) in results.items() if not passed)
+    return not failed, {"failed_dates": failed, **{k: m for k, (_, m) in results.items()}}
+
+
 @dg.asset(
-    partitions_def=DAILY,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    partitions_def=TENANTS,
     group_name=groups.MEMORY,
     deps=[
         "feedback_scores",
@@ -89,51 +103,45 @@ def _snapshot_metadata(home: MemorypackHome, key: str, snap: pl.DataFrame) -> di
         "feedback",
         "memory_statements",
     ],
-    check_specs=[daily_check(name, "decay_snapshots") for name in SNAPSHOT_CHECKS],
+    check_specs=[
+        dg.AssetCheckSpec(name, asset="decay_snapshots", blocking=True) for name in SNAPSHOT_CHECKS
+    ],
     description=COMMENTS["decay_snapshots"],
 )
 def decay_snapshots(
-    context: dg.AssetExecutionContext, home: MemorypackHome
+    context: dg.AssetExecutionContext, home: MemorypackHome, config: SnapshotConfig
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    """One snapshot per partition key of the run, and again every later snapshot in the lake.
+    """The tenant's snapshot of each load date of the run, and again every later one in the lake.
 
     A snapshot is a function of the lake and its date: when a run re-does an old date (late
     data), every snapshot from that date on is recomputed as a fresh backfill would make it, so
     the newest one (read by the audit and the packs) reflects the late data in the same run, and
     the decay history has no kink where the late data surfaced. Unchanged snapshots stay as they
-    are; each rewritten later one is logged as a materialization of its own partition.
+    are.
     """
-    keys = sorted(context.partition_keys)
+    keys = sorted(config.load_dates) or home.lake.partition_keys("interactions")[-1:]
+    if not keys:
+        raise dg.Failure(description=f"decay_snapshots: tenant {home.tenant} has no load date")
     later = [
         k for k in home.lake.partition_keys("decay_snapshots") if k > keys[0] and k not in keys
     ]
     per_key = {key: _snapshot_one(home, key) for key in keys + later}
-    home.refresh("decay_snapshots")
-    # Each partition carries its own snapshot's figures, not the last one's (one step, several keys).
-    for key in keys:
-        context.add_asset_metadata(
-            _snapshot_metadata(home, key, per_key[key][0]), partition_key=key
-        )
     rewritten = [key for key in later if per_key[key][2]]
-    for key in rewritten:
-        context.log_event(
-            dg.AssetMaterialization(
-                asset_key="decay_snapshots",
-                partition=key,
-                description=f"rewritten: the run of {keys[0]} changed what this date knows",
-                metadata=_snapshot_metadata(home, key, per_key[key][0]),
-            )
-        )
-    yield dg.MaterializeResult(metadata={"run_partitions": keys, "later_rewritten": rewritten})
-    # Checked: every snapshot this run wrote, each under its own date.
+    newest = max(per_key)
+    yield dg.MaterializeResult(
+        metadata={
+            **_snapshot_metadata(home, newest, per_key[newest][0]),
+            "snapshot_dates": keys,
+            "later_rewritten": rewritten,
+        }
+    )
+    # Checked: every snapshot this run wrote.
     checked = {key: per_key[key] for key in keys + rewritten}
     problems = {
         key: snapshot_problems(snap, DEFAULT_DECAY) for key, (snap, _, _) in checked.items()
     }
-    yield check_per_partition(
-        context,
-        "confidence_in_range",
-        {
+    results = {
+        "confidence_in_range": {
             key: (
                 p["confidence_out_of_range"] == 0 and p["unknown_memory_type"] == 0,
                 {
@@ -143,11 +151,7 @@ def decay_snapshots(
             )
             for key, p in problems.items()
         },
-    )
-    yield check_per_partition(
-        context,
-        "every_memory_present",
-        {
+        "every_memory_present": {
             key: (
                 snap.height == expected and problems[key]["duplicate_memories"] == 0,
                 {
@@ -158,15 +162,14 @@ def decay_snapshots(
             )
             for key, (snap, expected, _) in checked.items()
         },
-    )
-    yield check_per_partition(
-        context,
-        "status_consistent",
-        {
+        "status_consistent": {
             key: (p["status_inconsistent"] == 0, {"rows_inconsistent": p["status_inconsistent"]})
             for key, p in problems.items()
         },
-    )
+    }
+    for name, per_date in results.items():
+        passed, metadata = _combined(per_date)
+        yield dg.AssetCheckResult(check_name=name, passed=passed, metadata=metadata)
 
 
 def _snapshot_key(lake: Lake) -> str | None:
@@ -176,6 +179,7 @@ def _snapshot_key(lake: Lake) -> str | None:
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.MEMORY,
     deps=[decay_snapshots, "memory_conflicts", "memory_statements"],
     description=COMMENTS["memory_audit"],
@@ -195,8 +199,6 @@ def memory_audit(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.
     candidates = promotion_candidates(snap, conflicts, statements)
     lake.write("memory_audit", findings)
     lake.write("promotion_candidates", candidates)
-    home.refresh("memory_audit")
-    home.refresh("promotion_candidates")
     summaries = findings.filter(pl.col("check") == "archived_inferences_summary")[
         "detail"
     ].to_list()

@@ -1,4 +1,5 @@
-"""The daily partitions shared by every partitioned asset: one partition per landing folder (load date)."""
+"""The two partitionings: ingest by load date (one partition per landing folder), everything after
+ingest by tenant (one partition per tenant, added by ingest when a tenant first appears)."""
 
 import warnings
 from collections.abc import Mapping
@@ -19,6 +20,9 @@ FIRST_DATE = first_partition_date()
 
 # end_offset=1: today's landing folder is a valid partition as soon as it appears (the sensor's case).
 DAILY = dg.DailyPartitionsDefinition(start_date=FIRST_DATE, end_offset=1)
+
+# A tenant's run is one partition of every asset after ingest: its own data, lock and process.
+TENANTS = dg.DynamicPartitionsDefinition(name="tenants")
 
 # A check spec with partitions_def is a preview feature: it is how a check's result belongs to a day.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

@@ -9,6 +9,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
+from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.dpo import (
@@ -108,6 +109,7 @@ class DPOPolicyRunConfig(dg.Config):
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.PREFERENCE,
     deps=["interactions", "feedback", "feedback_scores", "memory_embeddings"],
     description="(prompt, chosen, rejected) pairs in TRL format: corrections, regenerations, "
@@ -134,7 +136,6 @@ def preference_pairs(
     )
     context.log.info(f"prompt index: searched {index.searched} new prompts")
     home.lake.write("preference_pairs", pairs)
-    home.refresh("preference_pairs")
     return dg.MaterializeResult(
         metadata=frame_metadata(
             pairs,
@@ -189,6 +190,7 @@ TRAINING_RAN = "training_ran"
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.PREFERENCE,
     deps=["preference_pairs"],
     check_specs=[
@@ -219,7 +221,6 @@ def dpo_policy(
     recorded = history.height - previous.height
     if recorded or not home.lake.exists("dpo_runs"):
         home.lake.write("dpo_runs", history)
-    home.refresh("dpo_runs")
     failed = {run.tenant_id: str(run.skipped_reason) for run in runs if run.status == STATUS_FAILED}
     for run in runs:
         if run.status in (STATUS_SKIPPED, STATUS_FAILED):
@@ -341,6 +342,7 @@ def _scorers(runs: pl.DataFrame) -> dict[str, tuple[str, RewardFn]]:
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.PREFERENCE,
     deps=["dpo_policy", "few_shot_sets", "feedback"],
     description="Current prompt template per tenant × skill: registry base, replaced only by a "
@@ -386,7 +388,6 @@ def refined_templates(
     )
     home.lake.write("template_history", result.history)
     home.lake.write("template_scores", result.scores)
-    home.refresh("template_history")
     current = result.history.filter(pl.col("is_current"))
     return dg.MaterializeResult(
         metadata=frame_metadata(

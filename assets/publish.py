@@ -8,6 +8,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
+from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
 from pipeline.analytics import build_snapshot, pack_versions_frame
 from pipeline.errors import one_line
@@ -32,7 +33,6 @@ BUILT = "pack_built"
 BUILT_DESCRIPTION = (
     "Every tenant's pack was built and written (a tenant that raised kept its previous pack)."
 )
-PARTITION_TAGS = ("dagster/partition", "dagster/asset_partition_range_end")
 # One row per tenant in memory_pack's metadata; `version` is null when it kept its previous pack.
 SUMMARY_SCHEMA = {
     "tenant_id": pl.String,
@@ -48,12 +48,10 @@ class PackConfig(dg.Config):
     keep: int = DEFAULT_KEEP  # versions kept per tenant (the live one is always kept)
 
 
-def run_as_of(tags: dict[str, str], home: MemorypackHome) -> datetime:
-    """The end of the newest load date: the run's (last) partition or the lake's newest, whichever
-    is later, so re-running an old date republishes as of the newest night, never back in time."""
-    lake = home.lake
-    keys = lake.partition_keys("decay_snapshots") + lake.partition_keys("events")
-    keys += [tags[t] for t in PARTITION_TAGS if tags.get(t)]
+def tenant_as_of(home: MemorypackHome) -> datetime:
+    """The end of the tenant's newest load date, so re-running an old date republishes as of the
+    newest night, never back in time."""
+    keys = home.lake.partition_keys("decay_snapshots") + home.lake.partition_keys("interactions")
     if not keys:
         raise dg.Failure(description="memory_pack: no load date to publish as of (no events yet)")
     newest = max(keys)
@@ -91,6 +89,7 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.PUBLISH,
     deps=UPSTREAM,
     check_specs=[
@@ -105,7 +104,7 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
 def memory_pack(
     context: dg.AssetExecutionContext, home: MemorypackHome, config: PackConfig
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    as_of = run_as_of(context.run.tags, home)
+    as_of = tenant_as_of(home)
     inputs = load_inputs(home.lake, as_of)
     if inputs.missing:
         context.log.warning(f"pack inputs not in the lake yet (published empty): {inputs.missing}")
@@ -148,7 +147,6 @@ def memory_pack(
     checks = _check_results(guards)
     versions = pack_versions_frame(home.paths)
     home.lake.write("pack_versions", versions)
-    home.refresh("pack_versions")
     summary = pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
     not_published = {
         r["tenant_id"]: r["reason"]
@@ -183,7 +181,9 @@ def memory_pack(
 @dg.asset(
     group_name=groups.PUBLISH,
     deps=[memory_pack],
-    description="analytics.duckdb: a complete, atomically replaced snapshot for analysts (SPEC §6).",
+    description="The warehouse, caught up with the lake, and analytics.duckdb: a complete, "
+    "atomically replaced snapshot for analysts (SPEC §6). Built once after the tenants' runs, so "
+    "tenant runs never wait on a DuckDB file.",
 )
 def analytics_snapshot(
     context: dg.AssetExecutionContext, home: MemorypackHome

@@ -7,45 +7,74 @@ from contextlib import contextmanager
 
 import dagster as dg
 import polars as pl
+from pydantic import PrivateAttr
 
 from pipeline import contracts
 from pipeline.config import DEFAULT_HOME, Paths
-from pipeline.homelock import clean_leftovers, home_lock
+from pipeline.homelock import ANALYTICS, clean_leftovers, home_lock
 from pipeline.storage import Lake, Warehouse
-from pipeline.tables import COMMENTS
 from pipeline.vectors import EmbeddingCache, TextVectors
+
+# The assets of the ingest job: a run of these holds the ingest lock and sees the whole home.
+INGEST_ASSETS = frozenset({"raw_events", "interactions", "feedback", "memory_statements"})
+INGEST_JOB, ANALYTICS_JOB = "ingest", "analytics"
+
+
+def run_scope(run: dg.DagsterRun | None) -> str | None:
+    """Which part of the home a run works on: None for ingest (load dates), ANALYTICS for the
+    analytics build, else the tenant its partition names (every asset after ingest is
+    partitioned by tenant, and a tenant's run is one partition)."""
+    if run is None:
+        return None
+    selected = {key.to_user_string() for key in run.asset_selection or ()}
+    if run.job_name == INGEST_JOB or selected & INGEST_ASSETS:
+        return None
+    tenant = run.tags.get("dagster/partition")
+    if run.job_name == ANALYTICS_JOB or not tenant:
+        return ANALYTICS
+    return tenant
 
 
 class MemorypackHome(dg.ConfigurableResource):
-    """Configured from MEMORYPACK_HOME (default ./data); all DuckDB writes go through `warehouse`.
+    """Configured from MEMORYPACK_HOME (default ./data). A tenant's run sees only that tenant's
+    folders of the lake (`paths`, `lake`): it cannot read or write another tenant's rows.
 
-    A run holds the home lock from its first step to its last (the job runs in one process), so a
-    run the daemon launched and a `memorypack run` never overlap: the later one waits its turn."""
+    A run holds its part's lock from its first step to its last (the job runs in one process):
+    ingest the ingest lock, a tenant's run its tenant's, the analytics build its own. So a run
+    the daemon launched and a `memorypack run` never work on the same part at once, while
+    different tenants run side by side."""
 
     home: str = DEFAULT_HOME
     landing: str = ""  # empty = <home>/landing (or MEMORYPACK_LANDING)
+    _scope: str | None = PrivateAttr(default=None)
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[MemorypackHome]:
         home, log = self.paths.home, context.log
         run = context.dagster_run
+        self._scope = run_scope(run)
         partition = run.tags.get("dagster/partition", "") if run else ""
         command = f"dagster run {context.run_id} {partition}".strip()
 
         def busy(holder: str) -> None:
             if log:
-                log.info(f"home {home} is busy: {holder}; waiting for it")
+                log.info(f"home {home} ({self._scope or 'ingest'}) is busy: {holder}; waiting")
 
         # Taken by this run (False: `memorypack run` in this process holds it and has cleaned).
-        with home_lock(home, command, wait=True, on_busy=busy) as taken:
-            removed = clean_leftovers(home) if taken else []
+        with home_lock(home, command, wait=True, on_busy=busy, scope=self._scope) as taken:
+            removed = clean_leftovers(home, self._scope) if taken else []
             if removed and log:
                 log.info(f"removed {len(removed)} leftover(s) of a killed run: {removed}")
             yield self
 
     @property
+    def tenant(self) -> str | None:
+        """The tenant of this run (None: ingest or the analytics build, which see every tenant)."""
+        return None if self._scope == ANALYTICS else self._scope
+
+    @property
     def paths(self) -> Paths:
-        return Paths.from_env(self.home)
+        return Paths.from_env(self.home).for_tenant(self.tenant)
 
     @property
     def landing_dir(self):  # type: ignore[no-untyped-def]
@@ -83,10 +112,6 @@ class MemorypackHome(dg.ConfigurableResource):
     def optional(self, name: str) -> pl.LazyFrame | None:
         """A table another stage owns and may not have produced yet (None: treat it as empty)."""
         return self.lake.read(name) if self.lake.exists(name) else None
-
-    def refresh(self, name: str, comment: str | None = None) -> None:
-        """Make the warehouse table `name` equal its lake table (comment from pipeline.tables)."""
-        self.warehouse.refresh(name, self.lake, comment=comment or COMMENTS[name])
 
     @property
     def embedding_cache(self) -> EmbeddingCache:

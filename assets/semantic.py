@@ -8,6 +8,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
+from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.conflicts import (
@@ -47,6 +48,7 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.SEMANTIC,
     deps=["interactions", "memory_statements"],
     check_specs=[dg.AssetCheckSpec(ONE_ROW_PER_MEMORY, asset="memory_embeddings", blocking=True)],
@@ -72,11 +74,6 @@ def memory_embeddings(
     )
     cache.append(name, result.fresh)
     lake.write("memory_embeddings", result.embeddings)
-    home.refresh(
-        "memory_embeddings",
-        comment=f"Which {result.dim}-d vector ({result.model}) each memory has: its text_hash in "
-        "the embedding cache.",
-    )
     cached = pl.concat([cached, result.fresh["text_hash"]])
     without_vector = int((~result.embeddings["text_hash"].is_in(cached.implode())).sum())
     fresh = result.fresh["embedding"].to_numpy() if result.n_new else np.ones((0, result.dim))
@@ -110,6 +107,7 @@ def memory_embeddings(
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.SEMANTIC,
     deps=["memory_statements", memory_embeddings],
     check_specs=[
@@ -155,7 +153,6 @@ def memory_conflicts(
     )
     lake.write("memory_conflicts", conflicts)
     lake.write("conflict_groups", prints)
-    home.refresh("memory_conflicts")
     problems = reference_problems(conflicts, statements)
     by_reason = dict(conflicts.group_by("reason").len().sort("reason").iter_rows())
     yield dg.MaterializeResult(
@@ -179,6 +176,7 @@ def memory_conflicts(
 
 
 @dg.asset(
+    partitions_def=TENANTS,
     group_name=groups.SEMANTIC,
     deps=["interactions", "memory_statements", memory_embeddings, memory_conflicts],
     check_specs=[
@@ -220,8 +218,6 @@ def consolidated_summaries(
     lake.write("consolidated_summaries", result.summaries)
     lake.write("memory_reinforcement", result.reinforcement)
     lake.write("consolidation_groups", result.groups)
-    home.refresh("consolidated_summaries")
-    home.refresh("memory_reinforcement")
     problems = membership_problems(result.summaries, statements)
     summaries = result.summaries
     yield dg.MaterializeResult(

@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 
 from memorypack.format import LATEST, read_latest, verify_pack
 from pipeline.analytics import TABLES
-from pipeline.config import PARTITION_COLUMNS, Paths
+from pipeline.config import Paths
 from pipeline.generate import generate
-from pipeline.storage import Lake
+from pipeline.storage import Lake, hive_values
 
 ROOT = Path(__file__).resolve().parents[1]
 START = date(2026, 11, 1)
@@ -97,21 +97,22 @@ def warehouse_differences(paths: Paths) -> list[str]:
         for name in tables:
             if not lake.exists(name):
                 continue
-            keys = lake.partition_keys(name)
-            if not keys:
+            files = lake.files(name)
+            if list(files) == [""]:
                 ours = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()
                 theirs = lake.read(name).select(pl.len()).collect().item()
                 if ours is None or ours[0] != theirs:
                     differences.append(f"{name}: warehouse {ours}, lake {theirs}")
                 continue
-            column = PARTITION_COLUMNS.get(name, "load_date")
-            rows = con.execute(
-                f'SELECT CAST("{column}" AS VARCHAR), count(*) FROM "{name}" GROUP BY 1'
-            ).fetchall()
-            in_warehouse = {str(key): int(n) for key, n in rows}
-            in_lake = {
-                key: pq.read_metadata(paths.partition(name, key, column)).num_rows for key in keys
+            # Per lake file (a tenant's, a load date's): its rows, found again by its hive values.
+            columns = list(hive_values(next(iter(files))))
+            selected = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in columns)
+            rows = con.execute(f'SELECT {selected}, count(*) FROM "{name}" GROUP BY ALL').fetchall()
+            in_warehouse = {
+                "/".join(f"{c}={v}" for c, v in zip(columns, row[:-1], strict=True)): int(row[-1])
+                for row in rows
             }
+            in_lake = {key: pq.read_metadata(path).num_rows for key, path in files.items()}
             in_lake = {k: n for k, n in in_lake.items() if n}
             if in_warehouse != in_lake:
                 differences.append(f"{name}: warehouse {in_warehouse}, lake {in_lake}")

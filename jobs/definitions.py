@@ -5,17 +5,25 @@ import dagster as dg
 from assets import examples, feedback, ingest, memory, preference, publish, semantic
 from assets.catalog import catalogued
 from assets.resources import home_resource
-from jobs.nightly import landing_sensor, nightly, nightly_schedule
+from jobs.nightly import (
+    analytics_job,
+    analytics_sensor,
+    ingest_job,
+    landing_sensor,
+    nightly_schedule,
+    tenant_nightly,
+    tenant_sensor,
+)
 
 STAGES = [ingest, feedback, semantic, memory, examples, preference, publish]  # data order
 
 defs = dg.Definitions(
     assets=catalogued([a for stage in STAGES for a in stage.ASSETS]),
     asset_checks=[c for stage in STAGES for c in stage.CHECKS],
-    jobs=[nightly],
+    jobs=[ingest_job, tenant_nightly, analytics_job],
     schedules=[nightly_schedule],
-    sensors=[landing_sensor],
+    sensors=[landing_sensor, tenant_sensor, analytics_sensor],
     resources={"home": home_resource()},
-    # One process per run: the `home` resource holds the home lock from the first step to the last.
+    # One process per run: the `home` resource holds its part's lock from the first step to the last.
     executor=dg.in_process_executor,
 )

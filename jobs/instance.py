@@ -6,13 +6,29 @@ DAGSTER_HOME=$(python -m jobs.instance)   # prepares it and prints its path (the
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from pipeline.config import Paths
 
 CONFIG = Path(__file__).with_name("dagster.yaml")
-HOME_TAG = "memorypack/home"  # the run tag the queue limits to one run per value (dagster.yaml)
+# The run tags the queue limits to one run per value (dagster.yaml): ingest runs carry the home,
+# tenant runs `<home>:<tenant>`, the analytics build the home.
+HOME_TAG = "memorypack/home"
+TENANT_TAG = "memorypack/tenant"
+ANALYTICS_TAG = "memorypack/analytics"
+WORKERS_ENV = "MEMORYPACK_WORKERS"  # runs in progress at once (default: the core count)
+
+
+def workers() -> int:
+    return int(os.environ.get(WORKERS_ENV) or os.cpu_count() or 1)
+
+
+def rendered_config() -> str:
+    """The packaged dagster.yaml with this machine's number of runs at once."""
+    text = CONFIG.read_text(encoding="utf-8")
+    return re.sub(r"max_concurrent_runs: \d+", f"max_concurrent_runs: {workers()}", text)
 
 
 def dagster_home(home: Path) -> Path:
@@ -25,7 +41,7 @@ def dagster_home(home: Path) -> Path:
     folder = Path(explicit).resolve() if explicit else home / "dagster"
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "dagster.yaml"
-    wanted = CONFIG.read_text(encoding="utf-8")
+    wanted = rendered_config()
     if not config.exists() or (not explicit and config.read_text(encoding="utf-8") != wanted):
         with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as tmp:
             tmp.write(wanted)

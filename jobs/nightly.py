@@ -1,4 +1,7 @@
-"""The nightly job, its 02:00 UTC schedule and the sensor that reacts to landing folders."""
+"""The night as three jobs: ingest one load date, then each tenant whose data changed in its own
+run, then the analytics build once the tenants' runs are done. The 02:00 UTC schedule and the
+landing sensor start ingest; two sensors chain the rest through the run queue (jobs/dagster.yaml
+limits: one run per tenant, one ingest and one analytics build per home, and a number at once)."""
 
 from __future__ import annotations
 
@@ -6,41 +9,84 @@ import hashlib
 import json
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
-from assets.partitions import DAILY
-from jobs.instance import HOME_TAG
+from assets import groups
+from assets.partitions import DAILY, TENANTS
+from assets.resources import ANALYTICS_JOB, INGEST_JOB
+from jobs.instance import ANALYTICS_TAG, HOME_TAG, TENANT_TAG
 from pipeline.config import Paths
 from pipeline.ingest import landing_files
 
+TENANT_JOB = "tenant_nightly"
+CHANGED_BY = "interactions"  # the typed table whose materialization says which tenants changed
+ACTIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
-def home_tags() -> dict[str, str]:
-    """The tag the run queue limits to one run per home at a time (jobs/dagster.yaml)."""
-    return {HOME_TAG: str(Paths.from_env().home)}
-
-
-nightly = dg.define_asset_job(
-    "nightly",
-    selection=dg.AssetSelection.all(),
-    description=(
-        "Everything for one load date: ingest → feedback → semantic → memory → examples → "
-        "preference → publish."
-    ),
+ingest_job = dg.define_asset_job(
+    INGEST_JOB,
+    selection=dg.AssetSelection.groups(groups.INGEST),
+    partitions_def=DAILY,
+    description="One load date (or a range): landing folder → events, quarantine, each tenant's "
+    "typed tables; new tenants become partitions.",
 )
+tenant_nightly = dg.define_asset_job(
+    TENANT_JOB,
+    selection=dg.AssetSelection.all()
+    - dg.AssetSelection.groups(groups.INGEST)
+    - dg.AssetSelection.assets("analytics_snapshot"),
+    partitions_def=TENANTS,
+    description="One tenant: feedback → semantic → memory → examples → preference → its pack. "
+    "It reads and writes only that tenant's folders.",
+)
+analytics_job = dg.define_asset_job(
+    ANALYTICS_JOB,
+    selection=dg.AssetSelection.assets("analytics_snapshot"),
+    description="The warehouse caught up with the lake, and analytics.duckdb, after the tenants.",
+)
+
+
+def _home() -> str:
+    return str(Paths.from_env().home)
+
+
+def ingest_tags() -> dict[str, str]:
+    """The tag the run queue limits to one ingest run per home at a time (jobs/dagster.yaml)."""
+    return {HOME_TAG: _home()}
+
+
+def tenant_request(tenant: str, load_dates: list[str], run_key: str | None = None) -> dg.RunRequest:
+    """A tenant's run: its partition, the load dates it snapshots, its one-per-tenant tag."""
+    return dg.RunRequest(
+        run_key=run_key,
+        job_name=TENANT_JOB,
+        partition_key=tenant,
+        run_config=tenant_run_config(load_dates),
+        tags={TENANT_TAG: f"{_home()}:{tenant}"},
+    )
+
+
+def tenant_run_config(load_dates: list[str]) -> dict[str, Any]:
+    return {"ops": {"decay_snapshots": {"config": {"load_dates": sorted(load_dates)}}}}
 
 
 @dg.schedule(
     cron_schedule="0 2 * * *",
-    job=nightly,
+    job=ingest_job,
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
 )
 def nightly_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-    """At 02:00 UTC, process the load date that just ended (yesterday)."""
+    """At 02:00 UTC, ingest the load date that just ended (yesterday); the tenants follow."""
     tick = context.scheduled_execution_time or datetime.now()
     key = (tick.date() - timedelta(days=1)).isoformat()
-    return dg.RunRequest(run_key=f"scheduled:{key}", partition_key=key, tags=home_tags())
+    return dg.RunRequest(run_key=f"scheduled:{key}", partition_key=key, tags=ingest_tags())
 
 
 def landing_fingerprints(landing: Path) -> dict[str, str]:
@@ -62,15 +108,73 @@ def landing_fingerprints(landing: Path) -> dict[str, str]:
     return prints
 
 
-@dg.sensor(job=nightly, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
+@dg.sensor(
+    job=ingest_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED
+)
 def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    """Launch `nightly` for every landing folder that appeared or changed since the last tick."""
+    """Ingest every landing folder that appeared or changed since the last tick."""
     landing = Paths.from_env().landing
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     current = landing_fingerprints(landing)
     requests = [
-        dg.RunRequest(run_key=f"landing:{key}:{fp}", partition_key=key, tags=home_tags())
+        dg.RunRequest(run_key=f"landing:{key}:{fp}", partition_key=key, tags=ingest_tags())
         for key, fp in current.items()
         if seen.get(key) != fp
     ]
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(current, sort_keys=True))
+
+
+def changed_tenants(event: dg.EventLogEntry) -> dict[str, list[str]]:
+    """Tenant → load dates whose typed tables an ingest run changed (its metadata)."""
+    materialization = event.asset_materialization
+    value = materialization.metadata.get("changed") if materialization else None
+    return dict(value.value) if value is not None else {}  # type: ignore[arg-type]
+
+
+@dg.sensor(
+    jobs=[tenant_nightly],
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def tenant_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """After each ingest, one run per tenant whose data changed (the queue runs them in parallel,
+    one per tenant at a time)."""
+    after = int(context.cursor) if context.cursor else None
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(CHANGED_BY), after_storage_id=after),
+        limit=100,
+        ascending=True,
+    ).records
+    requests = [
+        tenant_request(tenant, dates, run_key=f"tenant:{tenant}:{record.storage_id}")
+        for record in records
+        for tenant, dates in changed_tenants(record.event_log_entry).items()
+    ]
+    cursor = str(records[-1].storage_id) if records else context.cursor
+    return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+
+@dg.sensor(
+    job=analytics_job,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def analytics_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    """Build the warehouse and analytics snapshot once no tenant run is waiting or running and a
+    pack was materialized since the last build."""
+    after = int(context.cursor) if context.cursor else None
+    packs = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("memory_pack"), after_storage_id=after),
+        limit=1,
+        ascending=False,
+    ).records
+    if not packs:
+        return dg.SkipReason("no pack materialized since the last analytics build")
+    busy = context.instance.get_runs_count(dg.RunsFilter(job_name=TENANT_JOB, statuses=ACTIVE))
+    if busy:
+        return dg.SkipReason(f"{busy} tenant run(s) still queued or running")
+    newest = packs[0].storage_id
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(run_key=f"analytics:{newest}", tags={ANALYTICS_TAG: _home()})],
+        cursor=str(newest),
+    )

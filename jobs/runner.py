@@ -1,7 +1,15 @@
-"""Run the nightly job in this process (no daemon): what `memorypack run` and `memorypack demo` call."""
+"""Run the night without a daemon: what `memorypack run` and `memorypack demo` call. Ingest and the
+analytics build run in this process; each tenant in its own (`workers`), or here one by one."""
 
+from __future__ import annotations
+
+import os
 import re
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +17,8 @@ import dagster as dg
 
 from assets.resources import MemorypackHome
 from jobs.instance import dagster_home
-from pipeline.config import Paths
+from pipeline.config import Paths, offline_environment
+from pipeline.errors import one_line
 
 
 @dataclass
@@ -19,8 +28,22 @@ class RunOutcome:
     failed_step: str | None = None
     error: str | None = None
     step_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step
-    # Tenants whose pack failed a guard or its build: they keep their previous pack.
+    # Tenants whose pack failed a guard, its build or its run: they keep their previous pack.
     not_published: dict[str, str] = field(default_factory=dict)
+    tenants: dict[str, RunOutcome] = field(default_factory=dict)  # each tenant's run
+    # The Dagster results of the runs made in this process (ingest, tenants with workers=0,
+    # analytics), for callers that read their events.
+    results: list[dg.ExecuteInProcessResult] = field(default_factory=list, repr=False)
+
+    @property
+    def all_events(self) -> list[dg.DagsterEvent]:
+        return [event for result in self.results for event in result.all_events]
+
+    def get_asset_check_evaluations(self) -> list[dg.AssetCheckEvaluation]:
+        return [e for result in self.results for e in result.get_asset_check_evaluations()]
+
+    def asset_materializations_for_node(self, node: str) -> list[dg.AssetMaterialization]:
+        return [m for r in self.results for m in r.asset_materializations_for_node(node)]
 
 
 def _not_published(result: dg.ExecuteInProcessResult) -> dict[str, str]:
@@ -68,6 +91,109 @@ def _instance(paths: Paths) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(dagster_home(paths.home)))
 
 
+def _execute(
+    paths: Paths,
+    landing: Path,
+    job_name: str,
+    tags: dict[str, str],
+    run_config: dict[str, Any],
+    log_level: str,
+    instance: dg.DagsterInstance | None = None,
+) -> tuple[dg.ExecuteInProcessResult, RunOutcome]:
+    """One job run in this process, on `instance` or the home's."""
+    from jobs.definitions import defs
+
+    with ExitStack() as stack:
+        if instance is None:
+            instance = stack.enter_context(_instance(paths))
+        result = defs.resolve_job_def(job_name).execute_in_process(
+            instance=instance,
+            tags=tags,
+            resources={"home": MemorypackHome(home=str(paths.home), landing=str(landing))},
+            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}, **run_config},
+            raise_on_error=False,
+        )
+        steps = _step_seconds(instance, result.run_id)
+    if result.success:
+        return result, RunOutcome(True, result.run_id, step_seconds=steps, results=[result])
+    failure = next((e for e in result.all_events if e.event_type_value == "STEP_FAILURE"), None)
+    message = None
+    if failure is not None and failure.step_failure_data and failure.step_failure_data.error:
+        message = failure_cause(failure.step_failure_data)
+    return result, RunOutcome(
+        False,
+        result.run_id,
+        failure.step_key if failure else None,
+        message,
+        steps,
+        results=[result],
+    )
+
+
+def _ops(op_config: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    return {"ops": {name: {"config": config} for name, config in (op_config or {}).items()}}
+
+
+def run_tenant(
+    home: Path,
+    landing: Path,
+    tenant: str,
+    load_dates: list[str],
+    log_level: str = "INFO",
+    op_config: dict[str, dict[str, Any]] | None = None,
+    instance: dg.DagsterInstance | None = None,
+) -> RunOutcome:
+    """One tenant's run of `tenant_nightly` (its partition) in this process."""
+    from jobs.nightly import TENANT_JOB, tenant_run_config
+
+    config = _ops(op_config)
+    config["ops"] |= tenant_run_config(load_dates)["ops"]
+    tags = {"dagster/partition": tenant}
+    paths = Paths.from_env(home)
+    result, outcome = _execute(paths, landing, TENANT_JOB, tags, config, log_level, instance)
+    outcome.not_published = _not_published(result) if outcome.success else {}
+    if not outcome.success:
+        where = outcome.failed_step or "an unknown step"
+        outcome.not_published = {
+            tenant: f"run failed at {where}: {outcome.error}; previous pack stays"
+        }
+    return outcome
+
+
+def _tenant_process(args: tuple[Any, ...]) -> RunOutcome:
+    """A tenant's run in a fresh worker process (spawned, one run per process): its heap goes
+    with it, and its torch threads are its share of the cores."""
+    *call, threads = args
+    offline_environment()
+    import torch
+
+    torch.set_num_threads(threads)
+    outcome = run_tenant(*call)
+    outcome.results = []  # Dagster's results stay in the worker
+    return outcome
+
+
+def _tenant_runs(
+    calls: list[tuple[Any, ...]], workers: int, instance: dg.DagsterInstance | None
+) -> Iterator[tuple[str, RunOutcome]]:
+    """Each tenant's outcome as its run ends (a worker that died: a failed run of that tenant)."""
+    if workers <= 0:
+        for call in calls:
+            yield call[2], run_tenant(*call, instance=instance)
+        return
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    spawn = get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=spawn, max_tasks_per_child=1) as pool:
+        futures = {pool.submit(_tenant_process, (*call, threads)): call[2] for call in calls}
+        for future in as_completed(futures):
+            tenant = futures[future]
+            try:
+                yield tenant, future.result()
+            except Exception as error:  # the worker process died (killed, out of memory)
+                why = f"its run's process died: {one_line(error)}; previous pack stays"
+                yield tenant, RunOutcome(False, "", error=why, not_published={tenant: why})
+
+
 def run_nightly(
     home: Path,
     landing: Path,
@@ -75,13 +201,20 @@ def run_nightly(
     end: str,
     log_level: str = "INFO",
     op_config: dict[str, dict[str, Any]] | None = None,
+    workers: int = 0,
+    on_tenant: Callable[[str, RunOutcome], None] | None = None,
+    instance: dg.DagsterInstance | None = None,
 ) -> RunOutcome:
-    """One run of `nightly` over the load dates start..end (a single-run backfill when they differ);
-    `op_config` is run config per asset, e.g. {"dpo_policy": {"max_steps": 10}}."""
-    from jobs.definitions import defs
+    """The night over the load dates start..end: ingest (one run; a single-run backfill when the
+    dates differ), then one run per tenant whose data changed, then the analytics build.
+
+    `workers` > 0 runs that many tenants at once, each in its own process; 0 runs them one after
+    the other in this process (tests). `op_config` is run config per asset, e.g.
+    {"dpo_policy": {"max_steps": 10}}. `on_tenant` hears of each tenant's run as it ends.
+    `instance`: the runs' Dagster instance (default: the home's; tests pass their own)."""
+    from jobs.nightly import ANALYTICS_JOB, CHANGED_BY, INGEST_JOB
 
     paths = Paths.from_env(home)
-    job = defs.resolve_job_def("nightly")
     tags = (
         {"dagster/partition": start}
         if start == end
@@ -90,24 +223,35 @@ def run_nightly(
             "dagster/asset_partition_range_end": end,
         }
     )
-    with _instance(paths) as instance:
-        result = job.execute_in_process(
-            instance=instance,
-            tags=tags,
-            resources={"home": MemorypackHome(home=str(paths.home), landing=str(landing))},
-            run_config={
-                "loggers": {"console": {"config": {"log_level": log_level}}},
-                "ops": {name: {"config": config} for name, config in (op_config or {}).items()},
-            },
-            raise_on_error=False,
-        )
-        steps = _step_seconds(instance, result.run_id)
-    if result.success:
-        return RunOutcome(
-            True, result.run_id, step_seconds=steps, not_published=_not_published(result)
-        )
-    failure = next((e for e in result.all_events if e.event_type_value == "STEP_FAILURE"), None)
-    message = None
-    if failure is not None and failure.step_failure_data and failure.step_failure_data.error:
-        message = failure_cause(failure.step_failure_data)
-    return RunOutcome(False, result.run_id, failure.step_key if failure else None, message, steps)
+    result, outcome = _execute(paths, landing, INGEST_JOB, tags, {}, log_level, instance)
+    if not outcome.success:
+        return outcome
+    found = result.asset_materializations_for_node("typed_event_tables")
+    changed: dict[str, list[str]] = {}
+    for materialization in found:
+        if materialization.asset_key.to_user_string() == CHANGED_BY:
+            changed = dict(materialization.metadata["changed"].value)  # type: ignore[arg-type]
+    outcome.tenants = {}
+    calls = [
+        (home, landing, tenant, dates, log_level, op_config)
+        for tenant, dates in sorted(changed.items())
+    ]
+    for tenant, tenant_outcome in _tenant_runs(calls, workers, instance):
+        outcome.tenants[tenant] = tenant_outcome
+        outcome.results += tenant_outcome.results
+        outcome.not_published |= tenant_outcome.not_published
+        outcome.step_seconds |= {f"{tenant}/{k}": v for k, v in tenant_outcome.step_seconds.items()}
+        if not tenant_outcome.success and outcome.success:  # the night's first failure
+            outcome.success = False
+            outcome.failed_step = f"{tenant}/{tenant_outcome.failed_step}"
+            outcome.error = tenant_outcome.error
+        if on_tenant is not None:
+            on_tenant(tenant, tenant_outcome)
+    _, final = _execute(paths, landing, ANALYTICS_JOB, {}, {}, log_level, instance)
+    outcome.step_seconds |= final.step_seconds
+    outcome.results += final.results
+    if not final.success:
+        final.not_published, final.tenants = outcome.not_published, outcome.tenants
+        final.results = outcome.results
+        return final
+    return outcome

@@ -106,6 +106,8 @@ def pack_versions_frame(paths: Paths) -> pl.DataFrame:
     """One row per kept pack version of every tenant (read from the packs folder itself)."""
     rows = []
     for tenant_dir in tenant_folders(paths.packs):
+        if paths.tenant is not None and tenant_dir.name != paths.tenant:
+            continue
         for info in list_versions(tenant_dir):
             rows.append(
                 {
@@ -161,7 +163,7 @@ def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, in
     from pipeline.pack.build import ENUM_COLUMNS, ID_COLUMNS
     from pipeline.pii import Redactor
 
-    redactor = Redactor.for_home(paths.home)
+    redactor = Redactor.for_home(paths)
     found: Counter[str] = Counter()
     tables = [str(r[0]) for r in _sql(con, "SELECT table_name FROM duckdb_tables() ORDER BY 1")]
     for table in tables:
@@ -199,10 +201,9 @@ def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, in
 def build_snapshot(paths: Paths) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
-    The snapshot starts as a copy of the warehouse, which every stage keeps up to date as it
-    writes the lake (partitioned tables by partition), so a night copies one file instead of
-    re-loading every table. The warehouse first converges to the lake (catching up what a killed
-    or blocked step left behind); a table it lacks is loaded from the lake. An analyst
+    The warehouse first converges to the lake: it reloads only the lake files that changed since
+    (a tenant's tables, a load date's partitions), so a night does not re-read the history. The
+    snapshot starts as a copy of it; a table it lacks is loaded from the lake. An analyst
     holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
     never opens the live file for writing, so it can never be blocked by one.
     """
@@ -213,9 +214,8 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     readable = temp.with_name(temp.name.replace(".tmp", ".v1.tmp"))
     report = SnapshotReport(target)
     try:
-        if paths.warehouse.exists():
-            Warehouse(paths).converge(Lake(paths))
-            shutil.copyfile(paths.warehouse, temp)
+        Warehouse(paths).converge(Lake(paths), TABLES)
+        shutil.copyfile(paths.warehouse, temp)
         con = duckdb.connect(str(temp))
         try:
             _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")  # the warehouse's bookkeeping

@@ -10,12 +10,13 @@ import time
 from collections.abc import Sequence
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 from memorypack import PackError
 from pipeline import __version__
 from pipeline.config import Paths, first_partition_date, offline_environment
 from pipeline.errors import UserError
-from pipeline.homelock import clean_leftovers, home_lock
+from pipeline.homelock import ANALYTICS, clean_leftovers, home_lock, tenant_locks
 
 log = logging.getLogger("memorypack")
 
@@ -67,10 +68,13 @@ def _check_range(landing: Path, dates: list[str], start: str, end: str) -> None:
 EXIT_NOT_PUBLISHED = 3
 
 
-def _run(home: Path, landing: Path, start: str, end: str, wait: bool = False) -> int:
-    """One in-process Dagster run of `nightly` under the home lock; returns the exit code (0, or
-    EXIT_NOT_PUBLISHED with a line per such tenant) or raises a one-line error (also when another
-    run holds the home and `wait` is off)."""
+def _run(
+    home: Path, landing: Path, start: str, end: str, wait: bool = False, workers: int | None = None
+) -> int:
+    """The night under the home's ingest lock: ingest here, then every changed tenant in its own
+    process (`workers` at once, default the core count), then the analytics build. Returns the
+    exit code (0, or EXIT_NOT_PUBLISHED with a line per such tenant) or raises a one-line error
+    (also when another run holds the home and `wait` is off)."""
     offline_environment()
     try:  # Dagster is only loaded when a run is asked for
         runner = importlib.import_module("jobs.runner")
@@ -89,18 +93,33 @@ def _run(home: Path, landing: Path, start: str, end: str, wait: bool = False) ->
             print(f"memorypack: removed {len(leftovers)} leftover(s) of a killed run")
             log.info("removed %s", ", ".join(map(str, leftovers)))
         began = time.perf_counter()
-        outcome = runner.run_nightly(home, landing, start, end)
-    if not outcome.success:
+        workers = workers or int(importlib.import_module("jobs.instance").workers())
+        print(f"memorypack: ingesting, then each changed tenant ({workers} at once)", flush=True)
+        outcome = runner.run_nightly(
+            home, landing, start, end, workers=workers, on_tenant=_tenant_done
+        )
+    if not outcome.success and not outcome.not_published:  # nothing ran, or the analytics build
         raise UserError(
             f"run {outcome.run_id} failed at {outcome.failed_step or 'an unknown step'}: {outcome.error}"
         )
-    print(f"memorypack: run {outcome.run_id} succeeded in {time.perf_counter() - began:.1f}s")
+    print(
+        f"memorypack: night succeeded in {time.perf_counter() - began:.1f}s: "
+        f"{len(outcome.tenants) - len(outcome.not_published)} of {len(outcome.tenants)} changed "
+        "tenant(s) published"
+    )
     slowest = sorted(outcome.step_seconds.items(), key=lambda kv: -kv[1])[:3]
     if slowest:
         print("memorypack: slowest steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in slowest))
     for tenant, reason in outcome.not_published.items():
         print(f"memorypack: {tenant}: {reason}", file=sys.stderr)
     return EXIT_NOT_PUBLISHED if outcome.not_published else 0
+
+
+def _tenant_done(tenant: str, outcome: Any) -> None:
+    """One line per tenant as its run ends."""
+    seconds = sum(outcome.step_seconds.values())
+    state = "kept its previous pack" if outcome.not_published else "published"
+    print(f"memorypack: {tenant}: {state} ({seconds:.1f}s of steps)", flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -134,7 +153,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(
         f"memorypack: nightly for load dates {start}..{end} (home {paths.home}, landing {landing})"
     )
-    return _run(paths.home, landing, start, end, wait=args.wait)
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be at least 1 (got {args.workers})")
+    return _run(paths.home, landing, start, end, wait=args.wait, workers=args.workers)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -231,7 +252,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
     def busy(holder: str) -> None:
         print(f"memorypack: home {paths.home} is busy: {holder}; waiting for it", flush=True)
 
-    with home_lock(paths.home, f"memorypack forget --tenant {args.tenant}", args.wait, busy):
+    command = f"memorypack forget --tenant {args.tenant}"
+    with (
+        home_lock(paths.home, command, args.wait, busy),
+        tenant_locks(paths.home, command, args.tenant, ANALYTICS),
+    ):
         clean_leftovers(paths.home)
         report = forget(paths, args.tenant, args.contact, source="cli")
     for line in report.lines():
@@ -296,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait",
         action="store_true",
         help="if another run holds this home, queue behind it (default: refuse in one line)",
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="tenants run at once, each in its own process (default: the core count)",
     )
     run.set_defaults(func=cmd_run)
 

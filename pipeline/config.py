@@ -14,6 +14,11 @@ DEFAULT_HOME = "./data"
 PACKS_ENV = "MEMORYPACK_PACKS"
 # The hive column of each partitioned lake table (the key is always a load date).
 PARTITION_COLUMNS = {"decay_snapshots": "snapshot_date"}
+# The lake tables ingest owns: every tenant's rows in one table. Every other table (and the
+# embedding and redaction caches) is laid out by tenant, `lake/<table>/tenant_id=<id>/…`, so that
+# a tenant's run reads and writes only its own folder.
+SHARED_TABLES = frozenset({"events", "quarantine", "ingest_stats"})
+TENANT_COLUMN = "tenant_id"
 
 
 def first_partition_date() -> str:
@@ -31,13 +36,18 @@ def offline_environment() -> None:
 
 @dataclass(frozen=True)
 class Paths:
-    """Every location under one home folder (SPEC §1)."""
+    """Every location under one home folder (SPEC §1), seen by the whole home (`tenant=None`:
+    every tenant's rows) or by one tenant's run (`for_tenant`: only that tenant's folders)."""
 
     home: Path
+    tenant: str | None = None
 
     @classmethod
     def from_env(cls, home: str | os.PathLike[str] | None = None) -> Paths:
         return cls(Path(home or os.environ.get("MEMORYPACK_HOME", DEFAULT_HOME)).resolve())
+
+    def for_tenant(self, tenant: str | None) -> Paths:
+        return Paths(self.home, tenant)
 
     @property
     def landing(self) -> Path:
@@ -50,7 +60,11 @@ class Paths:
 
     @property
     def embedding_cache(self) -> Path:
-        return self.lake / "embedding_cache"
+        return self.table_root("embedding_cache")
+
+    @property
+    def pii_cache(self) -> Path:
+        return self.table_root("pii_cache")
 
     @property
     def warehouse(self) -> Path:
@@ -70,17 +84,22 @@ class Paths:
         settings from the AWS environment variables, see `memorypack.fs`)."""
         return packs_location(os.environ.get(PACKS_ENV) or self.home / "packs")
 
+    def table_root(self, name: str) -> Path:
+        """The folder of table `name` this view writes: the tenant's own, for a tenant's view of
+        a table laid out by tenant."""
+        root = self.lake / name
+        if self.tenant is None or name in SHARED_TABLES:
+            return root
+        return root / f"{TENANT_COLUMN}={self.tenant}"
+
     def table(self, name: str) -> Path:
-        """A whole (non-partitioned) lake table: one Parquet file."""
-        return self.lake / name / "data.parquet"
+        """A whole (non-partitioned) lake table: one Parquet file (per tenant)."""
+        return self.table_root(name) / "data.parquet"
 
     def partition(self, name: str, key: str, column: str | None = None) -> Path:
         """One partition of a partitioned lake table (hive layout, one file per partition)."""
         column = column or PARTITION_COLUMNS.get(name, "load_date")
-        return self.lake / name / f"{column}={key}" / "data.parquet"
-
-    def partitions_glob(self, name: str) -> str:
-        return str(self.lake / name / "*" / "data.parquet")
+        return self.table_root(name) / f"{column}={key}" / "data.parquet"
 
 
 def packs_location(where: str | os.PathLike[str]) -> Location:

@@ -187,7 +187,7 @@ def _fragments(candidates: Iterable[str], others: set[str]) -> tuple[str, ...]:
 def _cached_redactions(paths: Paths, hashes: set[str]) -> set[str]:
     """What packs and the analytics snapshot hold for their texts: their redacted forms, read from
     the redaction cache (every detector version's) by the keyed hash of the text."""
-    parts = sorted((paths.lake / "pii_cache").glob("*/part-*.parquet"))
+    parts = sorted((paths.lake / "pii_cache").glob("**/part-*.parquet"))
     if not parts or not hashes:
         return set()
     found = (
@@ -476,7 +476,7 @@ def sweep_redaction_cache(paths: Paths, key: bytes) -> int:
     all: a derived text (a conflict's subject, an audit detail) holds the person's words without
     being one of their texts. Texts still in use keep their row; the rest would only be analysed
     again if they came back. Returns rows dropped."""
-    parts = sorted((paths.lake / "pii_cache").glob("*/part-*.parquet"))
+    parts = sorted((paths.lake / "pii_cache").glob("**/part-*.parquet"))
     if not parts:
         return 0
     live = list(_lake_text_hashes(paths, key))

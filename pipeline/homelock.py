@@ -1,4 +1,9 @@
-"""One writer per home: an exclusive lock held for a whole run, naming its holder (SPEC §3)."""
+"""One writer per part of a home: exclusive locks held for a whole run, naming their holder (SPEC §3).
+
+A home has one lock for ingest (and the commands that change the whole home), one per tenant (a
+tenant's run holds its tenant's; ingest takes it while it writes that tenant's tables) and one for
+the analytics build. Tenant runs share a home but never a tenant. Taken in that order (ingest,
+tenant, analytics), never the other way, so two holders never wait on each other."""
 
 from __future__ import annotations
 
@@ -7,13 +12,15 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipeline.config import SHARED_TABLES, TENANT_COLUMN
 from pipeline.errors import UserError
 
-LOCK_NAME = ".memorypack.lock"
+LOCK_NAME = ".memorypack.lock"  # ingest and whole-home commands
+ANALYTICS = "analytics"
 
 _held: set[Path] = set()  # lock files this process holds: taking one again is a no-op
 _held_guard = threading.Lock()
@@ -25,15 +32,17 @@ def home_lock(
     command: str,
     wait: bool = False,
     on_busy: Callable[[str], None] | None = None,
+    scope: str | None = None,
 ) -> Iterator[bool]:
-    """Hold `<home>/.memorypack.lock` (flock: released by the kernel if the holder dies).
+    """Hold `<home>/.memorypack.lock`, or the lock of `scope` (a tenant id or ANALYTICS) in
+    `<home>/locks/` (flock: released by the kernel if the holder dies).
 
     A second run refuses at once with one line naming the holder, or with `wait` queues behind it
     (after telling `on_busy` who holds it). Re-entrant within one process: the CLI holds the lock
     when the run's resource takes it again (a second flock there would wait on itself). Yields
     True when this call took the lock, False when this process already held it."""
-    home.mkdir(parents=True, exist_ok=True)
-    path = (home / LOCK_NAME).resolve()
+    path = (home / LOCK_NAME if scope is None else home / "locks" / f"{scope}.lock").resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
     with _held_guard:
         nested = path in _held
     if nested:
@@ -46,8 +55,9 @@ def home_lock(
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             if not wait:
+                what = f"home {home}" + (f" ({scope})" if scope else "")
                 raise UserError(
-                    f"home {home} is busy: {holder}; use --wait to queue behind it"
+                    f"{what} is busy: {holder}; use --wait to queue behind it"
                 ) from None
             if on_busy is not None:
                 on_busy(holder)
@@ -72,12 +82,28 @@ def home_lock(
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def clean_leftovers(home: Path) -> list[Path]:
-    """Remove temp files a killed run left (analytics copies, half-written lake Parquet).
+def clean_leftovers(home: Path, scope: str | None = None) -> list[Path]:
+    """Remove temp files a killed run left in what the lock of `scope` guards: half-written
+    Parquet of the shared tables (ingest), of one tenant's folders, or analytics copies.
 
-    Call only while holding the home lock: then no writer of this home is alive to own them.
+    Call only while holding that lock: then no writer of those files is alive to own them.
     Pack temp folders are cleaned by the publisher under each tenant's publish lock."""
-    found = [*home.glob(".analytics.duckdb.*.tmp*"), *(home / "lake").rglob(".*.tmp")]
+    lake = home / "lake"
+    if scope is None:
+        found = [p for name in SHARED_TABLES for p in (lake / name).rglob(".*.tmp")]
+    elif scope == ANALYTICS:
+        found = [*home.glob(".analytics.duckdb.*.tmp*")]
+    else:
+        found = [p for p in lake.glob(f"*/{TENANT_COLUMN}={scope}") for p in p.rglob(".*.tmp")]
     for path in found:
         path.unlink(missing_ok=True)
     return sorted(found)
+
+
+@contextmanager
+def tenant_locks(home: Path, command: str, *scopes: str) -> Iterator[None]:
+    """Hold the locks of `scopes` (tenants, then ANALYTICS), waiting for each in turn."""
+    with ExitStack() as stack:
+        for scope in scopes:
+            stack.enter_context(home_lock(home, command, wait=True, scope=scope))
+        yield

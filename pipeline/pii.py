@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.config import Paths
 from pipeline.vectors import PartsCache
 
 # Placeholders are plain tokens so a prompt that contains one still reads naturally.
@@ -473,8 +474,9 @@ class Redactor:
     served: int = 0  # distinct texts served by the cache
 
     @classmethod
-    def for_home(cls, home: Path) -> Redactor:
-        return cls(pii_key(home), RedactionCache(home / "lake" / "pii_cache"))
+    def for_home(cls, paths: Paths) -> Redactor:
+        """With the home's key and the redaction cache of `paths`' view (a tenant's own)."""
+        return cls(pii_key(paths.home), RedactionCache(paths.pii_cache))
 
     def _hash(self, texts: pl.Series) -> pl.Series:
         return pl.Series(

@@ -7,18 +7,18 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from pipeline.config import PARTITION_COLUMNS, Paths
+from pipeline.config import PARTITION_COLUMNS, TENANT_COLUMN, Paths
 from pipeline.errors import UserError
 
-# Beside a derived partition: which version of its source partition it was built from.
-SOURCE_MARKER = "_source"
+# Beside a source partition: which version of it each consumer (e.g. "typed") was built from.
+DERIVED_MARKER = "_derived_by_{consumer}"
 
 
 def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> Path:
@@ -37,8 +37,15 @@ def file_identity(path: Path) -> str:
     return f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
+def hive_values(key: str) -> dict[str, str]:
+    """`tenant_id=acme/load_date=2026-11-01` → {"tenant_id": "acme", "load_date": "2026-11-01"}."""
+    return dict(part.split("=", 1) for part in key.split("/") if "=" in part)
+
+
 class Lake:
-    """Named Parquet tables under `<home>/lake`."""
+    """Named Parquet tables under `<home>/lake`, seen as `paths` sees them: a tenant's view reads
+    and writes only that tenant's folder of each table laid out by tenant; the home's view reads
+    every tenant's rows (the tenant restored from the folder name when a file lacks it)."""
 
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
@@ -47,32 +54,24 @@ class Lake:
         return write_parquet_atomic(frame, self.paths.table(name))
 
     def write_partition(
-        self,
-        name: str,
-        key: str,
-        frame: pl.DataFrame,
-        column: str | None = None,
-        derived_from: str | None = None,
+        self, name: str, key: str, frame: pl.DataFrame, column: str | None = None
     ) -> Path:
-        """Write one partition; `derived_from` names the table whose same partition it was built
-        from, so that `stale_partitions` knows when it must be rebuilt."""
-        path = write_parquet_atomic(frame, self.paths.partition(name, key, column))
-        if derived_from is not None:
-            (path.parent / SOURCE_MARKER).write_text(self._identity(derived_from, key))
-        return path
+        return write_parquet_atomic(frame, self.paths.partition(name, key, column))
 
     def exists(self, name: str) -> bool:
-        return self.paths.table(name).exists() or any(self.partition_keys(name))
+        return bool(self.files(name))
 
     def read(self, name: str) -> pl.LazyFrame:
         """A whole table, or all partitions of a partitioned one (hive columns restored)."""
-        single = self.paths.table(name)
-        if single.exists():
-            return pl.scan_parquet(single)
-        files = sorted((self.paths.lake / name).glob("*=*/data.parquet"))
+        files = self.files(name)
         if not files:
             raise FileNotFoundError(f"lake table {name!r} has not been materialized yet")
-        return pl.scan_parquet(files, hive_partitioning=True)
+        if list(files) == [""]:
+            return pl.scan_parquet(files[""])
+        # One scan per file, unified by name: each tenant's file was written on its own, so a
+        # column that is all null in one has no type there.
+        scans = [pl.scan_parquet(path, hive_partitioning=True) for path in files.values()]
+        return scans[0] if len(scans) == 1 else pl.concat(scans, how="diagonal_relaxed")
 
     def read_or_empty(self, name: str, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
         try:
@@ -80,33 +79,44 @@ class Lake:
         except FileNotFoundError:
             return pl.LazyFrame(schema=schema)
 
-    def partition_keys(self, name: str) -> list[str]:
-        root = self.paths.lake / name
-        if not root.exists():
-            return []
-        return sorted(p.parent.name.split("=", 1)[1] for p in root.glob("*=*/data.parquet"))
-
     def files(self, name: str) -> dict[str, Path]:
-        """The files `read` would read: partition key → file, or "" → the single file."""
-        single = self.paths.table(name)
-        if single.exists():
-            return {"": single}
-        return {key: self.paths.partition(name, key) for key in self.partition_keys(name)}
+        """The files `read` reads: their folder below the table's (e.g. `load_date=2026-11-01` or
+        `tenant_id=acme`, "" for the table's own data.parquet) → file."""
+        root, base = self.paths.table_root(name), self.paths.lake / name
+        found = sorted(root.rglob("data.parquet")) if root.is_dir() else []
+        return {path.parent.relative_to(base).as_posix().strip("."): path for path in found}
 
-    def _identity(self, source: str, key: str) -> str:
-        return f"{source}:{file_identity(self.paths.partition(source, key))}"
+    def partition_keys(self, name: str) -> list[str]:
+        """The load dates a partitioned table has (of every tenant, in the home's view)."""
+        column = PARTITION_COLUMNS.get(name, "load_date")
+        keys = {hive_values(key).get(column) for key in self.files(name)}
+        return sorted(k for k in keys if k is not None)
 
-    def stale_partitions(self, source: str, targets: Sequence[str]) -> list[str]:
-        """Keys of `source` partitions that a target table lacks, or built from another version of
-        that source partition (see `write_partition(derived_from=…)`): what to rebuild."""
+    def tenants(self, name: str) -> list[str]:
+        """The tenants with a folder in a table laid out by tenant."""
+        root = self.paths.lake / name
+        prefix = f"{TENANT_COLUMN}="
+        found = root.glob(f"{prefix}*") if root.is_dir() else []
+        return sorted(p.name[len(prefix) :] for p in found if p.is_dir())
+
+    def _marker(self, source: str, key: str, consumer: str) -> Path:
+        return self.paths.partition(source, key).parent / DERIVED_MARKER.format(consumer=consumer)
+
+    def mark_derived(self, source: str, key: str, consumer: str) -> None:
+        """Record that `consumer` has built its tables from this version of the partition."""
+        self._marker(source, key, consumer).write_text(
+            file_identity(self.paths.partition(source, key))
+        )
+
+    def stale_partitions(self, source: str, consumer: str) -> list[str]:
+        """Keys of `source` partitions that `consumer` has not built from their current version
+        (written or rewritten since `mark_derived`): what to rebuild."""
         stale = []
         for key in self.partition_keys(source):
-            identity = self._identity(source, key)
-            for target in targets:
-                marker = self.paths.partition(target, key).parent / SOURCE_MARKER
-                if not marker.exists() or marker.read_text() != identity:
-                    stale.append(key)
-                    break
+            marker = self._marker(source, key, consumer)
+            current = file_identity(self.paths.partition(source, key))
+            if not marker.exists() or marker.read_text() != current:
+                stale.append(key)
         return stale
 
     def drop(self, name: str, keys: Sequence[str] = ()) -> None:
@@ -202,18 +212,16 @@ class Warehouse:
             con.execute(f"CREATE TABLE IF NOT EXISTS {LOADED_FILES} {_LOADED_COLUMNS}")
             return self._refresh(con, name, lake, comment)
 
-    def converge(self, lake: Lake) -> dict[str, int]:
-        """Refresh every table the warehouse holds lake files of, then checkpoint (the file alone
-        then holds everything, nothing waits in the WAL); returns table → rows."""
+    def converge(self, lake: Lake, comments: Mapping[str, str] | None = None) -> dict[str, int]:
+        """Refresh every table of `comments` (name → comment) and every table the warehouse holds
+        lake files of, then checkpoint (the file alone then holds everything, nothing waits in
+        the WAL); returns table → rows."""
+        comments = comments or {}
         with self.connect() as con:
             con.execute(f"CREATE TABLE IF NOT EXISTS {LOADED_FILES} {_LOADED_COLUMNS}")
-            names = [
-                row[0]
-                for row in con.execute(
-                    f"SELECT DISTINCT table_name FROM {LOADED_FILES} ORDER BY 1"
-                ).fetchall()
-            ]
-            counts = {name: self._refresh(con, name, lake) for name in names}
+            recorded = con.execute(f"SELECT DISTINCT table_name FROM {LOADED_FILES}").fetchall()
+            names = sorted({row[0] for row in recorded} | set(comments))
+            counts = {name: self._refresh(con, name, lake, comments.get(name)) for name in names}
             con.execute("CHECKPOINT")
         return counts
 
@@ -251,18 +259,17 @@ class Warehouse:
         comment: str | None,
     ) -> None:
         partitioned = bool(current) and "" not in current
-        if partitioned and loaded and "" not in loaded:
+        # Rows of a partition are found again by its folder's hive values (an earlier layout's
+        # record, without them, rebuilds the table).
+        if partitioned and loaded and all(hive_values(key) for key in loaded):
             changed = sorted(
                 key for key, identity in current.items() if loaded.get(key) != identity
             )
             gone = sorted(set(loaded) - set(current))
-            column = PARTITION_COLUMNS.get(name, "load_date")
-            keys = ", ".join(sql_quote(key) for key in changed + gone)
+            where = " OR ".join(_matches(key) for key in changed + gone)
             try:
                 with _transaction(con):
-                    con.execute(
-                        f'DELETE FROM "{name}" WHERE CAST("{column}" AS VARCHAR) IN ({keys})'
-                    )
+                    con.execute(f'DELETE FROM "{name}" WHERE {where}')
                     if changed:
                         source = parquet_source([files[key] for key in changed], hive=True)
                         con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
@@ -279,6 +286,18 @@ class Warehouse:
             else:
                 con.execute(f'DROP TABLE IF EXISTS "{name}"')
             _record(con, name, current)
+
+
+def _matches(key: str) -> str:
+    """SQL that is true for the rows of the partition in folder `key`."""
+    return (
+        "("
+        + " AND ".join(
+            f'CAST("{column}" AS VARCHAR) = {sql_quote(value)}'
+            for column, value in hive_values(key).items()
+        )
+        + ")"
+    )
 
 
 def _record(con: duckdb.DuckDBPyConnection, name: str, current: dict[str, str]) -> None:

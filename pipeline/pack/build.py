@@ -319,7 +319,7 @@ def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
             frame = frame.filter(pl.col("load_date").cast(pl.Date) <= run_date)
         tables[name] = frame
     inputs = PackInputs(as_of, tables, missing, snapshot_key)
-    inputs.redactor = Redactor.for_home(lake.paths.home)
+    inputs.redactor = Redactor.for_home(lake.paths)
     inputs.models_dir = lake.paths.models / "embeddings"
     if "memory_embeddings" in tables:
         inputs.cache = EmbeddingCache(lake.paths.embedding_cache)
