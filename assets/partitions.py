@@ -13,6 +13,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
+from assets.resources import TENANTS_NAME
 from pipeline.config import first_partition_date
 
 # The UI counts every day from here as a partition ("missing" until run): start near the data.
@@ -22,7 +23,7 @@ FIRST_DATE = first_partition_date()
 DAILY = dg.DailyPartitionsDefinition(start_date=FIRST_DATE, end_offset=1)
 
 # A tenant's run is one partition of every asset after ingest: its own data, lock and process.
-TENANTS = dg.DynamicPartitionsDefinition(name="tenants")
+TENANTS = dg.DynamicPartitionsDefinition(name=TENANTS_NAME)
 
 # A check spec with partitions_def is a preview feature: it is how a check's result belongs to a day.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

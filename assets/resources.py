@@ -18,21 +18,22 @@ from pipeline.vectors import EmbeddingCache, TextVectors
 # The assets of the ingest job: a run of these holds the ingest lock and sees the whole home.
 INGEST_ASSETS = frozenset({"raw_events", "interactions", "feedback", "memory_statements"})
 INGEST_JOB, ANALYTICS_JOB = "ingest", "analytics"
+TENANTS_NAME = "tenants"  # the dynamic partitions of tenants (assets/partitions.py)
 
 
-def run_scope(run: dg.DagsterRun | None) -> str | None:
-    """Which part of the home a run works on: None for ingest (load dates), ANALYTICS for the
-    analytics build, else the tenant its partition names (every asset after ingest is
-    partitioned by tenant, and a tenant's run is one partition)."""
+def run_scope(run: dg.DagsterRun | None, instance: dg.DagsterInstance | None) -> str | None:
+    """Which part of the home a run works on: a tenant, when its partition is one (every asset
+    after ingest is partitioned by tenant, and a tenant's run is one partition); ANALYTICS for a
+    run without a partition (the analytics build); None for ingest (a load date)."""
     if run is None:
         return None
     selected = {key.to_user_string() for key in run.asset_selection or ()}
     if run.job_name == INGEST_JOB or selected & INGEST_ASSETS:
         return None
-    tenant = run.tags.get("dagster/partition")
-    if run.job_name == ANALYTICS_JOB or not tenant:
-        return ANALYTICS
-    return tenant
+    key = run.tags.get("dagster/partition")
+    if key and instance is not None and instance.has_dynamic_partition(TENANTS_NAME, key):
+        return key
+    return None if key else ANALYTICS
 
 
 class MemorypackHome(dg.ConfigurableResource):
@@ -52,7 +53,7 @@ class MemorypackHome(dg.ConfigurableResource):
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[MemorypackHome]:
         home, log = self.paths.home, context.log
         run = context.dagster_run
-        self._scope = run_scope(run)
+        self._scope = run_scope(run, context.instance)
         partition = run.tags.get("dagster/partition", "") if run else ""
         command = f"dagster run {context.run_id} {partition}".strip()
 

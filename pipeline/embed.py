@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.metadata
 import importlib.resources
@@ -348,11 +349,17 @@ def export_onnx(source: Path, backend: Backend, export_dir: Path) -> Path:
     target = fp32 if backend == "onnx" else folder / "model-int8.onnx"
     if target.exists():
         return target
-    started = time.perf_counter()
-    if not fp32.exists():
-        _export_fp32(source, fp32)
-    if target != fp32:
-        _export_int8(fp32, target)
+    # Tenants' runs in parallel processes may need it at once: one exports, the others wait (the
+    # quantizer writes fixed-name temporary files beside its output).
+    with (folder / ".export.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            return target
+        started = time.perf_counter()
+        if not fp32.exists():
+            _export_fp32(source, fp32)
+        if target != fp32:
+            _export_int8(fp32, target)
     log.info("exported %s (%s) in %.1f s", target, backend, time.perf_counter() - started)
     return target
 

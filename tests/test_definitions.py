@@ -9,7 +9,15 @@ import dagster as dg
 
 from assets.groups import STAGES
 from jobs.definitions import defs
-from jobs.nightly import landing_fingerprints, landing_sensor, nightly_schedule
+from assets.partitions import TENANTS
+from jobs.instance import TENANT_TAG
+from jobs.nightly import (
+    analytics_sensor,
+    landing_fingerprints,
+    landing_sensor,
+    nightly_schedule,
+    tenant_sensor,
+)
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
@@ -82,17 +90,71 @@ def test_frame_metadata_has_the_column_schema_and_a_table_preview() -> None:
     assert meta["dagster/row_count"].value == 2 and meta["share"].value == 0.5
 
 
-def test_nightly_job_schedule_and_sensor() -> None:
-    job = defs.resolve_job_def("nightly")
-    assert job.name == "nightly"
+def test_the_night_is_three_jobs_and_its_schedule_and_sensors() -> None:
+    """Ingest by load date; each tenant on its own; the analytics build after."""
+    jobs = {name: defs.resolve_job_def(name) for name in ("ingest", "tenant_nightly", "analytics")}
+    assert isinstance(jobs["ingest"].partitions_def, dg.DailyPartitionsDefinition)
+    assert jobs["tenant_nightly"].partitions_def == TENANTS
+    assert jobs["analytics"].partitions_def is None
     schedule = defs.resolve_schedule_def("nightly_schedule")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.execution_timezone == "UTC"
-    # README: nightly runs at 02:00 out of the box; the sensor is switched on by hand.
+    assert schedule.job_name == "ingest"
+    # README: nightly runs at 02:00 out of the box; the landing sensor is switched on by hand.
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     sensor = defs.resolve_sensor_def("landing_sensor")
-    assert sensor.job_name == "nightly"
+    assert sensor.job_name == "ingest"
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
+    for name in ("tenant_sensor", "analytics_sensor"):
+        assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_every_asset_after_ingest_is_partitioned_by_tenant() -> None:
+    graph = defs.resolve_asset_graph()
+    by_key = {
+        key.to_user_string(): graph.get(key).partitions_def
+        for key in graph.materializable_asset_keys
+    }
+    ingest = {"raw_events", "interactions", "feedback", "memory_statements"}
+    assert {k for k, p in by_key.items() if p == TENANTS} == set(by_key) - ingest - {
+        "analytics_snapshot"
+    }
+    assert by_key["analytics_snapshot"] is None
+
+
+def test_the_tenant_sensor_launches_one_run_per_changed_tenant(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MEMORYPACK_HOME", str(tmp_path))
+    with dg.instance_for_test() as instance:
+        changed = {"acme": ["2026-11-01", "2026-11-02"], "globex": ["2026-11-02"]}
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("interactions", metadata={"changed": changed})
+        )
+        result = tenant_sensor(dg.build_sensor_context(instance=instance))
+        requests = {r.partition_key: r for r in result.run_requests}
+        assert set(requests) == {"acme", "globex"}
+        assert requests["acme"].run_config == {
+            "ops": {"decay_snapshots": {"config": {"load_dates": changed["acme"]}}}
+        }
+        assert requests["globex"].tags[TENANT_TAG] == f"{tmp_path}:globex"
+        again = tenant_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        assert again.run_requests == []  # nothing new ingested
+
+
+def test_the_analytics_build_waits_for_the_tenant_runs(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MEMORYPACK_HOME", str(tmp_path))
+    with dg.instance_for_test() as instance:
+        nothing = analytics_sensor(dg.build_sensor_context(instance=instance))
+        assert isinstance(nothing, dg.SkipReason)
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("memory_pack", partition="acme")
+        )
+        instance.add_dynamic_partitions("tenants", ["acme"])
+        queued = instance.create_run_for_job(
+            defs.resolve_job_def("tenant_nightly"), tags={"dagster/partition": "acme"}
+        )
+        instance.report_run_canceled(queued)  # not active: the build may start
+        ready = analytics_sensor(dg.build_sensor_context(instance=instance))
+        assert not isinstance(ready, dg.SkipReason) and len(ready.run_requests) == 1
 
 
 def test_schedule_targets_the_day_that_ended() -> None:

@@ -28,6 +28,8 @@ def test_nightly_on_an_empty_landing_folder_succeeds_on_a_new_home(
     (landing / "2026-11-05").mkdir(parents=True)
     outcome = run_nightly(tmp_path / "home", landing, "2026-11-05", "2026-11-05")
     assert outcome.success, f"{outcome.failed_step}: {outcome.error}"
-    # Every stage ran, down to DPO and the pack, and nothing was published for no tenant.
-    assert {"raw_events", "consolidated_summaries", "dpo_policy"} <= set(outcome.step_seconds)
+    # Ingest and the analytics build ran; no tenant changed, so no tenant run, and no pack.
+    assert {"raw_events", "typed_event_tables", "analytics_snapshot"} <= set(outcome.step_seconds)
+    assert outcome.tenants == {}
     assert not any((tmp_path / "home" / "packs").glob("*/LATEST"))
+    assert (tmp_path / "home" / "analytics.duckdb").exists()

@@ -21,19 +21,20 @@ HOLDER = """
 import sys, time
 from pathlib import Path
 from pipeline.homelock import home_lock
-with home_lock(Path(sys.argv[1]), "memorypack run --date 2026-11-01"):
+scope = sys.argv[2] if len(sys.argv) > 2 else None
+with home_lock(Path(sys.argv[1]), "memorypack run --date 2026-11-01", scope=scope):
     print("held", flush=True)
     time.sleep(600)
 """
 
 
 @contextmanager
-def held_elsewhere(home: Path) -> Iterator[subprocess.Popen[str]]:
-    """Another process holding the home lock until the block ends (it is then SIGKILLed)."""
+def held_elsewhere(home: Path, scope: str | None = None) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding the home's lock (or `scope`'s) until the block ends (it is then
+    SIGKILLed)."""
     env = {**os.environ, "PYTHONPATH": SOURCE_PATH}
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(home)], stdout=subprocess.PIPE, text=True, env=env
-    )
+    args = [sys.executable, "-c", HOLDER, str(home), *([scope] if scope else [])]
+    holder = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         yield holder
@@ -108,21 +109,45 @@ def test_a_waiting_run_is_told_who_holds_the_home_then_runs(tmp_path: Path) -> N
 
 
 def test_leftovers_of_a_killed_run_are_removed_under_the_lock(tmp_path: Path) -> None:
-    from pipeline.homelock import clean_leftovers
+    """Each lock cleans what it guards: ingest the shared tables, a tenant its own folders (never
+    another tenant's, whose run may be writing), the analytics build its copies."""
+    from pipeline.homelock import ANALYTICS, clean_leftovers
 
     partition = tmp_path / "lake" / "events" / "load_date=2026-11-02"
-    partition.mkdir(parents=True)
-    (partition / "data.parquet").write_bytes(b"kept")
-    doomed = [
-        tmp_path / ".analytics.duckdb.0a1b.tmp",
-        tmp_path / ".analytics.duckdb.0a1b.v1.tmp.wal",
-        partition / ".data.parquet.3c4d.tmp",
-    ]
-    for path in doomed:
+    acme = tmp_path / "lake" / "feedback" / "tenant_id=acme" / "load_date=2026-11-02"
+    globex = tmp_path / "lake" / "feedback" / "tenant_id=globex"
+    for folder in (partition, acme, globex):
+        folder.mkdir(parents=True)
+        (folder / "data.parquet").write_bytes(b"kept")
+    doomed = {
+        None: [partition / ".data.parquet.3c4d.tmp"],
+        ANALYTICS: [
+            tmp_path / ".analytics.duckdb.0a1b.tmp",
+            tmp_path / ".analytics.duckdb.0a1b.v1.tmp.wal",
+        ],
+        "acme": [acme / ".data.parquet.5e6f.tmp"],
+    }
+    running = globex / ".data.parquet.7a8b.tmp"  # globex's run is writing it
+    for path in [running, *(p for paths in doomed.values() for p in paths)]:
         path.write_bytes(b"half")
     (tmp_path / "analytics.duckdb").write_bytes(b"live")
-    with home_lock(tmp_path, "test"):
-        assert clean_leftovers(tmp_path) == sorted(doomed)
-    assert not any(p.exists() for p in doomed)
-    assert (partition / "data.parquet").read_bytes() == b"kept"
+    for scope, paths in doomed.items():
+        with home_lock(tmp_path, "test", scope=scope):
+            assert clean_leftovers(tmp_path, scope) == sorted(paths)
+        assert not any(p.exists() for p in paths)
+    assert running.exists()
+    for folder in (partition, acme, globex):
+        assert (folder / "data.parquet").read_bytes() == b"kept"
     assert (tmp_path / "analytics.duckdb").read_bytes() == b"live"
+
+
+def test_tenant_locks_are_separate(tmp_path: Path) -> None:
+    """Two tenants' runs hold their own locks at once, beside the ingest lock."""
+    with (
+        home_lock(tmp_path, "ingest") as ingest,
+        home_lock(tmp_path, "acme run", scope="acme") as acme,
+        home_lock(tmp_path, "globex run", scope="globex") as globex,
+    ):
+        assert (ingest, acme, globex) == (True, True, True)
+        assert "(acme run)" in (tmp_path / "locks" / "acme.lock").read_text()
+        assert "(globex run)" in (tmp_path / "locks" / "globex.lock").read_text()

@@ -6,6 +6,7 @@ one run per `memorypack/home` tag start; the schedule and the sensor tag their r
 a CLI run on one home wait for each other instead of overlapping.
 """
 
+import itertools
 import os
 import signal
 import subprocess
@@ -19,15 +20,22 @@ import dagster as dg
 import pytest
 from dagster._core.run_coordinator import QueuedRunCoordinator
 
+from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
 from bench.soak import ingest_problems, leftovers, unreadable_lake_files, warehouse_differences
 from jobs.definitions import defs
-from jobs.instance import CONFIG, HOME_TAG, dagster_home
+from jobs.instance import (
+    ANALYTICS_TAG,
+    HOME_TAG,
+    TENANT_TAG,
+    dagster_home,
+    rendered_config,
+    workers,
+)
 from jobs.nightly import landing_sensor, nightly_schedule
 from jobs.runner import _instance
 from pipeline.config import Paths
 from pipeline.generate import generate
-from pipeline.homelock import LOCK_NAME
 from pipeline.storage import Lake
 from tests.test_homelock import held_elsewhere
 
@@ -35,7 +43,10 @@ ROOT = Path(__file__).resolve().parents[1]
 START = date(2026, 11, 1)
 DATES = ["2026-11-01", "2026-11-02"]
 CLI = [sys.executable, "-m", "pipeline.cli"]
-ONE_PER_HOME = [{"key": HOME_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+ONE_PER_VALUE = [
+    {"key": tag, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+    for tag in (HOME_TAG, TENANT_TAG, ANALYTICS_TAG)
+]
 
 
 def test_memorypack_run_uses_the_queued_instance_with_one_run_per_home(
@@ -46,7 +57,8 @@ def test_memorypack_run_uses_the_queued_instance_with_one_run_per_home(
         assert instance.root_directory == str(tmp_path / "dagster")
         assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
         queue = instance.get_concurrency_config().run_queue_config
-        assert queue is not None and list(queue.tag_concurrency_limits) == ONE_PER_HOME
+        assert queue is not None and list(queue.tag_concurrency_limits) == ONE_PER_VALUE
+        assert queue.max_concurrent_runs == workers()
         assert instance.get_settings("telemetry") == {"enabled": False}
 
 
@@ -58,11 +70,11 @@ def test_the_packaged_config_replaces_a_stale_one_but_not_an_explicit_dagster_ho
     ours.parent.mkdir(parents=True)
     ours.write_text("telemetry:\n  enabled: false\n")  # what older versions wrote
     assert dagster_home(tmp_path / "home") == ours.parent
-    assert ours.read_text() == CONFIG.read_text()
+    assert ours.read_text() == rendered_config()
     theirs = tmp_path / "theirs"
     monkeypatch.setenv("DAGSTER_HOME", str(theirs))
     assert dagster_home(tmp_path / "home") == theirs
-    assert (theirs / "dagster.yaml").read_text() == CONFIG.read_text()  # none yet: ours
+    assert (theirs / "dagster.yaml").read_text() == rendered_config()  # none yet: ours
     (theirs / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
     dagster_home(tmp_path / "home")
     assert (theirs / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"
@@ -75,7 +87,7 @@ def test_make_ui_prepares_the_same_instance_folder(tmp_path: Path) -> None:
         [sys.executable, "-m", "jobs.instance"], env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
     assert printed == str(tmp_path / "dagster")
-    assert (tmp_path / "dagster" / "dagster.yaml").read_text() == CONFIG.read_text()
+    assert (tmp_path / "dagster" / "dagster.yaml").read_text() == rendered_config()
     assert "$(PY) -m jobs.instance" in (ROOT / "Makefile").read_text()
 
 
@@ -96,31 +108,38 @@ def test_schedule_and_sensor_runs_carry_the_home_tag(
 
 
 def test_every_run_executes_in_one_process() -> None:
-    """The `home` resource (and so the home lock) spans the run only with the in-process executor."""
-    assert defs.resolve_job_def("nightly").executor_def is dg.in_process_executor
+    """The `home` resource (and so its lock) spans the run only with the in-process executor."""
+    for job in ("ingest", "tenant_nightly", "analytics"):
+        assert defs.resolve_job_def(job).executor_def is dg.in_process_executor
 
 
-@dg.asset
+@dg.asset(partitions_def=TENANTS)
 def lock_holder(home: MemorypackHome) -> str:
-    """What a run's steps see in the lock file: their own run holds the home."""
-    return (home.paths.home / LOCK_NAME).read_text()
+    """What a tenant run's steps see: their own run holds the tenant's lock, and `paths` shows
+    only the tenant's folders."""
+    lock = (home.paths.home / "locks" / "acme.lock").read_text()
+    return f"{lock} | {home.paths.table('feedback')}"
 
 
-def test_a_dagster_run_waits_for_the_home_then_holds_it_and_cleans_leftovers(
+def test_a_tenant_run_waits_for_its_tenant_then_holds_it_and_cleans_leftovers(
     tmp_path: Path,
 ) -> None:
-    leftover = tmp_path / "lake" / "events" / "load_date=2026-11-02" / ".data.parquet.0a1b.tmp"
+    folder = tmp_path / "lake" / "feedback" / "tenant_id=acme" / "load_date=2026-11-02"
+    leftover = folder / ".data.parquet.0a1b.tmp"
     leftover.parent.mkdir(parents=True)
     leftover.write_bytes(b"half")
     results: list[dg.ExecuteInProcessResult] = []
     resources = {"home": MemorypackHome(home=str(tmp_path))}
     with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenants", ["acme"])
         run = threading.Thread(  # a run with no `memorypack run` around it, as the daemon starts
             target=lambda: results.append(
-                dg.materialize([lock_holder], instance=instance, resources=resources)
+                dg.materialize(
+                    [lock_holder], instance=instance, resources=resources, partition_key="acme"
+                )
             )
         )
-        with held_elsewhere(tmp_path) as holder:
+        with held_elsewhere(tmp_path, "acme") as holder:
             run.start()
             waiting = busy_messages(instance, deadline=time.monotonic() + 120)
             assert results == [] and leftover.exists()  # queued behind the holder, nothing done
@@ -129,9 +148,11 @@ def test_a_dagster_run_waits_for_the_home_then_holds_it_and_cleans_leftovers(
     assert "(memorypack run --date 2026-11-01)" in waiting[0]
     [result] = results
     assert result.success
-    assert f"(dagster run {result.run_id})" in result.output_for_node("lock_holder")
+    seen = result.output_for_node("lock_holder")
+    assert f"(dagster run {result.run_id} acme)" in seen
+    assert seen.endswith(str(tmp_path / "lake" / "feedback" / "tenant_id=acme" / "data.parquet"))
     assert not leftover.exists()
-    assert (tmp_path / LOCK_NAME).read_text() == ""
+    assert (tmp_path / "locks" / "acme.lock").read_text() == ""
 
 
 def busy_messages(instance: dg.DagsterInstance, deadline: float) -> list[str]:
@@ -199,9 +220,17 @@ def test_two_cli_runs_started_together_run_one_after_the_other(
     assert [run.returncode for run in runs] == [0, 0], outputs
     with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
         records = instance.get_run_records()
-    (first, _, first_end), (second, second_start, _) = run_spans(records)
+    nights = [r for r in records if r.dagster_run.job_name == "ingest"]
+    (first, first_start, _), (second, second_start, _) = run_spans(nights)
     assert sorted([first, second]) == DATES
-    assert first_end <= second_start  # the second waited for the first to end
+    # The second CLI run waited for the whole first night (its tenants and analytics build).
+    first_night = [r for r in records if first_start <= (r.start_time or 0) < second_start]
+    assert {r.dagster_run.job_name for r in first_night} == {
+        "ingest",
+        "tenant_nightly",
+        "analytics",
+    }
+    assert max(r.end_time or 0 for r in first_night) <= second_start
     assert consistency_problems(home) == []
 
 
@@ -210,11 +239,13 @@ def test_two_cli_runs_started_together_run_one_after_the_other(
     not os.environ.get("MEMORYPACK_DAEMON_TEST"),
     reason="a real dagster-daemon takes minutes (206-388 s on 2 busy cores): MEMORYPACK_DAEMON_TEST=1",
 )
-def test_the_daemon_runs_the_sensors_runs_for_one_home_one_after_the_other(
+def test_the_daemon_runs_ingest_then_each_tenant_in_its_own_run_then_analytics(
     tmp_path: Path, tiny_landing: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A real `dagster-daemon`: the sensor asks for both landing folders in one tick; the queue
-    launches the second only when the first has ended (a run's start is when its worker starts)."""
+    """A real `dagster-daemon` and its run queue: the landing sensor asks for both landing
+    folders in one tick and the queue runs them one after the other; the tenant sensor launches a
+    run per changed tenant (separate processes, never two of one tenant at once); the analytics
+    sensor builds the snapshot once they are done."""
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     home = tmp_path / "home"
     env = {
@@ -246,27 +277,47 @@ def test_the_daemon_runs_the_sensors_runs_for_one_home_one_after_the_other(
             start_new_session=True,
         )
     try:
-        records = finished_sensor_runs(home, deadline=time.monotonic() + 900)
+        records = finished_night(home, deadline=time.monotonic() + 1500)
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
         daemon.wait(60)
-    assert len(records) == 2, (tmp_path / "daemon.log").read_text()[-3000:]
-    assert {r.dagster_run.tags[HOME_TAG] for r in records} == {str(home)}
-    (first, _, first_end), (second, second_start, _) = run_spans(records)
+    by_job = {job: [r for r in records if r.dagster_run.job_name == job] for job in JOBS}
+    assert len(by_job["ingest"]) == 2, (tmp_path / "daemon.log").read_text()[-3000:]
+    assert {r.dagster_run.tags[HOME_TAG] for r in by_job["ingest"]} == {str(home)}
+    (first, _, first_end), (second, second_start, _) = run_spans(by_job["ingest"])
     assert sorted([first, second]) == DATES
     assert first_end <= second_start  # the second stayed queued while the first ran
+    tenants = run_spans(by_job["tenant_nightly"])
+    assert {tenant for tenant, _, _ in tenants} == {"acme", "globex"}
+    for tenant in ("acme", "globex"):
+        mine = [(s, e) for t, s, e in tenants if t == tenant]
+        assert all(end <= start for (_, end), (start, _) in itertools.pairwise(mine))
+    last_analytics = max(r.end_time or 0 for r in by_job["analytics"])
+    assert last_analytics >= max(end for _, _, end in tenants)
     assert consistency_problems(home) == []
 
 
-def finished_sensor_runs(home: Path, deadline: float) -> list[dg.RunRecord]:
-    """The sensor's runs once both have finished (or whatever there is at the deadline)."""
+JOBS = ("ingest", "tenant_nightly", "analytics")
+
+
+def finished_night(home: Path, deadline: float) -> list[dg.RunRecord]:
+    """Every run once both ingest runs, their tenant runs and an analytics build after the last
+    tenant run have finished (or whatever there is at the deadline)."""
     done = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
     with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
         while True:
-            records = instance.get_run_records(
-                dg.RunsFilter(tags={"dagster/sensor_name": "landing_sensor"})
+            records = instance.get_run_records()
+            ended = all(r.dagster_run.status in done for r in records)
+            jobs = [r.dagster_run.job_name for r in records]
+            tenant_ends = [r.end_time or 0 for r in records if r.dagster_run.job_name == JOBS[1]]
+            analytics_ends = [r.end_time or 0 for r in records if r.dagster_run.job_name == JOBS[2]]
+            finished = (
+                ended
+                and jobs.count("ingest") == 2
+                and tenant_ends
+                and analytics_ends
+                and max(analytics_ends) >= max(tenant_ends)
             )
-            finished = len(records) == 2 and all(r.dagster_run.status in done for r in records)
             if finished or time.monotonic() > deadline:
                 return records
             time.sleep(2)

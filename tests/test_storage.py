@@ -78,7 +78,7 @@ def test_unchanged_partitions_are_not_read_again(tmp_path: Path) -> None:
     assert _rows(warehouse) == [("2026-11-01", "a"), ("2026-11-01", "b"), ("2026-11-02", "c")]
     with warehouse.connect(read_only=True) as con:
         recorded = con.execute(f"SELECT part FROM {LOADED_FILES} ORDER BY 1").fetchall()
-    assert recorded == [("2026-11-01",), ("2026-11-02",)]
+    assert recorded == [("load_date=2026-11-01",), ("load_date=2026-11-02",)]
 
 
 def test_changed_columns_rebuild_the_table(tmp_path: Path) -> None:
@@ -147,12 +147,33 @@ def test_stale_partitions_follow_the_source_writes(tmp_path: Path) -> None:
     lake = Lake(Paths.from_env(tmp_path))
     for key in ("2026-11-01", "2026-11-02"):
         lake.write_partition("events", key, _day(key, ["a"]))
-    assert lake.stale_partitions("events", ["typed"]) == ["2026-11-01", "2026-11-02"]
+    assert lake.stale_partitions("events", "typed") == ["2026-11-01", "2026-11-02"]
     for key in ("2026-11-01", "2026-11-02"):
-        lake.write_partition("typed", key, _day(key, ["a"]), derived_from="events")
-    assert lake.stale_partitions("events", ["typed"]) == []
+        lake.mark_derived("events", key, "typed")
+    assert lake.stale_partitions("events", "typed") == []
     lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["a", "b"]))  # re-ingested
-    assert lake.stale_partitions("events", ["typed"]) == ["2026-11-02"]
-    assert lake.stale_partitions("events", ["typed", "other"]) == ["2026-11-01", "2026-11-02"]
-    lake.drop("typed", ["2026-11-01"])
-    assert lake.partition_keys("typed") == ["2026-11-02"]
+    assert lake.stale_partitions("events", "typed") == ["2026-11-02"]
+    assert lake.stale_partitions("events", "other") == ["2026-11-01", "2026-11-02"]
+
+
+def test_a_tenant_sees_only_its_folder_and_the_home_sees_every_tenant(tmp_path: Path) -> None:
+    home = Paths.from_env(tmp_path)
+    for tenant, ids in (("acme", ["a"]), ("globex", ["b", "c"])):
+        frame = _day("2026-11-01", ids).with_columns(pl.lit(tenant).alias("tenant_id"))
+        Lake(home.for_tenant(tenant)).write_partition("typed", "2026-11-01", frame)
+        Lake(home.for_tenant(tenant)).write("scores", frame.drop("load_date"))
+    acme = Lake(home.for_tenant("acme"))
+    assert acme.read("typed").collect()["tenant_id"].to_list() == ["acme"]
+    assert acme.read("scores").collect()["event_id"].to_list() == ["a"]
+    assert sorted(Lake(home).read("scores").collect()["event_id"]) == ["a", "b", "c"]
+    assert Lake(home).partition_keys("typed") == ["2026-11-01"]
+    assert Lake(home).tenants("typed") == ["acme", "globex"]
+    assert set(Lake(home).files("typed")) == {
+        "tenant_id=acme/load_date=2026-11-01",
+        "tenant_id=globex/load_date=2026-11-01",
+    }
+    assert not Lake(home.for_tenant("initech")).exists("typed")
+    lake, warehouse = Lake(home), Warehouse(home)
+    assert warehouse.refresh("typed", lake) == 3
+    Lake(home.for_tenant("acme")).drop("typed", ["2026-11-01"])
+    assert warehouse.refresh("typed", lake) == 2  # only acme's rows went
