@@ -97,6 +97,17 @@ def _pair_dataset(pairs: pl.DataFrame) -> Any:
     )
 
 
+def _pair_args(config: DPOPolicyConfig, output_dir: str) -> dict[str, Any]:
+    """The arguments every pair trainer (DPO, SimPO) takes from the config."""
+    return {
+        **_common_args(config, output_dir),
+        "num_train_epochs": config.epochs,
+        "max_steps": config.max_steps,
+        "learning_rate": config.learning_rate,
+        "beta": config.beta,
+    }
+
+
 def dpo_fit(
     model: Any, ref_model: Any, tokenizer: Any, train: pl.DataFrame, config: DPOPolicyConfig
 ) -> tuple[float, int]:
@@ -108,11 +119,7 @@ def dpo_fit(
         return simpo_fit(model, tokenizer, train, config)
     with tempfile.TemporaryDirectory() as tmp:
         args = DPOConfig(
-            **_common_args(config, tmp),
-            num_train_epochs=config.epochs,
-            max_steps=config.max_steps,
-            learning_rate=config.learning_rate,
-            beta=config.beta,
+            **_pair_args(config, tmp),
             loss_type=[config.loss_type],
             precompute_ref_log_probs=config.precompute_ref,
         )
@@ -135,11 +142,7 @@ def simpo_fit(
     train = train.filter(pl.Series([len(ids) < config.max_length - 8 for ids in prompt_ids]))
     with tempfile.TemporaryDirectory() as tmp:
         args = CPOConfig(
-            **_common_args(config, tmp),
-            num_train_epochs=config.epochs,
-            max_steps=config.max_steps,
-            learning_rate=config.learning_rate,
-            beta=config.beta,
+            **_pair_args(config, tmp),
             loss_type="simpo",
             cpo_alpha=0.0,
             simpo_gamma=config.simpo_gamma,

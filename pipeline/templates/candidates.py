@@ -150,22 +150,14 @@ def candidate_templates(
             )
         )
     if examples:
-        quoted = "\n".join(f"- {e}" for e in examples)
         out.append(
-            Candidate(
-                "best_examples",
-                f"{base}\nA good answer looks like this:\n{quoted}",
-                {"best_outputs": len(examples)},
+            _quoting(
+                "best_examples", base, "A good answer looks like this:", examples, "best_outputs"
             )
         )
     if corrections:
-        quoted = "\n".join(f"- {c}" for c in corrections)
         out.append(
-            Candidate(
-                "corrections",
-                f"{base}\nPeople corrected answers toward this:\n{quoted}",
-                {"corrections": len(corrections)},
-            )
+            _quoting("corrections", base, "People corrected answers toward this:", corrections)
         )
     if guidance and (examples or corrections):
         quoted = "\n".join(f"- {e}" for e in (examples or corrections))
@@ -193,3 +185,11 @@ def candidate_templates(
             seen.add(candidate.template)
             unique.append(candidate)
     return unique
+
+
+def _quoting(
+    name: str, base: str, intro: str, quotes: list[str], counted: str | None = None
+) -> Candidate:
+    """The base template followed by `intro` and the quotes as a list; the evidence counts them."""
+    listed = "\n".join(f"- {q}" for q in quotes)
+    return Candidate(name, f"{base}\n{intro}\n{listed}", {counted or name: len(quotes)})

@@ -169,8 +169,8 @@ def _refine_cell(
         ]
     except Exception as error:  # this tenant × skill keeps its template; the others go on
         log.exception("scoring templates of %s × %s failed", tenant, skill)
-        note = f"scoring failed, the current template stays: {one_line(error)}"
-        return [_decision(tenant, skill, "-", None, False, note)], None
+        failed = f"scoring failed, the current template stays: {one_line(error)}"
+        return [_decision(tenant, skill, "-", None, False, failed)], None
     scored = [score for score, _ in outcomes]
     best = select_template(current_score, scored, config.margin_epsilon)
     versus = [compare(score, current_score) for score in scored]
