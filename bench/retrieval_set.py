@@ -150,7 +150,7 @@ def write_pack(
     """Publish a pack whose memories are `texts` (ids m000000…; about contacts c0…c<contacts-1>
     in turn, or general when `contacts` is 0) and whose embeddings are `vectors`, through the
     real writer. Returns the tenant folder."""
-    from pipeline.pack.build import (
+    from pipeline.pack.content import (
         CONFLICT_SCHEMA,
         MEMORY_SCHEMA,
         PASS_THROUGH,

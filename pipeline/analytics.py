@@ -160,7 +160,7 @@ def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, in
     redacted, PII-looking ids pseudonymized with the same key (so analysts can join them with the
     packs' ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`).
     Texts already seen by a pack or an earlier snapshot come from the redaction cache."""
-    from pipeline.pack.build import ENUM_COLUMNS, ID_COLUMNS
+    from pipeline.pack.content import ENUM_COLUMNS, ID_COLUMNS
     from pipeline.pii import Redactor
 
     redactor = Redactor.for_home(paths)

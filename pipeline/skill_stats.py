@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 from scipy import sparse
 
+from memorypack.loader import UNKNOWN_SKILL_CONFIDENCE
 from pipeline.frames import fmt
 from pipeline.scoring import DEFAULT_SCORING, ScoringConfig, deduplicate_votes, vote_values
 from pipeline.vectors import TextVectors
@@ -30,8 +31,9 @@ class SkillConfig:
     # SPEC §4.8: both the confidence and the preference vector learn at 0.1 — about the last 10
     # votes dominate, so a skill can recover from an early bad streak within a couple of weeks.
     learning_rate: float = 0.1
-    # Before any vote a skill is a coin flip for this user: neither favoured nor avoided.
-    initial_confidence: float = 0.5
+    # Before any vote a skill is a coin flip for this user: neither favoured nor avoided. The app
+    # library starts an unvoted skill at the same value.
+    initial_confidence: float = UNKNOWN_SKILL_CONFIDENCE
     # Without embeddings each skill gets a one-hot vector of this size (the default embedding
     # dimension, so every vector column has one shape); skills beyond it share slots (rank modulo).
     fallback_dim: int = 384

@@ -80,16 +80,16 @@ def test_dpo_runs_record_a_tenant_only_when_its_policy_changed() -> None:
 def test_a_tenant_whose_training_raises_keeps_its_policy_and_others_train(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pipeline.dpo
+    import pipeline.dpo.training
 
-    real = pipeline.dpo.train_policy
+    real = pipeline.dpo.training.train_policy
 
     def train(tenant_id: str, *args):  # type: ignore[no-untyped-def]
         if tenant_id == "acme":
             raise OSError("No space left on device\nmore")
         return real(tenant_id, *args)
 
-    monkeypatch.setattr(pipeline.dpo, "train_policy", train)
+    monkeypatch.setattr(pipeline.dpo.training, "train_policy", train)
     pairs = pl.concat([planted_pairs(24, tenant="acme"), planted_pairs(6, tenant="tiny")])
     runs = train_policies(pairs, _sft(pairs), FAST, tmp_path)
     by_tenant = {r.tenant_id: r for r in runs}

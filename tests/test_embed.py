@@ -16,9 +16,11 @@ from pipeline.embed import (
     EmbedConfig,
     embed_with_cache,
     encode,
+    encoding,
     load_model,
     memory_texts,
     normalise_text,
+    onnx_backend,
 )
 from pipeline.vectors import EmbeddingCache, TextVectors
 from tests.test_conflicts import no_interactions, statement, statements_frame
@@ -99,7 +101,7 @@ def test_second_run_embeds_nothing_and_never_loads_the_model(
     def refuse(*_: Any) -> Any:
         raise AssertionError("model loaded although every text is cached")
 
-    monkeypatch.setattr(embed, "load_model", refuse)
+    monkeypatch.setattr(encoding, "load_model", refuse)
     second = embed_with_cache(texts, cache.scan(name), now=now, config=config)
     assert (second.n_new, second.n_cached, second.fresh.height) == (0, 2, 0)
     assert second.embeddings.equals(first.embeddings)
@@ -154,7 +156,7 @@ def test_onnx_vectors_agree_with_torch_fp32(model: Any, backend: Backend, export
         assert np.abs(vectors - reference).max() < 1e-5
     similarity = vectors @ vectors.T
     assert similarity[0, 1] > similarity[0, 4:].max() and similarity[2, 3] > similarity[2, 4:].max()
-    assert onnx.session.get_session_options().intra_op_num_threads == embed._cores()
+    assert onnx.session.get_session_options().intra_op_num_threads == onnx_backend._cores()
 
 
 def _mirror(source: Path, target: Path) -> Path:
@@ -179,8 +181,8 @@ def test_export_is_reused_and_keyed_by_the_source_model(
         exports.append(target)
         target.write_bytes(b"stub")
 
-    monkeypatch.setattr(embed, "_export_fp32", fake_export)
-    monkeypatch.setattr(embed, "_export_int8", fake_export)
+    monkeypatch.setattr(onnx_backend, "_export_fp32", fake_export)
+    monkeypatch.setattr(onnx_backend, "_export_int8", fake_export)
     assert embed.export_onnx(source, "onnx-int8", export_dir) == made
     assert exports == [] and made.stat().st_mtime_ns == stamp
 

@@ -10,7 +10,7 @@ from pipeline.conflicts import CONFLICT_SCHEMA, find_conflicts
 from pipeline.consolidate import consolidate
 from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
 from pipeline.decay import snapshot
-from pipeline.embed import MEMORY_EMBEDDING_SCHEMA, memory_texts
+from pipeline.embed import memory_texts
 from pipeline.fewshot import few_shot_sets
 from pipeline.pairs import correction_pairs, finalize_pairs, ranked_pairs
 from pipeline.scoring import compute_scores
@@ -21,6 +21,14 @@ AS_OF = datetime(2026, 11, 6, tzinfo=UTC)
 INTERACTIONS = pl.DataFrame(schema=INTERACTION_SCHEMA)
 STATEMENTS = pl.DataFrame(schema=MEMORY_SCHEMA)
 FEEDBACK = pl.DataFrame(schema=FEEDBACK_SCHEMA)
+# memory_embeddings: which cached vector each memory has.
+EMBEDDINGS_SCHEMA = {
+    "tenant_id": pl.String(),
+    "memory_id": pl.String(),
+    "memory_kind": pl.String(),
+    "text_hash": pl.String(),
+    "model": pl.String(),
+}
 NO_VECTORS = TextVectors(
     pl.DataFrame(schema={"row": pl.UInt32, "text_hash": pl.String}), np.zeros((0, 4), np.float32)
 )
@@ -42,7 +50,7 @@ def test_texts_conflicts_and_consolidation_of_nothing_are_empty() -> None:
     result = consolidate(
         STATEMENTS,
         INTERACTIONS,
-        pl.DataFrame(schema=MEMORY_EMBEDDING_SCHEMA),
+        pl.DataFrame(schema=EMBEDDINGS_SCHEMA),
         conflicts,
         NO_VECTORS,
     )
@@ -59,5 +67,5 @@ def test_skill_stats_and_pairs_of_nothing_are_empty() -> None:
 
 def test_few_shot_sets_of_nothing_are_empty() -> None:
     scores = compute_scores(INTERACTIONS, STATEMENTS, FEEDBACK)
-    embeddings = pl.DataFrame(schema=MEMORY_EMBEDDING_SCHEMA)
+    embeddings = pl.DataFrame(schema=EMBEDDINGS_SCHEMA)
     assert few_shot_sets(INTERACTIONS, FEEDBACK, scores, embeddings, NO_VECTORS).is_empty()

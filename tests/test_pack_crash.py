@@ -25,6 +25,8 @@ from pipeline.config import Paths
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
+from tests.crash_hook import install
+install()
 paths = Paths.from_env(sys.argv[1])
 inputs = load_inputs(Lake(paths), datetime.fromisoformat(sys.argv[2]))
 print(publish(paths.packs, build_pack(inputs, "acme"), keep=1).version)

@@ -21,7 +21,7 @@ from memorypack.format import (
     sha256_file,
     verify_pack,
 )
-from pipeline.pack.build import PackContent
+from pipeline.pack.content import PackContent
 from pipeline.pack.disk import TEMP_PREFIX, fsync_path
 from pipeline.pack.store import clean_leftovers, list_versions, remove_dir, write_latest
 from pipeline.pack.writer import _write_manifest, content_hash, publish_lock

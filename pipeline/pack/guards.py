@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipeline.pack.build import ENUM_COLUMNS, PackContent, PackInputs
+from pipeline.pack.content import ENUM_COLUMNS, PackContent, PackInputs
 from pipeline.pii import PSEUDONYM
 from pipeline.pii_guard import leaks as pii_leaks
 

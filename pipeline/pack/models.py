@@ -51,7 +51,8 @@ def encoder_files(model: str | None, dim: int, export_dir: Path) -> EncoderFiles
     and its tokenizer, with the manifest entry naming them; None when `model` is not the
     configured model, its dimension is not `dim`, or the export is not on this host (the pack
     then serves keyword and vector queries, not text embedding)."""
-    from pipeline.embed import _source_key, model_name, resolve_model_path
+    from pipeline.embed import model_name, resolve_model_path
+    from pipeline.embed.onnx_backend import source_key
 
     backend = _backend_of(model) if model else None
     if backend is None or not dim:
@@ -62,7 +63,7 @@ def encoder_files(model: str | None, dim: int, export_dir: Path) -> EncoderFiles
         hidden = int(json.loads((source / "config.json").read_text())["hidden_size"])
     except (OSError, ValueError, KeyError):
         return None
-    folder = export_dir / f"{model_name(source)}-{_source_key(source)[:16]}"
+    folder = export_dir / f"{model_name(source)}-{source_key(source)[:16]}"
     onnx = folder / ("model-int8.onnx" if backend == "onnx-int8" else "model.onnx")
     tokenizer = source / "tokenizer.json"
     if hidden != dim or not onnx.is_file() or not tokenizer.is_file():

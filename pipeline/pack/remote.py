@@ -22,7 +22,7 @@ from pathlib import Path
 
 from memorypack.format import LATEST, MANIFEST, SEAL, is_version, read_latest, verify_pack
 from memorypack.fs import Location, ObjectPath
-from pipeline.pack.disk import TEMP_PREFIX, TRASH_PREFIX, crash_point
+from pipeline.pack.disk import TEMP_PREFIX, TRASH_PREFIX, step_done
 
 LOCKS_FOLDER = "memorypack-publish-locks"
 
@@ -53,7 +53,7 @@ def upload_version(staged: Path, final: ObjectPath) -> None:
     try:
         for name in [*names, MANIFEST, SEAL]:
             (final / name).upload(staged / name)
-            crash_point("first_object_uploaded")
+            step_done("first_object_uploaded")
         verify_pack(final, version=final.name)
     except BaseException:
         # Unsealed objects a failed delete leaves behind go with the tenant's next publish.
@@ -66,15 +66,15 @@ def remove_version(version_dir: ObjectPath) -> None:
     """Delete the seal first, so an interrupted delete leaves an unfinished version (skipped by
     listings, deleted by the next publish), never a listed version with objects missing."""
     (version_dir / SEAL).unlink(missing_ok=True)
-    crash_point("pruning")
+    step_done("pruning")
     version_dir.remove_tree()
 
 
 def write_latest(tenant_dir: ObjectPath, version: str) -> None:
     """One PUT: S3 replaces an object atomically, so a reader gets the old or the new name."""
-    crash_point("latest_tmp_written")  # the same crash points as the local swap, for the tests
+    step_done("latest_tmp_written")  # the same steps as the local swap
     (tenant_dir / LATEST).write_bytes((version + "\n").encode())
-    crash_point("latest_swapped")
+    step_done("latest_swapped")
 
 
 def clean_leftovers(tenant_dir: ObjectPath) -> list[str]:

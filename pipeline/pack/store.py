@@ -21,7 +21,7 @@ from memorypack.format import (
 from memorypack.fs import Location, ObjectPath
 from pipeline.errors import UserError
 from pipeline.pack import remote
-from pipeline.pack.disk import TEMP_PREFIX, TRASH_PREFIX, crash_point, fsync_path
+from pipeline.pack.disk import TEMP_PREFIX, TRASH_PREFIX, fsync_path, step_done
 
 DEFAULT_KEEP = 7
 
@@ -101,10 +101,10 @@ def write_latest(tenant_dir: Location, version: str) -> None:
         handle.write(version + "\n")
         handle.flush()
         os.fsync(handle.fileno())
-    crash_point("latest_tmp_written")
+    step_done("latest_tmp_written")
     os.replace(tmp, tenant_dir / LATEST)
     fsync_path(tenant_dir)
-    crash_point("latest_swapped")
+    step_done("latest_swapped")
 
 
 def rollback(tenant_dir: Location, to: str | None = None) -> str:
@@ -139,7 +139,7 @@ def remove_dir(path: Location) -> None:
         return
     trash = path.with_name(f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
     os.rename(path, trash)
-    crash_point("pruning")
+    step_done("pruning")
     shutil.rmtree(trash, ignore_errors=True)
 
 

@@ -39,8 +39,8 @@ from memorypack.format import (
 from memorypack.fs import Location, ObjectPath
 from pipeline import __version__
 from pipeline.pack import remote
-from pipeline.pack.build import PackContent
-from pipeline.pack.disk import TEMP_PREFIX, crash_point, fsync_path
+from pipeline.pack.content import PackContent
+from pipeline.pack.disk import TEMP_PREFIX, fsync_path, step_done
 from pipeline.pack.models import prune_models, ship
 from pipeline.pack.store import DEFAULT_KEEP, clean_leftovers, list_versions, prune, write_latest
 
@@ -85,7 +85,7 @@ def _write_files(folder: Path, content: PackContent) -> dict[str, dict[str, Any]
         frame.write_parquet(path, compression="zstd", statistics=True)
         _fsynced(path)
         files[name] = {"rows": frame.height}
-        crash_point("first_file_written")
+        step_done("first_file_written")
     path = folder / EMBEDDINGS
     with path.open("wb") as handle:
         np.save(
@@ -237,7 +237,7 @@ class PackStage:
         try:
             files = _write_files(temp, content)
             ship(tenant_dir, content.model_files)  # content-addressed: safe before the swap
-            crash_point("files_written")
+            step_done("files_written")
             digest = content_hash(files, content)
             latest = read_latest(tenant_dir)
             live = _live_manifest(tenant_dir, latest)
@@ -264,10 +264,10 @@ class PackStage:
             version = same[-1] if same else make_version([v.version for v in kept], digest)
             manifest = _manifest(content, version, digest, files, self.run_id)
             _write_manifest(temp, manifest)
-            crash_point("manifest_written")
+            step_done("manifest_written")
             verify_pack(temp, version=version)
             fsync_path(temp)
-            crash_point("verified")
+            step_done("verified")
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
@@ -310,11 +310,11 @@ class PackStage:
         else:
             os.rename(staged.temp, final)
             fsync_path(final.parent)
-        crash_point("renamed")
+        step_done("renamed")
         write_latest(tenant_dir, version)
         removed = prune(tenant_dir, self.keep)
         prune_models(tenant_dir, [v.manifest for v in list_versions(tenant_dir)])
-        crash_point("pruned")
+        step_done("pruned")
         return PublishResult(staged.content_tenant, version, True, reason, final, removed, manifest)
 
     def discard(self) -> None:

@@ -64,7 +64,7 @@ NEGATIVE_FEEDBACK_WEIGHT = 0.1
 # Skill selection (SPEC §4.8).
 CONFIDENCE_WEIGHT = 0.7
 ALIGNMENT_WEIGHT = 0.3
-UNKNOWN_SKILL_CONFIDENCE = 0.5
+UNKNOWN_SKILL_CONFIDENCE = 0.5  # the pipeline's SkillConfig.initial_confidence is this value
 # Cold start: the tenant's confidence in a skill is its votes' positive share over all users,
 # smoothed toward UNKNOWN_SKILL_CONFIDENCE by this many votes; a user's confidence starts there
 # and moves to their own as their votes arrive: (votes·own + PRIOR·tenant) / (votes + PRIOR).

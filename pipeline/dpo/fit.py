@@ -1,0 +1,150 @@
+"""Fitting with TRL: supervised fine-tuning on well-rated outputs, then DPO (or SimPO) on the pairs."""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from typing import Any
+
+import polars as pl
+
+from pipeline.dpo.settings import DPOPolicyConfig
+from pipeline.templates.registry import format_prompt
+
+# transformers 5 renamed gradient_checkpointing; TRL 1.16 still passes the old name on every run.
+warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
+
+
+def _train(trainer: Any) -> Any:
+    """Run a TRL trainer without its per-step printing; its TrainOutput."""
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    return trainer.train()
+
+
+def _fit_pairs(
+    trainer_class: Any, args: Any, model: Any, tokenizer: Any, train: pl.DataFrame, **more: Any
+) -> tuple[float, int]:
+    """A pair trainer (DPO, CPO) on `train`: its training loss and steps."""
+    output = _train(
+        trainer_class(
+            model=model,
+            args=args,
+            train_dataset=_pair_dataset(train),
+            processing_class=tokenizer,
+            **more,
+        )
+    )
+    return float(output.training_loss), int(output.global_step)
+
+
+def _common_args(config: DPOPolicyConfig, output_dir: str) -> dict[str, Any]:
+    return {
+        "output_dir": output_dir,
+        "use_cpu": True,
+        "bf16": False,
+        "fp16": False,
+        "gradient_checkpointing": False,
+        "report_to": [],
+        "save_strategy": "no",
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "per_device_train_batch_size": config.batch_size,
+        "weight_decay": config.weight_decay,
+        "logging_steps": 10,
+        "disable_tqdm": True,
+        "max_length": config.max_length,
+        "dataloader_num_workers": 0,
+    }
+
+
+def supervised_fit(
+    model: Any, tokenizer: Any, examples: pl.DataFrame, config: DPOPolicyConfig
+) -> float | None:
+    """TRL SFT on (prompt, completion) rows: the policy first learns what well-rated answers look like."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    if config.sft_epochs <= 0 or examples.is_empty():
+        return None
+    data = Dataset.from_dict(
+        {
+            "prompt": [format_prompt(p) for p in examples["prompt"].to_list()],
+            "completion": [c.strip() for c in examples["completion"].to_list()],
+        }
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        args = SFTConfig(
+            **_common_args(config, tmp),
+            num_train_epochs=config.sft_epochs,
+            learning_rate=config.sft_learning_rate,
+            packing=False,
+        )
+        trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+        return float(_train(trainer).training_loss)
+
+
+def _pair_dataset(pairs: pl.DataFrame) -> Any:
+    from datasets import Dataset
+
+    return Dataset.from_dict(
+        {
+            "prompt": [format_prompt(p) for p in pairs["prompt"].to_list()],
+            "chosen": pairs["chosen"].to_list(),
+            "rejected": pairs["rejected"].to_list(),
+        }
+    )
+
+
+def _pair_args(config: DPOPolicyConfig, output_dir: str) -> dict[str, Any]:
+    """The arguments every pair trainer (DPO, SimPO) takes from the config."""
+    return {
+        **_common_args(config, output_dir),
+        "num_train_epochs": config.epochs,
+        "max_steps": config.max_steps,
+        "learning_rate": config.learning_rate,
+        "beta": config.beta,
+    }
+
+
+def dpo_fit(
+    model: Any, ref_model: Any, tokenizer: Any, train: pl.DataFrame, config: DPOPolicyConfig
+) -> tuple[float, int]:
+    """TRL DPOTrainer on the train pairs (CPOTrainer for SimPO); returns (train loss, optimizer
+    steps)."""
+    from trl import DPOConfig, DPOTrainer
+
+    if config.loss_type == "simpo":
+        return simpo_fit(model, tokenizer, train, config)
+    with tempfile.TemporaryDirectory() as tmp:
+        args = DPOConfig(
+            **_pair_args(config, tmp),
+            loss_type=[config.loss_type],
+            precompute_ref_log_probs=config.precompute_ref,
+        )
+        return _fit_pairs(DPOTrainer, args, model, tokenizer, train, ref_model=ref_model)
+
+
+def simpo_fit(
+    model: Any, tokenizer: Any, train: pl.DataFrame, config: DPOPolicyConfig
+) -> tuple[float, int]:
+    """SimPO with TRL's CPOTrainer (cpo_alpha 0: no NLL term; SFT is the separate stage):
+    reference-free, on the per-token mean log-prob, with a target margin."""
+    from trl.experimental.cpo import CPOConfig, CPOTrainer
+
+    # CPOTrainer cuts only the reply, never the prompt: a prompt that fills max_length would run
+    # past the model's positions, and one that leaves no reply tokens gives a NaN mean. Such pairs
+    # teach DPOTrainer nothing either (it keeps the start), so they are left out.
+    prompt_ids = tokenizer(
+        [format_prompt(p) for p in train["prompt"].to_list()], add_special_tokens=False
+    )["input_ids"]
+    train = train.filter(pl.Series([len(ids) < config.max_length - 8 for ids in prompt_ids]))
+    with tempfile.TemporaryDirectory() as tmp:
+        args = CPOConfig(
+            **_pair_args(config, tmp),
+            loss_type="simpo",
+            cpo_alpha=0.0,
+            simpo_gamma=config.simpo_gamma,
+        )
+        return _fit_pairs(CPOTrainer, args, model, tokenizer, train)

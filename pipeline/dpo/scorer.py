@@ -1,0 +1,171 @@
+"""Scoring replies with a trained policy: the implicit reward of each loss, and accuracy on pairs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from pipeline.config import offline_environment
+from pipeline.dpo.settings import PER_TOKEN_LOSSES, REFERENCE_FREE_LOSSES, RUN_FILE
+from pipeline.templates.registry import format_prompt
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def sequence_logps(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    completions: Sequence[str],
+    max_length: int,
+    batch_size: int = 32,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Σ log p(completion tokens | prompt), number of completion tokens), tokenized the way TRL
+    does (completion + EOS, cut at `max_length` from the end).
+
+    Rows are scored shortest first (batches pad little), and the vocabulary head runs only from a
+    batch's first completion token on: prompt positions never count, and the head (vocabulary ×
+    width) is most of a small model's work.
+    """
+    import inspect
+
+    import torch
+
+    eos = tokenizer.eos_token or ""
+    prompt_ids = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+    full_ids = tokenizer(
+        [p + c.strip() + eos for p, c in zip(prompts, completions, strict=True)],
+        add_special_tokens=False,
+    )["input_ids"]
+    seqs = [f[:max_length] for f in full_ids]
+    splits = [
+        max(1, min(_common_prefix(p, f), len(s)))
+        for p, f, s in zip(prompt_ids, full_ids, seqs, strict=True)
+    ]
+    can_skip = "logits_to_keep" in inspect.signature(model.forward).parameters
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    out = np.zeros(len(seqs), dtype=np.float64)
+    counts = np.array([max(0, len(s) - b) for s, b in zip(seqs, splits, strict=True)], np.float64)
+    order = np.argsort([len(s) for s in seqs], kind="stable")
+    model.eval()
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        width = max(len(seqs[i]) for i in batch)
+        ids = torch.tensor([seqs[i] + [pad] * (width - len(seqs[i])) for i in batch])
+        attention = torch.tensor([[1] * len(seqs[i]) + [0] * (width - len(seqs[i])) for i in batch])
+        # Logits at positions first-1 … width-1 predict the tokens at first … width-1.
+        first = min(splits[i] for i in batch) if can_skip else 1
+        keep = width - first + 1
+        extra = {"logits_to_keep": keep} if can_skip else {}
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=attention, **extra).logits
+        logits = logits[:, -keep:-1].float()
+        targets = ids[:, first:]
+        positions = torch.arange(first, width)[None, :]
+        lengths = torch.tensor([len(seqs[i]) for i in batch])[:, None]
+        begins = torch.tensor([splits[i] for i in batch])[:, None]
+        counted = ((positions >= begins) & (positions < lengths)).float()
+        token_logps = (
+            torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        )
+        out[batch] = (token_logps * counted).sum(-1).double().numpy()
+    return out, counts
+
+
+class PolicyScorer:
+    """The reward a trained policy learned, for full prompts: β·(log π(y|x) − log π_ref(y|x)),
+    per token for the length-normalised losses, without the reference for SimPO."""
+
+    def __init__(
+        self,
+        policy: Any,
+        reference: Any,
+        tokenizer: Any,
+        beta: float,
+        max_length: int,
+        batch_size: int = 32,
+        loss_type: str = "sigmoid",
+    ):
+        self.policy, self.reference, self.tokenizer = policy, reference, tokenizer
+        self.beta, self.max_length, self.batch_size = beta, max_length, batch_size
+        self.per_token = loss_type in PER_TOKEN_LOSSES
+        self.reference_free = loss_type in REFERENCE_FREE_LOSSES
+
+    @classmethod
+    def load(cls, model_dir: str | os.PathLike[str], batch_size: int = 32) -> PolicyScorer:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        offline_environment()
+        root = Path(model_dir)
+        run = json.loads((root / RUN_FILE).read_text())
+        tokenizer = AutoTokenizer.from_pretrained(str(root / "policy"), local_files_only=True)
+        policy = AutoModelForCausalLM.from_pretrained(str(root / "policy"), local_files_only=True)
+        ref_dir = run.get("reference_dir") or str(root / "reference")
+        reference = AutoModelForCausalLM.from_pretrained(ref_dir, local_files_only=True)
+        loss_type = (run.get("config") or {}).get("loss_type", "sigmoid")
+        return cls(
+            policy,
+            reference,
+            tokenizer,
+            float(run["beta"]),
+            int(run["max_length"]),
+            batch_size,
+            loss_type,
+        )
+
+    def logps(
+        self, prompts: Sequence[str], completions: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(Σ log π, Σ log π_ref, completion tokens) of each completion."""
+        args = (self.tokenizer, prompts, completions, self.max_length, self.batch_size)
+        policy, tokens = sequence_logps(self.policy, *args)
+        return policy, sequence_logps(self.reference, *args)[0], tokens
+
+    def _reward(self, policy: np.ndarray, reference: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        ratio = policy if self.reference_free else policy - reference
+        return self.beta * (ratio / np.maximum(tokens, 1.0) if self.per_token else ratio)
+
+    def rewards(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
+        if self.reference_free:  # the reference's forward pass is not needed
+            args = (self.tokenizer, prompts, completions, self.max_length, self.batch_size)
+            policy, tokens = sequence_logps(self.policy, *args)
+            return self._reward(policy, np.zeros_like(policy), tokens)
+        return self._reward(*self.logps(prompts, completions))
+
+    def __call__(
+        self, prompts: list[str], chosen: list[str], rejected: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return self.rewards(prompts, chosen), self.rewards(prompts, rejected)
+
+    def evaluate(self, pairs: pl.DataFrame) -> tuple[float | None, float | None, float | None]:
+        """(preference accuracy, mean reward margin, the reference model's accuracy) on pairs with
+        their plain prompts. The reference (the model before DPO) prefers the completion with the
+        higher Σ log-prob: what the policy is measured against before any preference is learned."""
+        if pairs.is_empty():
+            return None, None, None
+        prompts = [format_prompt(p) for p in pairs["prompt"].to_list()]
+        policy_chosen, ref_chosen, tokens_chosen = self.logps(prompts, pairs["chosen"].to_list())
+        policy_rejected, ref_rejected, tokens_rejected = self.logps(
+            prompts, pairs["rejected"].to_list()
+        )
+        diff = self._reward(policy_chosen, ref_chosen, tokens_chosen) - self._reward(
+            policy_rejected, ref_rejected, tokens_rejected
+        )
+        return (
+            float((diff > 0).mean()),
+            float(diff.mean()),
+            float((ref_chosen > ref_rejected).mean()),
+        )

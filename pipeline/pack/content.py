@@ -1,0 +1,279 @@
+"""What a pack holds: the schemas of its files, the columns an app may see, and the inputs and
+content a build passes along."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from pipeline.dpo import DPO_RUNS_SCHEMA
+from pipeline.pii import Redactor
+from pipeline.vectors import EmbeddingCache
+
+TIMESTAMP = pl.Datetime("us", "UTC")
+
+
+STRING = pl.String()
+
+
+STRINGS = pl.List(pl.String())
+
+
+FLOATS = pl.List(pl.Float32())
+
+
+# The columns each pack file always has (pass-through tables keep any extra upstream columns).
+MEMORY_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": STRING,
+    "memory_id": STRING,
+    "memory_kind": STRING,
+    "contact_id": STRING,
+    "memory_type": STRING,
+    "kind": STRING,
+    "system": STRING,
+    "skill_id": STRING,
+    "user_id": STRING,
+    "category": STRING,
+    "impact_level": STRING,
+    "text": STRING,
+    "output": STRING,
+    "tags": STRINGS,
+    "confidence": pl.Float64(),
+    "status": STRING,
+    "needs_reconfirmation": pl.Boolean(),
+    "stale": pl.Boolean(),
+    "last_confirmed": TIMESTAMP,
+    "quality_score": pl.Float64(),
+    "quality_lower": pl.Float64(),
+    "n_feedback": pl.Int64(),
+    "has_correction": pl.Boolean(),
+    "has_conflict": pl.Boolean(),
+    "has_embedding": pl.Boolean(),
+    "ts": TIMESTAMP,
+    # The audit's promotion candidate (SPEC §4.2): the type a person may confirm it as, and why.
+    # Listed for the app to ask about, never applied.
+    "promotion_to": STRING,
+    "promotion_reason": STRING,
+}
+
+
+PASS_THROUGH: dict[str, tuple[str, dict[str, pl.DataType], list[str]]] = {
+    # pack file: (lake table, guaranteed columns, sort keys)
+    "summaries.parquet": (
+        "consolidated_summaries",
+        {
+            "tenant_id": STRING,
+            "scope": STRING,
+            "contact_id": STRING,
+            "system": STRING,
+            "kind": STRING,
+            "cluster_id": STRING,
+            "summary": STRING,
+            "representative_id": STRING,
+            "member_ids": STRINGS,
+            "n_members": pl.Int64(),
+            "confidence": pl.Float64(),
+            "tags": STRINGS,
+            "first_seen": TIMESTAMP,
+            "last_seen": TIMESTAMP,
+        },
+        ["cluster_id"],
+    ),
+    "few_shot.parquet": (
+        "few_shot_sets",
+        {
+            "tenant_id": STRING,
+            "system": STRING,
+            "kind": STRING,
+            "skill_id": STRING,
+            "rank": pl.Int64(),
+            "memory_id": STRING,
+            "input": STRING,
+            "output": STRING,
+            "is_corrected": pl.Boolean(),
+            "quality_lower": pl.Float64(),
+            "n_feedback": pl.Int64(),
+            "ts": TIMESTAMP,
+            "why": STRING,
+        },
+        ["system", "kind", "skill_id", "rank", "memory_id"],
+    ),
+    "templates.parquet": (
+        "template_history",
+        {
+            "tenant_id": STRING,
+            "skill_id": STRING,
+            "version": pl.Int64(),
+            "template": STRING,
+            "is_current": pl.Boolean(),
+            "eval_accuracy": pl.Float64(),
+            "eval_margin": pl.Float64(),
+            "evidence": STRING,
+            "policy_id": STRING,
+            "created_at": TIMESTAMP,
+        },
+        ["skill_id", "version"],
+    ),
+    "skills.parquet": (
+        "skill_stats",
+        {
+            "tenant_id": STRING,
+            "user_id": STRING,
+            "skill_id": STRING,
+            "usage": pl.Int64(),
+            "n_positive": pl.Int64(),
+            "n_negative": pl.Int64(),
+            "positive_share": pl.Float64(),
+            "ema_confidence": pl.Float64(),
+            "mean_reward": pl.Float64(),
+            "last_used_at": TIMESTAMP,
+        },
+        ["user_id", "skill_id"],
+    ),
+}
+
+
+CONFLICT_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": STRING,
+    "contact_id": STRING,
+    "memory_id_a": STRING,
+    "memory_id_b": STRING,
+    "preferred_id": STRING,
+    "reason": STRING,
+    "subject": STRING,
+    "text_a": STRING,
+    "text_b": STRING,
+}
+
+
+VECTOR_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": STRING,
+    "owner": STRING,  # "user" (preference vector) | "skill" (mean embedding of its interactions)
+    "owner_id": STRING,
+    "vector": FLOATS,
+    "n": pl.Int64(),
+}
+
+
+# Enumerations are kept verbatim; identifiers that look like PII (an e-mail, a phone number…)
+# become keyed pseudonyms (pipeline.pii.pseudonym); every other text column of every pack file
+# goes through PII redaction.
+ENUM_COLUMNS = frozenset(
+    {
+        "tenant_id",
+        "memory_kind",
+        "memory_type",
+        "kind",
+        "system",
+        "status",
+        "category",
+        "impact_level",
+        "scope",
+        "owner",
+        "stage",
+        "model",
+        "promotion_to",
+    }
+)
+
+
+ID_COLUMNS = frozenset(
+    {
+        "memory_id",
+        "contact_id",
+        "skill_id",
+        "user_id",
+        "cluster_id",
+        "representative_id",
+        "member_ids",
+        "memory_id_a",
+        "memory_id_b",
+        "preferred_id",
+        "policy_id",
+        "owner_id",
+        "session_id",
+        # in the analytics snapshot: the same pseudonyms as the packs' ids, so analysts can join
+        "event_id",
+        "target_id",
+        "parent_event_id",
+    }
+)
+
+
+# What a pack reports of its tenant's policy (SPEC §4.7): facts of the policy only. When and how
+# long it ran, and whether a night reused it, stay in dpo_runs: a pack's content never depends on
+# the clock, so a re-run with identical input builds identical content (SPEC §5).
+POLICY_METRICS = tuple(
+    c for c in DPO_RUNS_SCHEMA if c not in ("tenant_id", "model_dir", "seconds", "reused")
+)
+
+
+# Used only while no decay snapshot exists yet: the §4.2 base of the type (BASE_CONFIDENCE).
+DEFAULT_CONFIDENCE = 0.5
+
+
+@dataclass
+class PackInputs:
+    """Every lake table a pack reads, as scans: a tenant's pack collects only its own rows, so
+    memory holds one tenant at a time, not the lake."""
+
+    as_of: datetime
+    tables: dict[str, pl.LazyFrame]
+    missing: list[str]
+    decay_snapshot: str | None
+    load_dates: list[str] = field(default_factory=list)
+    ingest_totals: dict[str, int] = field(default_factory=dict)
+    event_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    cache: EmbeddingCache | None = None  # where memory_embeddings' vectors are
+    redactor: Redactor | None = None  # PII redaction with the home's cache and key
+    models_dir: Path | None = None  # the embedding stage's ONNX exports (shipped for text queries)
+
+    @property
+    def run_date(self) -> date:
+        return (self.as_of - timedelta(days=1)).date()
+
+    def tenants(self) -> list[str]:
+        found: set[str] = set()
+        for name in ("interactions", "memory_statements"):
+            if name in self.tables:
+                found.update(
+                    self.tables[name]
+                    .select(pl.col("tenant_id").unique())
+                    .collect()["tenant_id"]
+                    .drop_nulls()
+                )
+        return sorted(found)
+
+    def columns(self, name: str) -> list[str]:
+        return self.tables[name].collect_schema().names() if name in self.tables else []
+
+    def rows(self, name: str, tenant: str) -> pl.DataFrame | None:
+        """The tenant's rows of a table (None when the table is not in the lake)."""
+        table = self.tables.get(name)
+        if table is None:
+            return None
+        if "tenant_id" not in self.columns(name):
+            return table.collect()
+        return table.filter(pl.col("tenant_id") == tenant).collect()
+
+
+@dataclass
+class PackContent:
+    """One tenant's pack before it is written: frames per file, the embedding matrix, manifest parts."""
+
+    tenant_id: str
+    as_of: datetime
+    frames: dict[str, pl.DataFrame]
+    embeddings: np.ndarray
+    models: dict[str, Any]
+    metrics: dict[str, Any]
+    inputs: dict[str, Any]
+    redactions: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+    # The embedding model's files to ship beside the tenant's versions (pipeline.pack.models).
+    model_files: dict[str, Path] = field(default_factory=dict)

@@ -1,0 +1,55 @@
+"""Preference pairs (SPEC §4.6): (prompt, chosen, rejected) mined from corrections, regenerations,
+near-identical prompts and ranked siblings, deduplicated, with a train/eval split grouped by prompt.
+
+Read in data order: table (schema and knobs), sources (one request's evidence), same_prompt
+(across near-identical prompts), finalize (clean, dedupe, split, check)."""
+
+from pipeline.pairs.finalize import (
+    assign_split,
+    finalize_pairs,
+    format_problems,
+    mine_pairs,
+    split_leakage,
+)
+from pipeline.pairs.same_prompt import PROMPT_KEYS, prompt_texts, same_prompt_pairs
+from pipeline.pairs.sources import (
+    correction_pairs,
+    interaction_columns,
+    ranked_pairs,
+    regenerate_pairs,
+)
+from pipeline.pairs.table import (
+    MINED_COLUMNS,
+    PAIR_SCHEMA,
+    SCORE_SCHEMA,
+    SOURCE_PRIORITY,
+    SPLITS,
+    PairConfig,
+    PairSource,
+    normalized_prompt,
+    sha256_hex,
+)
+
+__all__ = [
+    "MINED_COLUMNS",
+    "PAIR_SCHEMA",
+    "PROMPT_KEYS",
+    "SCORE_SCHEMA",
+    "SOURCE_PRIORITY",
+    "SPLITS",
+    "PairConfig",
+    "PairSource",
+    "assign_split",
+    "correction_pairs",
+    "finalize_pairs",
+    "format_problems",
+    "interaction_columns",
+    "mine_pairs",
+    "normalized_prompt",
+    "prompt_texts",
+    "ranked_pairs",
+    "regenerate_pairs",
+    "same_prompt_pairs",
+    "sha256_hex",
+    "split_leakage",
+]
