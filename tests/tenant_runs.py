@@ -19,6 +19,7 @@ from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.storage import Lake
 
 TENANT = "acme"
+PARTITIONS = str(TENANTS.name)  # the dynamic partitions ingest adds tenants to
 
 
 def tenant_lake(home: Path, tenant: str = TENANT) -> Lake:
@@ -37,10 +38,10 @@ def write_by_tenant(home: Path, name: str, frame: pl.DataFrame) -> list[str]:
 
 def register(instance: dg.DagsterInstance, *tenants: str) -> None:
     """Make `tenants` partitions of `tenants` (what the ingest asset does for a new tenant)."""
-    known = set(instance.get_dynamic_partitions(TENANTS.name))
+    known = set(instance.get_dynamic_partitions(PARTITIONS))
     new = [t for t in tenants if t not in known]
     if new:
-        instance.add_dynamic_partitions(TENANTS.name, new)
+        instance.add_dynamic_partitions(PARTITIONS, new)
 
 
 def materialize_tenant(

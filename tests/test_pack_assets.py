@@ -83,11 +83,11 @@ def test_publish_assetsNight(tmp_path: Path) -> None:
     ]
 
 
-def _snapshots(night: Night) -> list[dg.EventLogEntry]:
+def _snapshots(night: Night) -> list[dg.DagsterEvent]:
     return [
         e
         for e in night.analytics.get_asset_materialization_events()
-        if e.asset_key.path == ["analytics_snapshot"]
+        if e.asset_key is not None and e.asset_key.path == ["analytics_snapshot"]
     ]
 
 
