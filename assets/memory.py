@@ -103,8 +103,10 @@ def _combined(
         "feedback",
         "memory_statements",
     ],
+    # Recorded per tenant (as they were per load date): a tenant's result never hides another's.
     check_specs=[
-        dg.AssetCheckSpec(name, asset="decay_snapshots", blocking=True) for name in SNAPSHOT_CHECKS
+        dg.AssetCheckSpec(name, asset="decay_snapshots", blocking=True, partitions_def=TENANTS)
+        for name in SNAPSHOT_CHECKS
     ],
     description=COMMENTS["decay_snapshots"],
 )

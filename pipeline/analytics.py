@@ -42,6 +42,19 @@ TABLES: dict[str, str] = {
         "pack_versions",
     )
 }
+# The warehouse holds these lake tables too (the stages' side tables, which each stage loaded
+# into it before the analytics build did it for every tenant at once); the snapshot, a copy of
+# the warehouse, holds them as well.
+WAREHOUSE_TABLES: dict[str, str] = TABLES | {
+    name: COMMENTS[name]
+    for name in (
+        "memory_embeddings",
+        "memory_reinforcement",
+        "memory_audit",
+        "user_preferences",
+        "skill_vectors",
+    )
+}
 # Views: name -> (tables it needs, comment, SQL).
 VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "latest_decay": (
@@ -214,7 +227,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     readable = temp.with_name(temp.name.replace(".tmp", ".v1.tmp"))
     report = SnapshotReport(target)
     try:
-        Warehouse(paths).converge(Lake(paths), TABLES)
+        Warehouse(paths).converge(Lake(paths), WAREHOUSE_TABLES)
         shutil.copyfile(paths.warehouse, temp)
         con = duckdb.connect(str(temp))
         try:

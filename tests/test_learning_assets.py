@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 
 from assets import examples, feedback, memory
-from assets.resources import MemorypackHome
 from pipeline.config import Paths
 from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
 from pipeline.storage import Lake
+from tests.tenant_runs import build_analytics, materialize_tenant, tenant_lake
 
 DAY1, DAY2 = "2026-11-02", "2026-11-05"
 AS_OF1 = datetime(2026, 11, 3, tzinfo=UTC)
@@ -101,24 +101,21 @@ def write_lake(lake: Lake, late_feedback: bool) -> None:
 
 
 def materialize(home: Path, key: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    return dg.materialize(
-        [*ASSETS, *CHECKS],
-        resources={"home": MemorypackHome(home=str(home))},
-        partition_key=key,
-        instance=instance,
-    )
+    """acme's run for the night of load date `key` (what ingest found changed)."""
+    return materialize_tenant([*ASSETS, *CHECKS], home, instance, load_dates=[key])
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     home = tmp_path_factory.mktemp("home")
-    lake = Lake(Paths.from_env(home))
+    lake = tenant_lake(home)  # every row is acme's
     with dg.instance_for_test() as instance:
         write_lake(lake, late_feedback=False)
         first = materialize(home, DAY1, instance)
         day1 = pl.read_parquet(lake.paths.partition("decay_snapshots", DAY1, "snapshot_date"))
         write_lake(lake, late_feedback=True)
         second = materialize(home, DAY2, instance)
+        build_analytics(home, instance)  # the warehouse is loaded after the tenants' runs
     return {"home": home, "lake": lake, "first": first, "second": second, "day1": day1}
 
 

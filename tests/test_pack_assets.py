@@ -1,5 +1,6 @@
-"""The publish assets in Dagster: packs and snapshot materialize; a tenant that fails a guard, or
-whose build raises, keeps its previous pack while the other tenants publish."""
+"""The publish assets in Dagster: each tenant's run publishes its pack, then the analytics build
+makes the snapshot; a tenant that fails a guard, or whose build raises, keeps its previous pack
+while the other tenants publish."""
 
 from pathlib import Path
 
@@ -14,19 +15,34 @@ from assets.resources import MemorypackHome
 from memorypack import MemoryPack
 from memorypack.format import read_latest
 from pipeline.pack.guards import GUARD_NAMES
+from tests.tenant_runs import build_analytics, materialize_tenant
 from tests.test_pack_support import make_lake
 
-TAGS = {"dagster/partition": "2026-11-07"}
+TENANTS = ("acme", "globex")
 
 
-def _materialize(home: Path, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    return dg.materialize(
-        ASSETS,
-        instance=instance,
-        resources={"home": MemorypackHome(home=str(home))},
-        tags=TAGS,
-        raise_on_error=False,
-    )
+class Night:
+    """Each tenant's run of memory_pack (its partition), then the analytics build."""
+
+    def __init__(self, home: Path, instance: dg.DagsterInstance) -> None:
+        self.tenants = {
+            tenant: materialize_tenant(
+                [assets.publish.memory_pack], home, instance, tenant=tenant, raise_on_error=False
+            )
+            for tenant in TENANTS
+        }
+        self.analytics = build_analytics(home, instance)
+
+    @property
+    def success(self) -> bool:
+        return all(r.success for r in self.tenants.values()) and self.analytics.success
+
+    def checks(self, tenant: str) -> dict[str, dg.AssetCheckEvaluation]:
+        return {e.check_name: e for e in self.tenants[tenant].get_asset_check_evaluations()}
+
+    def pack_metadata(self, tenant: str) -> dict[str, object]:
+        [event] = self.tenants[tenant].asset_materializations_for_node("memory_pack")
+        return {k: v.value for k, v in event.metadata.items()}
 
 
 def test_definitions_expose_the_guards_as_checks() -> None:
@@ -42,74 +58,83 @@ def test_definitions_expose_the_guards_as_checks() -> None:
     assert not any(spec.blocking for spec in specs.values())
 
 
-def test_publish_assets_materialize(tmp_path: Path) -> None:
-    paths = make_lake(tmp_path)
+def test_publish_assetsNight(tmp_path: Path) -> None:
+    paths = make_lake(tmp_path, by_tenant=True)
     with dg.instance_for_test() as instance:
-        result = _materialize(paths.home, instance)
-        assert result.success
-        checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-        assert checks == dict.fromkeys([*GUARD_NAMES, BUILT], True)
-        meta = result.asset_materializations_for_node("memory_pack")[0].metadata
-        assert meta["new_versions"].value == 2
-        assert meta["as_of"].value == "2026-11-08T00:00:00+00:00"
-        run_id = result.run_id
-    pack = MemoryPack.load(paths.packs / "acme")
-    assert pack.manifest["producer"]["dagster_run_id"] == run_id
+        night = Night(paths.home, instance)
+        assert night.success
+        for tenant in TENANTS:
+            checks = {name: e.passed for name, e in night.checks(tenant).items()}
+            assert checks == dict.fromkeys([*GUARD_NAMES, BUILT], True)
+            meta = night.pack_metadata(tenant)
+            assert (meta["tenants"], meta["new_versions"]) == (1, 1)  # one new version each
+            assert meta["as_of"] == "2026-11-08T00:00:00+00:00"
+            pack = MemoryPack.load(paths.packs / tenant)
+            assert pack.manifest["producer"]["dagster_run_id"] == night.tenants[tenant].run_id
     with duckdb.connect(str(paths.analytics), read_only=True) as con:
         rows = con.execute("SELECT tenant_id, is_latest FROM pack_versions ORDER BY 1").fetchall()
     assert rows == [("acme", True), ("globex", True)]
-    assert pl.read_parquet(paths.table("pack_versions")).height == 2
+    # Each tenant's run records its own pack versions, in its folder.
+    assert [
+        pl.read_parquet(paths.for_tenant(t).table("pack_versions")).height for t in TENANTS
+    ] == [
+        1,
+        1,
+    ]
 
 
-def _snapshots(result: dg.ExecuteInProcessResult) -> list[dg.EventLogEntry]:
+def _snapshots(night: Night) -> list[dg.DagsterEvent]:
     return [
         e
-        for e in result.get_asset_materialization_events()
-        if e.asset_key.path == ["analytics_snapshot"]
+        for e in night.analytics.get_asset_materialization_events()
+        if e.asset_key is not None and e.asset_key.path == ["analytics_snapshot"]
     ]
 
 
 def test_a_tenant_failing_a_guard_keeps_its_pack_and_others_publish(tmp_path: Path) -> None:
-    paths = make_lake(tmp_path)
+    paths = make_lake(tmp_path, by_tenant=True)
+    acme = paths.for_tenant("acme")
     with dg.instance_for_test() as instance:
-        assert _materialize(paths.home, instance).success
-        live = {t: read_latest(paths.packs / t) for t in ("acme", "globex")}
+        assert Night(paths.home, instance).success
+        live = {t: read_latest(paths.packs / t) for t in TENANTS}
         # acme is poisoned: a net-negative example slips into its few-shot set (a-i1 has 0 up,
         # 1 down). Both tenants' confidences change, so both have new content to publish.
-        few_shot = pl.read_parquet(paths.table("few_shot_sets")).with_columns(
+        few_shot = pl.read_parquet(acme.table("few_shot_sets")).with_columns(
             pl.when(pl.col("memory_id") == "a-i0")
             .then(pl.lit("a-i1"))
             .otherwise(pl.col("memory_id"))
             .alias("memory_id")
         )
-        few_shot.write_parquet(paths.table("few_shot_sets"))
-        key = paths.partition("decay_snapshots", "2026-11-07")
-        pl.read_parquet(key).with_columns(pl.col("confidence") * 0.5).write_parquet(key)
-        result = _materialize(paths.home, instance)
-    assert result.success  # the night is not stopped by one tenant
-    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+        few_shot.write_parquet(acme.table("few_shot_sets"))
+        for tenant in TENANTS:
+            key = paths.for_tenant(tenant).partition("decay_snapshots", "2026-11-07")
+            pl.read_parquet(key).with_columns(pl.col("confidence") * 0.5).write_parquet(key)
+        night = Night(paths.home, instance)
+    assert night.success  # the night is not stopped by one tenant
+    checks = night.checks("acme")
     assert not checks["pack_few_shot_not_negative"].passed
     assert checks["pack_few_shot_not_negative"].description == (
         "acme: 1 few-shot examples have net-negative feedback, e.g. ['a-i1'] (not published)"
     )
     assert checks["pack_few_shot_not_negative"].metadata["failed_tenants"].value == ["acme"]
     assert checks["pack_pii_redacted"].passed and checks[BUILT].passed
-    meta = result.asset_materializations_for_node("memory_pack")[0].metadata
-    assert meta["new_versions"].value == 1
-    assert list(meta["not_published"].value) == ["acme"]
-    assert "failed pack_few_shot_not_negative" in meta["not_published"].value["acme"]
+    assert all(e.passed for e in night.checks("globex").values())
+    meta = night.pack_metadata("acme")
+    assert meta["new_versions"] == 0 and night.pack_metadata("globex")["new_versions"] == 1
+    assert list(meta["not_published"]) == ["acme"]  # type: ignore[call-overload]
+    assert "failed pack_few_shot_not_negative" in meta["not_published"]["acme"]  # type: ignore[index]
     # acme's previous pack stays live; globex moved on; the snapshot still ran.
     assert read_latest(paths.packs / "acme") == live["acme"]
     assert MemoryPack.load(paths.packs / "acme").version == live["acme"]
     assert read_latest(paths.packs / "globex") != live["globex"]
     assert MemoryPack.load(paths.packs / "globex").version == read_latest(paths.packs / "globex")
-    assert len(_snapshots(result)) == 1
+    assert len(_snapshots(night)) == 1
 
 
 def test_a_tenant_whose_build_raises_keeps_its_pack_and_others_publish(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    paths = make_lake(tmp_path)
+    paths = make_lake(tmp_path, by_tenant=True)
     real = assets.publish.build_tenant_pack
 
     def build(inputs, tenant):  # type: ignore[no-untyped-def]
@@ -119,11 +144,12 @@ def test_a_tenant_whose_build_raises_keeps_its_pack_and_others_publish(
 
     monkeypatch.setattr(assets.publish, "build_tenant_pack", build)
     with dg.instance_for_test() as instance:
-        result = _materialize(paths.home, instance)
-    assert result.success
-    built = next(e for e in result.get_asset_check_evaluations() if e.check_name == BUILT)
+        night = Night(paths.home, instance)
+    assert night.success
+    built = night.checks("acme")[BUILT]
     assert not built.passed
     assert built.description == "acme: ValueError: acme's memories cannot be read (not published)"
+    assert night.checks("globex")[BUILT].passed
     assert not (paths.packs / "acme").exists()
     assert MemoryPack.load(paths.packs / "globex").tenant_id == "globex"
-    assert len(_snapshots(result)) == 1
+    assert len(_snapshots(night)) == 1

@@ -24,6 +24,7 @@ from pipeline.pack.writer import PublishResult, publish
 from pipeline.storage import Lake
 from tests.conftest import SOURCE_PATH
 from tests.seaweedfs import subprocess_environment
+from tests.tenant_runs import build_analytics, materialize_tenant
 from tests.test_pack_crash import AFTER_SWAP, BEFORE_SWAP
 from tests.test_pack_support import AS_OF, make_lake
 from tests.test_pack_writer import _change_lake
@@ -151,24 +152,24 @@ def test_pack_commands_read_the_url(
     assert MemoryPack.load(f"{s3_packs}/acme").version == first.version
 
 
-def test_publish_assets_in_dagster_publish_to_s3(paths: Paths, s3_packs: str) -> None:
-    from assets.publish import ASSETS
-    from assets.resources import MemorypackHome
+def test_publish_assets_in_dagster_publish_to_s3(tmp_path: Path, s3_packs: str) -> None:
+    """Each tenant's run publishes its pack to S3; the analytics build lists both."""
+    from assets.publish import memory_pack
 
+    paths = make_lake(tmp_path / "home", by_tenant=True)  # as the tenants' runs read it
     with dg.instance_for_test() as instance:
-        result = dg.materialize(
-            ASSETS,
-            instance=instance,
-            resources={"home": MemorypackHome(home=str(paths.home))},
-            tags={"dagster/partition": "2026-11-07"},
-        )
-    assert result.success
-    meta = result.asset_materializations_for_node("memory_pack")[0].metadata
-    assert meta["new_versions"].value == 2 and meta["packs_folder"].value == s3_packs
-    assert not (paths.home / "packs").exists()  # nothing local
-    for tenant in ("acme", "globex"):
+        results = {
+            tenant: materialize_tenant([memory_pack], paths.home, instance, tenant=tenant)
+            for tenant in ("acme", "globex")
+        }
+        assert all(result.success for result in results.values())
+        build_analytics(paths.home, instance)
+    for tenant, result in results.items():
+        meta = result.asset_materializations_for_node("memory_pack")[0].metadata
+        assert meta["new_versions"].value == 1 and meta["packs_folder"].value == s3_packs
         pack = MemoryPack.load(f"{s3_packs}/{tenant}")
         assert pack.manifest["producer"]["dagster_run_id"] == result.run_id
+    assert not (paths.home / "packs").exists()  # nothing local
     with duckdb.connect(str(paths.analytics), read_only=True) as con:
         rows = con.execute("SELECT tenant_id, is_latest FROM pack_versions ORDER BY 1").fetchall()
     assert rows == [("acme", True), ("globex", True)]

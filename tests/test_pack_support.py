@@ -288,28 +288,27 @@ def tenant_frames(tenant: str, offset: int = 0) -> dict[str, pl.DataFrame]:
 
 
 def make_lake(
-    home: Path, tenants: tuple[str, ...] = ("acme", "globex"), skip: tuple[str, ...] = ()
+    home: Path,
+    tenants: tuple[str, ...] = ("acme", "globex"),
+    skip: tuple[str, ...] = (),
+    by_tenant: bool = False,
 ) -> Paths:
-    """Write every pack input for `tenants` into `<home>/lake`; tables in `skip` stay absent."""
+    """Write every pack input for `tenants` into `<home>/lake`; tables in `skip` stay absent.
+    `by_tenant`: each tenant's rows in its own folders, as the pipeline lays them out (what a
+    tenant's run reads); else every tenant's rows in one file per table."""
     paths = Paths.from_env(home)
-    lake = Lake(paths)
     per_tenant = [tenant_frames(t, offset=10 * i) for i, t in enumerate(tenants)]
-    for name in per_tenant[0]:
-        if name in skip:
-            continue
-        frame = pl.concat([f[name] for f in per_tenant], how="vertical_relaxed")
-        if name == "decay_snapshots":
-            lake.write_partition(name, RUN_DATE, frame)
-        elif name == "memory_embeddings":  # the vectors live in the cache, one per text
-            lake.write(name, frame.drop("embedding"))
-            EmbeddingCache(paths.embedding_cache).append(
-                frame["model"][0],
-                frame.select(
-                    "text_hash", "embedding", "model", dim=pl.lit(DIM, pl.Int32)
-                ).with_columns(embedded_at=pl.lit(datetime(2026, 11, 1, tzinfo=UTC), TS)),
-            )
-        else:
-            lake.write(name, frame)
+    if by_tenant:
+        for tenant, frames in zip(tenants, per_tenant, strict=True):
+            _write_inputs(paths.for_tenant(tenant), frames, skip)
+    else:
+        names = per_tenant[0]
+        _write_inputs(
+            paths,
+            {n: pl.concat([f[n] for f in per_tenant], how="vertical_relaxed") for n in names},
+            skip,
+        )
+    lake = Lake(paths)
     for day in range(7):
         key = (date(2026, 11, 1) + timedelta(days=day)).isoformat()
         lake.write_partition(
@@ -341,6 +340,25 @@ def make_lake(
     )
     lake.write_partition("events", "2026-11-01", events)
     return paths
+
+
+def _write_inputs(paths: Paths, frames: dict[str, pl.DataFrame], skip: tuple[str, ...]) -> None:
+    lake = Lake(paths)
+    for name, frame in frames.items():
+        if name in skip:
+            continue
+        if name == "decay_snapshots":
+            lake.write_partition(name, RUN_DATE, frame)
+        elif name == "memory_embeddings":  # the vectors live in the cache, one per text
+            lake.write(name, frame.drop("embedding"))
+            EmbeddingCache(paths.embedding_cache).append(
+                frame["model"][0],
+                frame.select(
+                    "text_hash", "embedding", "model", dim=pl.lit(DIM, pl.Int32)
+                ).with_columns(embedded_at=pl.lit(datetime(2026, 11, 1, tzinfo=UTC), TS)),
+            )
+        else:
+            lake.write(name, frame)
 
 
 def test_make_lake_writes_every_input(tmp_path: Path) -> None:

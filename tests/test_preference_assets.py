@@ -24,7 +24,9 @@ from pipeline.dpo import (
 from pipeline.generate.preference import planted_mined_pairs
 from pipeline.storage import Lake, Warehouse
 from pipeline.templates import load_registry
+from tests.tenant_runs import build_analytics, materialize_tenant, write_by_tenant
 
+TENANTS = ("acme", "tiny")
 RUN_CONFIG = {
     "ops": {"dpo_policy": {"config": {"epochs": 2.0, "sft_epochs": 1.0, "min_pairs": 10}}}
 }
@@ -32,8 +34,7 @@ RUN_CONFIG = {
 
 def _write_lake(home: Path) -> None:
     """acme: 40 interactions corrected from rude/rambling to polite/concise (too_verbose);
-    tiny: 2 corrections only → its policy is skipped."""
-    lake = Lake(Paths(home))
+    tiny: 2 corrections only → its policy is skipped. Each tenant's rows in its own folders."""
     mined = pl.concat(
         [
             planted_mined_pairs(40, seed=3, tenant="acme"),
@@ -47,7 +48,8 @@ def _write_lake(home: Path) -> None:
         pl.col("rejected").alias("output"),
         "skill_id",
     )
-    lake.write(
+    write_by_tenant(
+        home,
         "interactions",
         inter.with_columns(
             pl.lit(None, dtype=dt).alias(c)
@@ -65,7 +67,8 @@ def _write_lake(home: Path) -> None:
         pl.lit("too_verbose").alias("reason"),
         pl.col("chosen").alias("corrected_output"),
     )
-    lake.write(
+    write_by_tenant(
+        home,
         "feedback",
         fb.with_columns(
             pl.lit(None, dtype=dt).alias(c)
@@ -75,7 +78,8 @@ def _write_lake(home: Path) -> None:
         .select(list(contracts.FEEDBACK_SCHEMA))
         .cast(contracts.FEEDBACK_SCHEMA),  # type: ignore[arg-type]
     )
-    lake.write(
+    write_by_tenant(
+        home,
         "feedback_scores",
         inter.select(
             "tenant_id",
@@ -94,14 +98,14 @@ def _write_lake(home: Path) -> None:
 def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _write_lake(home)
-    resources = {"home": MemorypackHome(home=str(home))}
     with dg.instance_for_test() as instance:
-        result = dg.materialize(
-            [*ASSETS, *CHECKS], resources=resources, instance=instance, run_config=RUN_CONFIG
-        )
-        assert result.success
-        checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-        assert checks == {
+        # Each tenant its own run, as the night runs them; then the analytics build.
+        results = _run_tenants(home, instance)
+        checks = {
+            t: {e.check_name: e.passed for e in r.get_asset_check_evaluations()}
+            for t, r in results.items()
+        }
+        passed = {
             "pair_format_valid": True,
             "no_split_leakage": True,
             "eval_accuracy_recorded": True,
@@ -109,9 +113,16 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             "current_template_per_skill": True,
             "training_ran": True,
         }
-        meta = result.asset_materializations_for_node("dpo_policy")[0].metadata
-        assert meta["tenants_trained"].value == 1 and meta["tenants_skipped"].value == 1
-        assert meta["learning"].value == (
+        assert checks == {tenant: passed for tenant in TENANTS}
+        meta = {
+            t: r.asset_materializations_for_node("dpo_policy")[0].metadata
+            for t, r in results.items()
+        }
+        trained = {
+            t: (m["tenants_trained"].value, m["tenants_skipped"].value) for t, m in meta.items()
+        }
+        assert trained == {"acme": (1, 0), "tiny": (0, 1)}
+        assert meta["acme"]["learning"].value == (
             "learning beats the length rule, and is not below chance, for every policy (1 judged)"
         )
 
@@ -161,12 +172,12 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
     # Second run: same pairs → the policy is reused, which records no new run (dpo_runs is
     # unchanged, run_at included); template history is appended to, never lost.
     with dg.instance_for_test() as instance:
-        again = dg.materialize(
-            [*ASSETS, *CHECKS], resources=resources, instance=instance, run_config=RUN_CONFIG
-        )
-        assert again.success
-        meta = again.asset_materializations_for_node("dpo_policy")[0].metadata
-        assert meta["runs_recorded"].value == 0
+        again = _run_tenants(home, instance)
+        assert [
+            m.metadata["runs_recorded"].value
+            for r in again.values()
+            for m in r.asset_materializations_for_node("dpo_policy")
+        ] == [0, 0]
     runs2 = lake.read("dpo_runs").collect()
     assert runs2.sort("tenant_id").equals(runs)
     history2 = lake.read("template_history").collect()
@@ -177,6 +188,19 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             for t in ("preference_pairs", "dpo_runs", "template_history")
         }  # type: ignore[index]
     assert counts == {"preference_pairs": 42, "dpo_runs": 2, "template_history": history2.height}
+
+
+def _run_tenants(home: Path, instance: dg.DagsterInstance) -> dict[str, dg.ExecuteInProcessResult]:
+    """Each tenant's run of the preference assets, then the analytics build (the warehouse)."""
+    results = {
+        tenant: materialize_tenant(
+            [*ASSETS, *CHECKS], home, instance, tenant=tenant, run_config=RUN_CONFIG
+        )
+        for tenant in TENANTS
+    }
+    assert all(r.success for r in results.values())
+    build_analytics(home, instance)
+    return results
 
 
 def _runs(rows: list[tuple[str, float, float, bool]]) -> pl.DataFrame:

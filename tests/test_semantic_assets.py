@@ -11,12 +11,12 @@ import numpy as np
 import polars as pl
 
 from assets import examples, semantic
-from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.config import Paths
 from pipeline.embed import EmbedConfig, available_backend, model_name
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache
+from tests.tenant_runs import TENANT, build_analytics, materialize_tenant, tenant_lake
 from tests.test_conflicts import statement, statements_frame
 from tests.test_consolidate import interaction
 from tests.test_fewshot import correction, scores
@@ -27,7 +27,7 @@ ASSETS = [*semantic.ASSETS, examples.few_shot_sets]
 
 
 def _lake(home: Path) -> None:
-    lake = Lake(Paths(home))
+    lake = tenant_lake(home)  # every row is acme's
     lake.write(
         "memory_statements",
         statements_frame(
@@ -72,11 +72,13 @@ def _lake(home: Path) -> None:
     )
 
 
-def _materialize(home: Path) -> dg.ExecuteInProcessResult:
+def _materialize(home: Path, analytics: bool = False) -> dg.ExecuteInProcessResult:
+    """acme's run (and, with `analytics`, the analytics build that loads the warehouse)."""
     with dg.instance_for_test() as instance:
-        return dg.materialize(
-            ASSETS, instance=instance, resources={"home": MemorypackHome(home=str(home))}
-        )
+        result = materialize_tenant(ASSETS, home, instance)
+        if analytics and result.success:
+            build_analytics(home, instance)
+        return result
 
 
 def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
@@ -86,7 +88,7 @@ def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
 
 def test_semantic_assets_materialize_and_rerun_embeds_nothing(tmp_path: Path) -> None:
     _lake(tmp_path)
-    first = _materialize(tmp_path)
+    first = _materialize(tmp_path, analytics=True)
     assert first.success
     checks = first.get_asset_check_evaluations()
     assert len(checks) == 4 and all(c.passed for c in checks)
@@ -147,7 +149,7 @@ def test_semantic_assets_materialize_and_rerun_embeds_nothing(tmp_path: Path) ->
 def test_conflicts_are_recomputed_only_for_contacts_with_new_statements(tmp_path: Path) -> None:
     _lake(tmp_path)
     assert _materialize(tmp_path).success
-    lake = Lake(Paths(tmp_path))
+    lake = tenant_lake(tmp_path)
     statements = lake.read("memory_statements").collect()
     extra = statements_frame(
         [statement("n1", "Never schedule calls on Friday", "explicit_instruction", contact="c9")]
@@ -169,7 +171,7 @@ def test_a_memory_whose_vector_left_the_cache_is_embedded_from_its_text(tmp_path
     (here: the cache wiped) every text is embedded again from its real text."""
     _lake(tmp_path)
     assert _materialize(tmp_path).success
-    paths = Paths(tmp_path)
+    paths = Paths(tmp_path).for_tenant(TENANT)  # the embedding cache is laid out by tenant
     before = EmbeddingCache(paths.embedding_cache)
     embedded = Lake(paths).read("memory_embeddings").collect()
     model, hashes = embedded["model"][0], embedded["text_hash"].unique()

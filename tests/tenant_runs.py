@@ -1,0 +1,81 @@
+"""The assets after ingest run as the night runs them: one run per tenant (a partition of
+`tenants`, registered in the instance as ingest registers it), each seeing only its own folders
+of the lake, then the analytics build, which alone brings the warehouse up to date."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import polars as pl
+
+from assets.partitions import TENANTS
+from assets.publish import analytics_snapshot
+from assets.resources import MemorypackHome
+from jobs.nightly import tenant_run_config
+from pipeline.config import TENANT_COLUMN, Paths
+from pipeline.storage import Lake
+
+TENANT = "acme"
+PARTITIONS = str(TENANTS.name)  # the dynamic partitions ingest adds tenants to
+
+
+def tenant_lake(home: Path, tenant: str = TENANT) -> Lake:
+    """The lake as `tenant`'s run sees it: reads and writes only that tenant's folders."""
+    return Lake(Paths.from_env(home).for_tenant(tenant))
+
+
+def write_by_tenant(home: Path, name: str, frame: pl.DataFrame) -> list[str]:
+    """Write a table with several tenants' rows as the tenant layout holds it: each tenant's rows
+    in its own folder. Returns the tenants written."""
+    tenants = sorted(frame[TENANT_COLUMN].unique())
+    for tenant in tenants:
+        tenant_lake(home, tenant).write(name, frame.filter(pl.col(TENANT_COLUMN) == tenant))
+    return tenants
+
+
+def register(instance: dg.DagsterInstance, *tenants: str) -> None:
+    """Make `tenants` partitions of `tenants` (what the ingest asset does for a new tenant)."""
+    known = set(instance.get_dynamic_partitions(PARTITIONS))
+    new = [t for t in tenants if t not in known]
+    if new:
+        instance.add_dynamic_partitions(PARTITIONS, new)
+
+
+def materialize_tenant(
+    assets: Sequence[Any],
+    home: Path,
+    instance: dg.DagsterInstance,
+    tenant: str = TENANT,
+    load_dates: Sequence[str] = (),
+    run_config: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> dg.ExecuteInProcessResult:
+    """One tenant's run of `assets` (its partition); `load_dates`: what decay_snapshots snapshots
+    (as the night passes the dates ingest changed; none: the tenant's newest)."""
+    register(instance, tenant)
+    config: dict[str, Any] = {"ops": dict((run_config or {}).get("ops", {}))}
+    if load_dates:
+        config["ops"] |= tenant_run_config(list(load_dates))["ops"]
+    return dg.materialize(
+        assets,
+        partition_key=tenant,
+        instance=instance,
+        resources={"home": MemorypackHome(home=str(home))},
+        run_config=config,
+        **kwargs,
+    )
+
+
+def build_analytics(home: Path, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    """The analytics build after the tenants' runs: warehouse caught up with the lake, then
+    analytics.duckdb."""
+    result = dg.materialize(
+        [analytics_snapshot],
+        instance=instance,
+        resources={"home": MemorypackHome(home=str(home))},
+    )
+    assert result.success
+    return result
