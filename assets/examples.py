@@ -74,6 +74,7 @@ def skill_stats(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.M
 
 
 @dg.asset_check(
+    partitions_def=TENANTS,
     asset=skill_stats,
     blocking=True,
     description="Confidences and shares in [0, 1]; unit or zero vectors.",
@@ -107,7 +108,11 @@ def skill_stats_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
     partitions_def=TENANTS,
     group_name=groups.EXAMPLES,
     deps=["feedback_scores", "feedback", "interactions", "memory_embeddings"],
-    check_specs=[dg.AssetCheckSpec(NO_NEGATIVE_EXAMPLES, asset="few_shot_sets", blocking=True)],
+    check_specs=[
+        dg.AssetCheckSpec(
+            NO_NEGATIVE_EXAMPLES, asset="few_shot_sets", blocking=True, partitions_def=TENANTS
+        )
+    ],
     description="Top-k diverse examples per tenant × system × kind × skill by quality_lower; "
     "corrected outputs as examples, never a net-negative one.",
 )

@@ -67,6 +67,7 @@ def feedback_scores(
 
 
 @dg.asset_check(
+    partitions_def=TENANTS,
     asset=feedback_scores,
     blocking=True,
     description="Scores in [−1, 1]; reputation 1.0 without votes.",
@@ -89,7 +90,10 @@ def feedback_scores_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
-    asset=feedback_scores, blocking=True, description="One row per interaction and statement."
+    partitions_def=TENANTS,
+    asset=feedback_scores,
+    blocking=True,
+    description="One row per interaction and statement.",
 )
 def feedback_scores_one_row_per_memory(home: MemorypackHome) -> dg.AssetCheckResult:
     lake = home.lake

@@ -220,6 +220,7 @@ def memory_audit(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.
 
 
 @dg.asset_check(
+    partitions_def=TENANTS,
     asset=memory_audit,
     description="Every promotion candidate meets the rule and none is in a conflict.",
 )

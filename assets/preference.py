@@ -199,6 +199,7 @@ TRAINING_RAN = "training_ran"
             asset="dpo_policy",
             description="No tenant's training raised (a tenant whose training failed keeps its "
             "previous policy; the others train).",
+            partitions_def=TENANTS,
         )
     ],
     description="TRL DPO policy per tenant (SFT on well-rated outputs, then DPO on train pairs); "
@@ -412,14 +413,22 @@ def refined_templates(
     )
 
 
-@dg.asset_check(asset=preference_pairs, blocking=True, description="Every pair is well-formed.")
+@dg.asset_check(
+    partitions_def=TENANTS,
+    asset=preference_pairs,
+    blocking=True,
+    description="Every pair is well-formed.",
+)
 def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
     problems = format_problems(home.table("preference_pairs", PAIR_SCHEMA))
     return dg.AssetCheckResult(passed=not any(problems.values()), metadata={"problems": problems})
 
 
 @dg.asset_check(
-    asset=preference_pairs, blocking=True, description="No prompt in both train and eval."
+    partitions_def=TENANTS,
+    asset=preference_pairs,
+    blocking=True,
+    description="No prompt in both train and eval.",
 )
 def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
     leaked = split_leakage(home.table("preference_pairs", PAIR_SCHEMA))
@@ -429,7 +438,9 @@ def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
-    asset=dpo_policy, description="Trained policies record eval accuracy; skips record why."
+    partitions_def=TENANTS,
+    asset=dpo_policy,
+    description="Trained policies record eval accuracy; skips record why.",
 )
 def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
     latest = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(pl.col("is_latest"))
@@ -455,6 +466,7 @@ def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
+    partitions_def=TENANTS,
     asset=dpo_policy,
     description="Learning holds against simple baselines: warns (never blocks) when a policy's eval "
     "accuracy is below chance (its 95 % interval under 0.5) or does not beat the length rule's.",
@@ -483,6 +495,7 @@ def learning_beats_baselines(home: MemorypackHome) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
+    partitions_def=TENANTS,
     asset=refined_templates,
     blocking=True,
     description="Every tenant × skill has one current template.",

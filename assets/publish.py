@@ -93,10 +93,16 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
     group_name=groups.PUBLISH,
     deps=UPSTREAM,
     check_specs=[
-        dg.AssetCheckSpec(name, asset="memory_pack", description=GUARD_DESCRIPTIONS[name])
+        dg.AssetCheckSpec(
+            name, asset="memory_pack", description=GUARD_DESCRIPTIONS[name], partitions_def=TENANTS
+        )
         for name in GUARD_NAMES
     ]
-    + [dg.AssetCheckSpec(BUILT, asset="memory_pack", description=BUILT_DESCRIPTION)],
+    + [
+        dg.AssetCheckSpec(
+            BUILT, asset="memory_pack", description=BUILT_DESCRIPTION, partitions_def=TENANTS
+        )
+    ],
     description="One verified, versioned memory pack per tenant (SPEC §5). Tenants are independent: "
     "one that fails a guard (red check) or cannot be built keeps its previous pack; the others "
     "publish.",

@@ -51,7 +51,11 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
     partitions_def=TENANTS,
     group_name=groups.SEMANTIC,
     deps=["interactions", "memory_statements"],
-    check_specs=[dg.AssetCheckSpec(ONE_ROW_PER_MEMORY, asset="memory_embeddings", blocking=True)],
+    check_specs=[
+        dg.AssetCheckSpec(
+            ONE_ROW_PER_MEMORY, asset="memory_embeddings", blocking=True, partitions_def=TENANTS
+        )
+    ],
     description="One unit-length vector per memory (statements: content; interactions: input), "
     "served from a sha256-keyed cache so a run embeds only texts it has never seen.",
 )
@@ -111,7 +115,12 @@ def memory_embeddings(
     group_name=groups.SEMANTIC,
     deps=["memory_statements", memory_embeddings],
     check_specs=[
-        dg.AssetCheckSpec(CONFLICTS_REFERENCE_MEMORIES, asset="memory_conflicts", blocking=True)
+        dg.AssetCheckSpec(
+            CONFLICTS_REFERENCE_MEMORIES,
+            asset="memory_conflicts",
+            blocking=True,
+            partitions_def=TENANTS,
+        )
     ],
     description="Statement pairs about one contact that cannot both be true (supersedes links, "
     "always/never, a correction against an older pattern), with the side the source hierarchy prefers.",
@@ -180,7 +189,12 @@ def memory_conflicts(
     group_name=groups.SEMANTIC,
     deps=["interactions", "memory_statements", memory_embeddings, memory_conflicts],
     check_specs=[
-        dg.AssetCheckSpec(ONE_CLUSTER_PER_STATEMENT, asset="consolidated_summaries", blocking=True)
+        dg.AssetCheckSpec(
+            ONE_CLUSTER_PER_STATEMENT,
+            asset="consolidated_summaries",
+            blocking=True,
+            partitions_def=TENANTS,
+        )
     ],
     description="Near-duplicate memories clustered (statements per contact, interactions per "
     "system × kind) into one summary each; also writes memory_reinforcement for decay.",

@@ -8,8 +8,8 @@ from pathlib import Path
 import dagster as dg
 
 from assets.groups import STAGES
-from jobs.definitions import defs
 from assets.partitions import TENANTS
+from jobs.definitions import defs
 from jobs.instance import TENANT_TAG
 from jobs.nightly import (
     analytics_sensor,

@@ -16,6 +16,7 @@ from jobs.definitions import defs
 from memorypack import MemoryPack
 from pipeline.config import Paths
 from pipeline.generate import generate
+from pipeline.storage import Lake
 
 START = date(2026, 11, 1)
 DAYS = 3
@@ -100,7 +101,7 @@ def test_ingest_counts_match_planted_truth(world) -> None:
 
 def test_score_orderings(world) -> None:
     paths, truth, _ = world
-    scores = pl.read_parquet(paths.table("feedback_scores"))
+    scores = Lake(paths).read("feedback_scores").collect()
     lower = {
         (r["tenant_id"], r["memory_id"]): r["quality_lower"] for r in scores.iter_rows(named=True)
     }
@@ -129,8 +130,8 @@ def test_planted_decay_cases(world) -> None:
 
 def test_paraphrases_cluster_and_conflicts_are_found(world) -> None:
     paths, truth, _ = world
-    clusters = pl.read_parquet(paths.table("consolidated_summaries")).filter(
-        pl.col("scope") == "statement"
+    clusters = (
+        Lake(paths).read("consolidated_summaries").collect().filter(pl.col("scope") == "statement")
     )
     member_cluster = {
         (r["tenant_id"], m): r["cluster_id"]
@@ -141,7 +142,7 @@ def test_paraphrases_cluster_and_conflicts_are_found(world) -> None:
     for group in truth["paraphrase_groups"]:
         ids = {member_cluster[(group["tenant_id"], m)] for m in group["memory_ids"]}
         assert len(ids) == 1, group
-    conflicts = pl.read_parquet(paths.table("memory_conflicts"))
+    conflicts = Lake(paths).read("memory_conflicts").collect()
     found = {
         (r["tenant_id"], frozenset((r["memory_id_a"], r["memory_id_b"]))): r["preferred_id"]
         for r in conflicts.iter_rows(named=True)
@@ -161,11 +162,11 @@ def test_paraphrases_cluster_and_conflicts_are_found(world) -> None:
 
 def test_few_shot_and_pairs_use_the_planted_evidence(world) -> None:
     paths, truth, _ = world
-    few_shot = pl.read_parquet(paths.table("few_shot_sets"))
+    few_shot = Lake(paths).read("few_shot_sets").collect()
     negatives = {(n["tenant_id"], n["memory_id"]) for n in truth["negative_interactions"]}
     chosen = set(zip(few_shot["tenant_id"], few_shot["memory_id"], strict=True))
     assert negatives and not (negatives & chosen)
-    pairs = pl.read_parquet(paths.table("preference_pairs"))
+    pairs = Lake(paths).read("preference_pairs").collect()
     by_source = pairs.group_by("source").len()
     assert set(by_source["source"]) >= {"correction", "regenerate"}
     corrections = pairs.filter(pl.col("source") == "correction")

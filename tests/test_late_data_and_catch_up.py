@@ -42,7 +42,7 @@ def _night(day: str) -> list[dict[str, Any]]:
 
 
 def _snapshot_row(paths: Paths, key: str, memory_id: str = "m_old") -> dict[str, Any]:
-    snap = pl.read_parquet(paths.partition("decay_snapshots", key))
+    snap = pl.read_parquet(paths.for_tenant("acme").partition("decay_snapshots", key))
     return snap.filter(pl.col("memory_id") == memory_id).row(0, named=True)
 
 
@@ -81,8 +81,8 @@ def nights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             seen.setdefault("differences", []).append(warehouse_differences(paths))
 
         run(NIGHTS[0])
-        # 11-02 while another process holds the warehouse: the lake gets the night, the warehouse
-        # cannot (what a run killed right after writing the lake leaves too).
+        # 11-02 while another process holds the warehouse: the lake and the pack get the night,
+        # the warehouse cannot (what a build killed before loading it leaves too).
         holder = subprocess.Popen(
             [sys.executable, "-c", HOLDER, str(paths.warehouse)],
             stdin=subprocess.PIPE,
@@ -116,8 +116,11 @@ def nights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_a_held_warehouse_fails_the_night_in_one_line(nights: dict[str, Any]) -> None:
+    """Only the analytics build opens the warehouse: the night's ingest and tenant runs finish
+    (the pack is published) and the build fails in one line."""
     blocked = nights["blocked"]
-    assert not blocked.success and blocked.failed_step == "raw_events"
+    assert not blocked.success and blocked.failed_step == "analytics_snapshot"
+    assert [o.success for o in blocked.tenants.values()] == [True]
     assert blocked.error.startswith("warehouse ") and "\n" not in blocked.error
     assert f"warehouse.duckdb is held open by pid {nights['holder']} (" in blocked.error
     assert blocked.error.endswith(

@@ -11,6 +11,7 @@ import pytest
 from memorypack.format import read_latest
 from pipeline.config import Paths
 from pipeline.generate import generate
+from pipeline.storage import Lake
 from tests.conftest import interaction, write_landing
 
 START, END = "2026-11-01", "2026-11-02"
@@ -41,7 +42,7 @@ def _packs(paths: Paths) -> dict[str, tuple[str | None, list[str], dict[str, str
 
 
 def _rows(paths: Paths, table: str) -> int:
-    return pl.read_parquet(paths.table(table)).height
+    return Lake(paths).read(table).collect().height
 
 
 @pytest.mark.slow
@@ -61,7 +62,7 @@ def test_identical_input_publishes_nothing_and_one_more_line_does(
     _night(home, landing, START)
     _night(home, landing, END)
     packs = _packs(paths)
-    runs = pl.read_parquet(paths.table("dpo_runs"))
+    runs = Lake(paths).read("dpo_runs").collect()
     # The re-runs below reuse these policies.
     assert runs.filter(pl.col("is_latest"))["status"].to_list() == ["trained", "trained"]
     versions_rows = _rows(paths, "pack_versions")
@@ -70,7 +71,7 @@ def test_identical_input_publishes_nothing_and_one_more_line_does(
     for start, end in ((END, END), (END, END), (START, END)):
         _night(home, landing, start, end)
         assert _packs(paths) == packs, (start, end)
-        assert pl.read_parquet(paths.table("dpo_runs")).equals(runs), (start, end)
+        assert Lake(paths).read("dpo_runs").collect().equals(runs), (start, end)
         assert _rows(paths, "pack_versions") == versions_rows, (start, end)
 
     # One more line (acme, no feedback: the same pairs, so the same policy) is a new acme pack;
@@ -86,5 +87,5 @@ def test_identical_input_publishes_nothing_and_one_more_line_does(
     assert acme_versions == sorted([*packs["acme"][1], acme_latest])
     assert acme_latest != packs["acme"][0] and acme_files != packs["acme"][2]
     assert after["globex"] == packs["globex"]
-    assert pl.read_parquet(paths.table("dpo_runs")).equals(runs)
+    assert Lake(paths).read("dpo_runs").collect().equals(runs)
     assert _rows(paths, "pack_versions") == versions_rows + 1

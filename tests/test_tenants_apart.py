@@ -1,0 +1,83 @@
+"""Tenants are the unit of work (issue 14): their runs in parallel processes publish what runs one
+after the other publish, and a tenant's run reads no other tenant's files."""
+
+from datetime import date
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from jobs.runner import run_nightly, run_tenant
+from memorypack.format import read_latest
+from pipeline.generate import generate
+
+START, END = "2026-11-01", "2026-11-02"
+# No DPO training (too few pairs on purpose): what is compared is what the data decides, not the
+# float noise of training with another number of threads.
+NO_DPO = {"dpo_policy": {"min_pairs": 10_000}}
+# Pack tables compared row for row (vectors and the manifest's names and times differ by design).
+TABLES = ("memories", "few_shot", "skills", "summaries", "conflicts", "templates")
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("apart") / "landing"
+    generate(folder, days=2, interactions=80, tenants=2, seed=4, start=date.fromisoformat(START))
+    return folder
+
+
+def _tables(home: Path, tenant: str) -> dict[str, pl.DataFrame]:
+    folder = home / "packs" / tenant
+    live = folder / str(read_latest(folder))
+    found = {}
+    for name in TABLES:
+        frame = pl.read_parquet(live / f"{name}.parquet")
+        found[name] = frame.drop([c for c in frame.columns if c in ("version", "created_at")])
+    return found
+
+
+@pytest.mark.slow
+def test_tenants_in_parallel_processes_publish_what_sequential_runs_publish(
+    tmp_path: Path, landing: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # each home's own instance
+    outcomes = {
+        workers: run_nightly(
+            tmp_path / f"w{workers}", landing, START, END, op_config=NO_DPO, workers=workers
+        )
+        for workers in (0, 2)
+    }
+    for workers, outcome in outcomes.items():
+        assert outcome.success, (workers, outcome.failed_step, outcome.error)
+        assert sorted(outcome.tenants) == ["acme", "globex"]
+    # With workers=2 each tenant ran in its own process: its steps are not in this one's results.
+    assert outcomes[2].results and all(r.run_id != "" for r in outcomes[2].results)
+    assert len(outcomes[2].results) == 2  # ingest and analytics here; the tenants elsewhere
+    for tenant in ("acme", "globex"):
+        sequential, parallel = _tables(tmp_path / "w0", tenant), _tables(tmp_path / "w2", tenant)
+        for name in TABLES:
+            assert parallel[name].equals(sequential[name]), (tenant, name)
+
+
+@pytest.mark.slow
+def test_a_tenant_run_reads_no_other_tenants_files(tmp_path: Path, landing: Path) -> None:
+    """Every file of globex (its lake folders, caches and packs) turned to garbage: acme's run
+    still succeeds and leaves them as they are, so it read none of them."""
+    home = tmp_path / "home"
+    night = run_nightly(home, landing, START, END, op_config=NO_DPO)
+    assert night.success, (night.failed_step, night.error)
+    theirs = [
+        p
+        for p in [
+            *(home / "lake").glob("*/tenant_id=globex/**/*"),
+            *(home / "packs" / "globex").rglob("*"),
+        ]
+        if p.is_file()
+    ]
+    assert len(theirs) > 20
+    for path in theirs:
+        path.write_bytes(b"not globex's data: reading this fails")
+    outcome = run_tenant(home, landing, "acme", [END], op_config=NO_DPO)
+    assert outcome.success, (outcome.failed_step, outcome.error)
+    assert outcome.not_published == {}
+    assert all(p.read_bytes() == b"not globex's data: reading this fails" for p in theirs)
