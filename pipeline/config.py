@@ -14,10 +14,13 @@ DEFAULT_HOME = "./data"
 PACKS_ENV = "MEMORYPACK_PACKS"
 # The hive column of each partitioned lake table (the key is always a load date).
 PARTITION_COLUMNS = {"decay_snapshots": "snapshot_date"}
-# The lake tables ingest owns: every tenant's rows in one table. Every other table (and the
-# embedding and redaction caches) is laid out by tenant, `lake/<table>/tenant_id=<id>/…`, so that
-# a tenant's run reads and writes only its own folder.
-SHARED_TABLES = frozenset({"events", "quarantine", "ingest_stats"})
+# The lake tables of the whole home: ingest's (every tenant's rows by load date) and erasure's
+# records (tombstones, withdrawn policies). Every other table (and the embedding and redaction
+# caches) is laid out by tenant, `lake/<table>/tenant_id=<id>/…`, so that a tenant's run reads and
+# writes only its own folder.
+SHARED_TABLES = frozenset(
+    {"events", "quarantine", "ingest_stats", "tombstones", "policy_withdrawals"}
+)
 TENANT_COLUMN = "tenant_id"
 
 
