@@ -223,12 +223,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     else:
         print(f"memorypack demo: 1/3 using the sample logs already in {landing}")
-    print("memorypack demo: 2/3 running the nightly job over every load date (one Dagster run)")
+    print(
+        "memorypack demo: 2/3 running the night over every load date: ingest, then each tenant"
+        " in its own process, then the analytics build"
+    )
     code = _run(paths.home, landing, DEMO_START.isoformat(), end.isoformat())
     print("memorypack demo: 3/3 done. Where to look:")
     for label, location in [
         ("landing logs", landing),
-        ("lake (Parquet)", paths.lake),
+        ("lake (Parquet)", f"{paths.lake}  (each table by tenant: <table>/tenant_id=<id>/)"),
         ("warehouse", paths.warehouse),
         ("analyst snapshot", paths.analytics),
         ("packs", paths.packs),
