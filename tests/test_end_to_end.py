@@ -10,9 +10,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from assets.resources import MemorypackHome
 from bench.soak import warehouse_differences
-from jobs.definitions import defs
+from jobs.runner import RunOutcome, run_nightly
 from memorypack import MemoryPack
 from pipeline.config import Paths
 from pipeline.generate import generate
@@ -25,21 +24,13 @@ DAYS = 3
 @pytest.fixture(scope="module")
 def world(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[Paths, dict, dg.ExecuteInProcessResult]:
+) -> tuple[Paths, dict, RunOutcome]:
     home = tmp_path_factory.mktemp("home")
     landing = home / "landing"
     truth = generate(landing, days=DAYS, interactions=400, tenants=2, seed=11, start=START)
     end = date.fromordinal(START.toordinal() + DAYS - 1)
     with dg.instance_for_test() as instance:
-        result = defs.resolve_job_def("nightly").execute_in_process(
-            instance=instance,
-            tags={
-                "dagster/asset_partition_range_start": START.isoformat(),
-                "dagster/asset_partition_range_end": end.isoformat(),
-            },
-            resources={"home": MemorypackHome(home=str(home), landing=str(landing))},
-            raise_on_error=False,
-        )
+        result = run_nightly(home, landing, START.isoformat(), end.isoformat(), instance=instance)
     return Paths(home), truth, result
 
 

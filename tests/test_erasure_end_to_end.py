@@ -15,8 +15,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from assets.resources import MemorypackHome
-from jobs.definitions import defs
+from jobs.runner import RunOutcome, run_nightly
 from memorypack import MemoryPack
 from memorypack.format import read_latest, read_manifest, verify_pack
 from pipeline.cli import main
@@ -113,19 +112,11 @@ def _plant(landing: Path, people: list[Person]) -> None:
             write_landing(landing / day, _lines(person, day, d), name=f"zz-{person.prefix}.jsonl")
 
 
-def _run(home: Path, landing: Path, start: str, end: str) -> dg.ExecuteInProcessResult:
+def _run(home: Path, landing: Path, start: str, end: str) -> RunOutcome:
     # The run history lives under the home, as with `memorypack run`: forget must scrub it too.
     (home / "dagster").mkdir(parents=True, exist_ok=True)
     with dg.DagsterInstance.local_temp(str(home / "dagster")) as instance:
-        return defs.resolve_job_def("nightly").execute_in_process(
-            instance=instance,
-            tags={
-                "dagster/asset_partition_range_start": start,
-                "dagster/asset_partition_range_end": end,
-            },
-            resources={"home": MemorypackHome(home=str(home), landing=str(landing))},
-            raise_on_error=False,
-        )
+        return run_nightly(home, landing, start, end, instance=instance)
 
 
 def _decoded_cells(path: Path) -> list[str]:
