@@ -7,6 +7,7 @@ from datetime import date, datetime, timedelta
 
 import polars as pl
 
+from pipeline.ingest import TYPED_TABLES
 from pipeline.pack.content import PackInputs
 from pipeline.pii import Redactor
 from pipeline.storage import Lake
@@ -70,6 +71,9 @@ def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
     inputs.models_dir = lake.paths.models / "embeddings"
     if "memory_embeddings" in tables:
         inputs.cache = EmbeddingCache(lake.paths.embedding_cache)
+    if lake.paths.tenant is not None:  # a tenant's run: its own tables, never the shared ones
+        inputs.load_dates, inputs.event_counts = _own_counts(lake, run_date)
+        return inputs
     if lake.exists("ingest_stats"):
         stats = lake.read("ingest_stats").collect()
         stats = stats.filter(pl.col("load_date").cast(pl.Date) <= run_date)
@@ -90,6 +94,25 @@ def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
         for tenant, event_type, n in counts.iter_rows():
             inputs.event_counts.setdefault(tenant, {})[event_type] = int(n)
     return inputs
+
+
+def _own_counts(lake: Lake, run_date: date) -> tuple[list[str], dict[str, dict[str, int]]]:
+    """The tenant's load dates and events by type up to `run_date`, from its typed tables."""
+    dates: set[str] = set()
+    counts: dict[str, dict[str, int]] = {}
+    for name, (kind, _) in TYPED_TABLES.items():
+        if not lake.exists(name):
+            continue
+        frame = (
+            lake.read(name)
+            .filter(pl.col("load_date").cast(pl.Date) <= run_date)
+            .select("tenant_id", "load_date")
+            .collect()
+        )
+        dates |= {str(d) for d in frame["load_date"].unique().to_list()}
+        for tenant, n in frame.group_by("tenant_id").len().iter_rows():
+            counts.setdefault(tenant, {})[kind.value] = int(n)
+    return sorted(dates), counts
 
 
 def ensure_columns(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
