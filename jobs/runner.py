@@ -15,7 +15,7 @@ from typing import Any
 
 import dagster as dg
 
-from assets.resources import MemorypackHome
+from assets.resources import TENANTS_NAME, MemorypackHome
 from jobs.instance import dagster_home
 from pipeline.config import Paths, offline_environment
 from pipeline.errors import one_line
@@ -102,10 +102,14 @@ def _execute(
 ) -> tuple[dg.ExecuteInProcessResult, RunOutcome]:
     """One job run in this process, on `instance` or the home's."""
     from jobs.definitions import defs
+    from jobs.nightly import TENANT_JOB
 
     with ExitStack() as stack:
         if instance is None:
             instance = stack.enter_context(_instance(paths))
+        tenant = tags.get("dagster/partition") if job_name == TENANT_JOB else None
+        if tenant and not instance.has_dynamic_partition(TENANTS_NAME, tenant):
+            instance.add_dynamic_partitions(TENANTS_NAME, [tenant])  # another instance's ingest
         result = defs.resolve_job_def(job_name).execute_in_process(
             instance=instance,
             tags=tags,
