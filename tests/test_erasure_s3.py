@@ -142,3 +142,32 @@ def test_latest_points_at_a_verified_rewritten_version(world: dict[str, Any]) ->
         assert read_manifest(packs / "acme" / version)["version"] == version
     pack = MemoryPack.load(f"{packs}/acme")
     assert pack.version == latest and len(pack) == manifest["counts"]["memories"] > 0
+
+
+def test_forget_refuses_before_changing_anything_when_the_store_is_unreachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.seaweedfs import _free_ports
+    from tests.test_pack_support import make_lake
+
+    (port,) = _free_ports(1)  # nothing listens there
+    for name, value in {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "MEMORYPACK_PACKS": "s3://memorypack-tests/unreachable/packs",
+    }.items():
+        monkeypatch.setenv(name, value)
+    home = tmp_path / "home"
+    make_lake(home)
+
+    def files() -> dict[Path, bytes]:  # but the (empty) home lock the command takes
+        return {p: p.read_bytes() for p in home.rglob("*") if p.is_file() and p.name[0] != "."}
+
+    before = files()
+    code = main(["forget", "--home", str(home), "--tenant", "acme", "--contact", "c1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "unreachable" in err and "nothing was changed" in err
+    assert files() == before
