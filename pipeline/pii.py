@@ -66,11 +66,25 @@ PHONE_LENIENCY = 2  # phonenumbers' STRICT_GROUPING: valid, and grouped as the r
 _DIGIT_RUN = re.compile(r"\+?\(?\d[\d ()./-]*\d")
 
 
+def _glued_to_letter(text: str, run: re.Match[str]) -> bool:
+    """A bare run of digits touching a Latin letter ("i0000123", an id): phonenumbers' matcher,
+    at VALID leniency or stricter, drops a number a Latin letter touches on either side, and a
+    run without separators holds no inner number to try instead. Skipping these changes no
+    finding; it spares ids like `i_…`/`m0000042` the matcher's 24 regions (1.3 ms each id)."""
+    if not run.group().isdigit():
+        return False
+    before = text[run.start() - 1] if run.start() else ""
+    after = text[run.end()] if run.end() < len(text) else ""
+    return any(c.isascii() and c.isalpha() for c in (before, after))
+
+
 def _digit_runs(text: str) -> bool:
     """Whether `text` has a run of digits and separators that could be a phone number."""
     return any(
-        sum(c.isdigit() for c in run) >= PHONE_MIN_DIGITS and not _DATE_SHAPE.fullmatch(run)
-        for run in _DIGIT_RUN.findall(text)
+        sum(c.isdigit() for c in run.group()) >= PHONE_MIN_DIGITS
+        and not _DATE_SHAPE.fullmatch(run.group())
+        and not _glued_to_letter(text, run)
+        for run in _DIGIT_RUN.finditer(text)
     )
 
 
