@@ -81,6 +81,7 @@ class Sizes:
     pack_memories: int = 100_000
     queries: int = 1_000
     pii_texts: int = 10_000
+    pii_pack_memories: int = 100_000
     reps: int = 3
     seed: int = 0
     quick: bool = False
@@ -104,6 +105,7 @@ class Sizes:
             pack_memories=10_000,
             queries=200,
             pii_texts=1_000,
+            pii_pack_memories=2_000,
             reps=3,
             quick=True,
         )

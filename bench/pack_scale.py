@@ -75,8 +75,15 @@ def _texts(rng: np.random.Generator, n: int, prefix: str) -> list[str]:
     return texts
 
 
-def synthesize(paths: Paths, n_memories: int, dim: int, seed: int = 0) -> None:
-    """Every lake table a pack reads, for one tenant with `n_memories` memories."""
+def synthesize(
+    paths: Paths,
+    n_memories: int,
+    dim: int,
+    seed: int = 0,
+    texts: Callable[[np.random.Generator, int, str], list[str]] = _texts,
+) -> None:
+    """Every lake table a pack reads, for one tenant with `n_memories` memories (`texts` makes the
+    n texts of one column: "question", "answer" or "statement")."""
     rng = np.random.default_rng(seed)
     lake = Lake(paths)
     n_stm = n_memories * 3 // 10
@@ -104,8 +111,8 @@ def synthesize(paths: Paths, n_memories: int, dim: int, seed: int = 0) -> None:
             "kind": kinds,
             "skill_id": rng.choice(SKILLS, n_int),
             "user_id": rng.choice(users, n_int),
-            "input": _texts(rng, n_int, "question"),
-            "output": _texts(rng, n_int, "answer"),
+            "input": texts(rng, n_int, "question"),
+            "output": texts(rng, n_int, "answer"),
             "tags": tags[:n_int],
             "importance": rng.uniform(0.2, 1.0, n_int),
         },
@@ -120,7 +127,7 @@ def synthesize(paths: Paths, n_memories: int, dim: int, seed: int = 0) -> None:
             "load_date": [t.date() for t in stm_ts],
             "contact_id": rng.choice(contacts, n_stm),
             "memory_type": rng.choice(TYPES, n_stm),
-            "content": _texts(rng, n_stm, "statement"),
+            "content": texts(rng, n_stm, "statement"),
             "category": "communication",
             "impact_level": rng.choice(["high", "medium", "low"], n_stm),
             "confidence": None,

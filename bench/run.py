@@ -97,6 +97,13 @@ SECTIONS: dict[str, Section] = {
             3 * 3600,
         ),
         Section(
+            "pii_pack",
+            "bench.sections_pii_pack:run",
+            "pack stage with PII redaction vs redaction skipped, first and incremental night",
+            300,
+            3 * 3600,
+        ),
+        Section(
             "dpo",
             "bench.sections_dpo:run",
             "DPO stage wall time and eval accuracy beside its baselines",
@@ -155,6 +162,7 @@ QUICK_ORDER = [
     "pack",
     "retrieval",
     "pii",
+    "pii_pack",
     "dpo",
     "dpo_real",
     "dpo_losses",

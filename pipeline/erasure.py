@@ -592,16 +592,16 @@ class ForgetReport:
         ]
 
 
-def local_packs(paths: Paths) -> Path:
-    """The packs folder, which erasure rewrites in place: packs on object storage are not
-    covered yet, so an erasure refuses before it changes anything rather than half-erase."""
-    packs = paths.packs
-    if not isinstance(packs, Path):
+def reachable_packs(paths: Paths) -> None:
+    """An erasure rewrites the packs last: refuse before changing anything when they cannot be
+    reached (an object store that is down, wrong credentials), rather than erase half."""
+    try:
+        paths.packs.is_dir()
+    except OSError as error:
+        reason = (str(error).splitlines() or [type(error).__name__])[0][:200]
         raise UserError(
-            f"erasure and export cover a local packs folder only, not {packs}: run them with "
-            "MEMORYPACK_PACKS unset (the lake, warehouse and caches are local)"
-        )
-    return packs
+            f"packs at {paths.packs} are unreachable ({reason}): nothing was changed"
+        ) from None
 
 
 def forget(
@@ -620,7 +620,7 @@ def forget(
     from pipeline.pack.erase import erase_from_packs
 
     check_request(tenant_id, contact_id)
-    packs = local_packs(paths)
+    reachable_packs(paths)
     began = time.perf_counter()
     now = now or datetime.now(UTC)
     key = pii_key(paths.home)
@@ -638,7 +638,8 @@ def forget(
     if swept:
         report.removed["pii_cache:unused"] = swept
     report.policies = withdraw_policies(paths, subject, now)
-    report.packs = erase_from_packs(packs / tenant_id, subject.needles)
+    # Local or on an object store (MEMORYPACK_PACKS=s3://…): every kept version is rewritten.
+    report.packs = erase_from_packs(paths.packs / tenant_id, subject.needles)
     if paths.packs.is_dir() and (paths.lake / "pack_versions").exists():
         from pipeline.analytics import pack_versions_frame
 
@@ -692,7 +693,7 @@ def export(paths: Paths, tenant_id: str, contact_id: str) -> dict[str, Any]:
         ),
         "quarantined_lines": _records(subject.quarantined.drop("raw_bytes", strict=False)),
         "derived": lake,
-        "packs": pack_mentions(local_packs(paths) / tenant_id, subject.needles),
+        "packs": pack_mentions(paths.packs / tenant_id, subject.needles),
         "omitted": "embedding and preference vectors (numbers computed from the texts above)",
     }
 

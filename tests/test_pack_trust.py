@@ -7,6 +7,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +316,38 @@ def test_refreshed_keeps_the_old_pack_and_says_why(packs: Path, tmp_path: Path) 
     assert old.refreshed() is old and "not UTF-8" in (old.refresh_error or "")
     (version_dir.parent / "LATEST").write_text(version_dir.name)
     assert old.refreshed() is old and old.refresh_error is None
+
+
+def test_a_tampered_latest_cannot_roll_a_running_app_back(tmp_path: Path) -> None:
+    from tests.test_pack_writer import _change_lake
+
+    paths = make_lake(tmp_path / "home")
+    first = publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme"))
+    _change_lake(paths, 0.9)  # the next night: new content, a day later
+    inputs = load_inputs(Lake(paths), AS_OF + timedelta(days=1))
+    second = publish(paths.packs, build_pack(inputs, "acme"))
+    tenant = paths.packs / "acme"
+    app = MemoryPack.load(tenant)
+    assert app.version == second.version != first.version
+    # Whoever can write LATEST points it at the older retained version, which is genuine: a fresh
+    # load cannot tell, but a running app knows what it has and refuses to go back.
+    (tenant / "LATEST").write_text(first.version + "\n")
+    assert MemoryPack.load(tenant).version == first.version
+    assert app.refreshed() is app
+    assert "points back in time" in (app.refresh_error or "")
+    # A newer name on an older pack (renamed, manifest edited and resealed): refused by as_of.
+    forged = tenant / "20991231T000000000000Z-00000000"
+    shutil.copytree(tenant / first.version, forged)
+    _edit_manifest(forged, lambda m: m.update(version=forged.name))
+    (tenant / "LATEST").write_text(forged.name + "\n")
+    assert app.refreshed() is app
+    assert "older than the loaded" in (app.refresh_error or "")
+    # An operator's rollback, on purpose, reaches the app when it asks for it.
+    (tenant / "LATEST").write_text(first.version + "\n")
+    rolled = app.refreshed(allow_older=True)
+    assert rolled.version == first.version and app.refresh_error is None
+    (tenant / "LATEST").write_text(second.version + "\n")
+    assert rolled.refreshed().version == second.version and rolled.refresh_error is None
 
 
 # ---- field size limits -------------------------------------------------------------------------

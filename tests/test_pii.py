@@ -192,6 +192,27 @@ def test_each_distinct_text_is_analysed_once(tmp_path: Path) -> None:
     assert other.served == 0
 
 
+def test_identifiers_are_analysed_once_and_kept_apart_from_texts(tmp_path: Path) -> None:
+    cache = RedactionCache(tmp_path / "pii_cache")
+    ids = pl.Series("contact_id", ["jane.doe@example.com", "i_00000042", "i_00000042"])
+    first = Redactor(KEY, cache)
+    out, counts = first.series(ids, tenant_id="acme")
+    assert out.to_list() == [pseudonym(KEY, "acme", "jane.doe@example.com"), *ids[1:]]
+    assert counts == {"email": 1} and first.ids_analysed == 2
+    first.flush()
+    again = Redactor(KEY, cache)
+    out_again, counts_again = again.series(ids.append(pl.Series(["i_00000043"])), "acme")
+    assert out_again.to_list()[:3] == out.to_list() and counts_again == counts
+    assert again.ids_analysed == 1  # only the new id
+    again.flush()
+    # The cache keeps no readable form of an identifier, and texts are not served from it.
+    cached = pl.read_parquet(tmp_path / "pii_cache" / "*+identifiers" / "*.parquet")
+    assert cached["redacted"].null_count() == cached.height == 3
+    text = Redactor(KEY, cache)
+    assert text.series(pl.Series(["jane.doe@example.com"]))[0].to_list() == ["[EMAIL]"]
+    assert (text.analysed, text.served) == (1, 0)
+
+
 def test_key_file_is_created_once_and_private(tmp_path: Path, monkeypatch) -> None:
     from pipeline.pii import KEY_ENV, pii_key
 

@@ -1,11 +1,19 @@
 """Erasure in published packs: every kept version holding a person is rewritten without them,
-re-sealed under a new version name at the same publish time, and LATEST follows atomically."""
+re-sealed under a new version name at the same publish time, and LATEST follows atomically.
+
+Packs in a local folder are rewritten beside the old version and renamed into place; packs on an
+object store (MEMORYPACK_PACKS=s3://…) are downloaded to a private temporary folder, rewritten
+there, and uploaded the way the publisher uploads (`pipeline.pack.remote`: data objects, manifest,
+seal last, read back and verified) before LATEST is pointed at them and the old version deleted."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -21,6 +29,8 @@ from memorypack.format import (
     sha256_file,
     verify_pack,
 )
+from memorypack.fs import Location, ObjectPath, read_parquet
+from pipeline.pack import remote
 from pipeline.pack.content import PackContent
 from pipeline.pack.disk import TEMP_PREFIX, fsync_path
 from pipeline.pack.store import clean_leftovers, list_versions, remove_dir, write_latest
@@ -120,36 +130,61 @@ def _new_manifest(
     return new
 
 
-def _rewrite(tenant_dir: Path, version: str, needles: Needles) -> str | None:
-    """One version without the person: a new version folder beside it; None if none held."""
-    version_dir = tenant_dir / version
-    manifest = read_manifest(version_dir)
-    changed, keep_rows, removed = _scrubbed_files(version_dir, manifest, needles)
-    if not changed:
-        return None
-    temp = tenant_dir / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
-    temp.mkdir()
-    try:
-        files = _write_version(version_dir, temp, manifest, changed, keep_rows)
-        new_manifest = _new_manifest(manifest, files, changed, removed)
-        new_version = str(new_manifest["version"])
-        _write_manifest(temp, new_manifest)
-        verify_pack(temp, version=new_version)
-        fsync_path(temp)
-        final = tenant_dir / new_version
-        if final.is_dir():  # an interrupted earlier erasure got this far: the same content
-            verify_pack(final)
-            shutil.rmtree(temp)
-        else:
-            os.rename(temp, final)
-            fsync_path(tenant_dir)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
+@contextmanager
+def _local_copy(version_dir: Location) -> Iterator[Path]:
+    """The version as a local folder: itself, or its objects downloaded to a private temporary
+    `<tmp>/<tenant>/<version>/` (the tenant folder's name is what the pack is checked against),
+    deleted on leaving."""
+    if isinstance(version_dir, Path):
+        yield version_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="memorypack-erase-") as tmp:
+        local = Path(tmp) / version_dir.parent.name / version_dir.name
+        local.mkdir(parents=True)
+        for child in version_dir.iterdir():
+            if child.is_file():
+                (local / child.name).write_bytes(child.read_bytes())
+        yield local
+
+
+def _place(temp: Path, final: Location) -> None:
+    """Put the verified rewritten version `temp` at `final` (a rename, or an upload sealed last)."""
+    if final.is_dir() and remote.is_complete(final):
+        # An interrupted earlier erasure got this far: the same content (its name is its hash).
+        verify_pack(final)
+        shutil.rmtree(temp)
+    elif isinstance(final, ObjectPath):
+        remote.upload_version(temp, final)
+        shutil.rmtree(temp)
+    else:
+        os.rename(temp, final)
+        fsync_path(final.parent)
+
+
+def _rewrite(tenant_dir: Location, version: str, needles: Needles) -> str | None:
+    """One version without the person: a new version beside it; None if none held."""
+    with _local_copy(tenant_dir / version) as version_dir:
+        manifest = read_manifest(version_dir)
+        changed, keep_rows, removed = _scrubbed_files(version_dir, manifest, needles)
+        if not changed:
+            return None
+        temp = version_dir.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+        temp.mkdir()
+        try:
+            files = _write_version(version_dir, temp, manifest, changed, keep_rows)
+            new_manifest = _new_manifest(manifest, files, changed, removed)
+            new_version = str(new_manifest["version"])
+            _write_manifest(temp, new_manifest)
+            verify_pack(temp, version=new_version)
+            fsync_path(temp)
+            _place(temp, tenant_dir / new_version)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
     return new_version
 
 
-def erase_from_packs(tenant_dir: Path, needles: Needles) -> dict[str, str]:
+def erase_from_packs(tenant_dir: Location, needles: Needles) -> dict[str, str]:
     """Rewrite every kept version of a tenant that holds the person; returns old -> new version.
 
     Each new version keeps its predecessor's publish time (so versions still sort in publish
@@ -166,7 +201,7 @@ def erase_from_packs(tenant_dir: Path, needles: Needles) -> dict[str, str]:
             try:
                 verify_pack(info.path)
             except PackError:
-                if pack_mentions_version(cast(Path, info.path), needles):
+                if pack_mentions_version(info.path, needles):
                     remove_dir(info.path)
                     rewritten[info.version] = "removed (did not verify)"
                 continue
@@ -180,13 +215,26 @@ def erase_from_packs(tenant_dir: Path, needles: Needles) -> dict[str, str]:
     return rewritten
 
 
-def pack_mentions_version(version_dir: Path, needles: Needles) -> dict[str, list[dict[str, Any]]]:
+def _frame(path: Location) -> pl.DataFrame | None:
+    """A data file read unverified (None when it does not read as Parquet)."""
+    try:
+        if isinstance(path, Path):
+            return pl.read_parquet(path)
+        frame = pl.from_arrow(read_parquet(path))
+    except (OSError, ValueError, pl.exceptions.PolarsError):  # pyarrow's ArrowInvalid: ValueError
+        return None
+    return frame if isinstance(frame, pl.DataFrame) else None
+
+
+def pack_mentions_version(
+    version_dir: Location, needles: Needles
+) -> dict[str, list[dict[str, Any]]]:
     """The rows of one version's data files that mention the person (unverified read)."""
     found: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(version_dir.glob("*.parquet")):
-        try:
-            frame = pl.read_parquet(path)
-        except (OSError, pl.exceptions.PolarsError):
+    children: list[Location] = list(version_dir.iterdir())
+    for path in sorted(children, key=lambda p: p.name):
+        frame = _frame(path) if path.name.endswith(".parquet") else None
+        if frame is None:
             continue
         removed = scrub_frame(frame, needles).removed
         if removed.height:
@@ -195,11 +243,13 @@ def pack_mentions_version(version_dir: Path, needles: Needles) -> dict[str, list
     return found
 
 
-def pack_mentions(tenant_dir: Path, needles: Needles) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def pack_mentions(
+    tenant_dir: Location, needles: Needles
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Per kept version of a tenant: the rows that mention the person (for an export)."""
     out = {}
     for info in list_versions(tenant_dir):
-        found = pack_mentions_version(cast(Path, info.path), needles)  # a local tenant folder
+        found = pack_mentions_version(info.path, needles)
         if found:
             out[info.version] = found
     return out

@@ -38,6 +38,7 @@ from memorypack.format import (
     read_latest,
     resolve,
     verify_pack,
+    version_time,
 )
 from memorypack.fs import Location, load_matrix, read_parquet
 from memorypack.keyword import LazyKeywordIndex, fuse, top_ranks
@@ -349,16 +350,34 @@ class MemoryPack:
         pack._key = key
         return pack
 
-    def refreshed(self) -> MemoryPack:
-        """The newer live pack if LATEST moved and it loads; on any failure keep this one, log
-        why and keep the reason in `refresh_error`."""
+    def refreshed(self, allow_older: bool = False) -> MemoryPack:
+        """The newer live pack if LATEST moved forward and it loads; on any failure keep this one,
+        log why and keep the reason in `refresh_error`.
+
+        LATEST is a plain pointer, covered by no seal: whoever can write it could point it at an
+        older retained version, which verifies, and roll a running app back in time. So a LATEST
+        naming a version published before this one, or a pack whose `as_of` is older, is refused
+        (the publisher never moves LATEST back; an erasure's rewrite keeps the publish time and
+        `as_of`, so it is followed). An operator's `memorypack pack rollback` reaches a running app
+        through `refreshed(allow_older=True)` or a fresh `MemoryPack.load`."""
         tenant_dir = self.path.parent
         self.refresh_error = None
         try:
             latest = read_latest(tenant_dir)
             if latest is None or latest == self.version:
                 return self
-            fresh = MemoryPack.load(tenant_dir, key=self._key)
+            if not allow_older and version_time(latest) < version_time(self.version):
+                raise PackError(
+                    f"LATEST of {tenant_dir} points back in time, at {latest}, published before "
+                    f"the loaded {self.version} (a rollback: refreshed(allow_older=True) follows it)"
+                )
+            # The version checked above, not whatever LATEST says by the time it is read again.
+            fresh = MemoryPack.load(tenant_dir, version=latest, key=self._key)
+            if not allow_older and fresh.as_of < self.as_of:
+                raise PackError(
+                    f"pack {latest} of {tenant_dir} is as of {fresh.as_of.isoformat()}, older "
+                    f"than the loaded {self.version} ({self.as_of.isoformat()})"
+                )
         except Exception as error:
             self.refresh_error = str(error) if isinstance(error, PackError) else _one_line(error)
             log.warning(
