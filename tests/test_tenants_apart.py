@@ -41,6 +41,8 @@ def test_tenants_in_parallel_processes_publish_what_sequential_runs_publish(
     tmp_path: Path, landing: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)  # each home's own instance
+    # One pseudonym key for both homes (each home makes its own otherwise), inherited by workers.
+    monkeypatch.setenv("MEMORYPACK_PII_KEY", "tenants-apart-test-key")
     outcomes = {
         workers: run_nightly(
             tmp_path / f"w{workers}", landing, START, END, op_config=NO_DPO, workers=workers
