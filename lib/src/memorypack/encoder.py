@@ -19,7 +19,6 @@ others came out slightly different (mean cosine 0.994 with the same text alone).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import unicodedata
 from typing import Any
@@ -51,10 +50,6 @@ def encoder_spec(manifest: dict[str, Any]) -> dict[str, Any] | None:
     embedding = (manifest.get("models") or {}).get("embedding") or {}
     spec = embedding.get("encoder") if isinstance(embedding, dict) else None
     return spec if isinstance(spec, dict) else None
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _model_file(entry: Any, role: str) -> str:
@@ -143,13 +138,18 @@ def tokenizer(tokenizer_json: str, max_seq_length: int) -> Any:
     return loaded
 
 
-def session_options(threads: int) -> Any:
-    """ONNX Runtime options for both the pipeline and the loader.
+def session_options(threads: int = 1) -> Any:
+    """ONNX Runtime options for both the pipeline and the loader: one thread per run unless a
+    caller runs big batches, and no spinning.
 
-    No spinning: after each run ONNX Runtime's pool threads would otherwise busy-wait for more
-    work, which burns an app's cores between queries and, on a busy machine, makes the one query
-    wait for a spinning thread to be scheduled again (measured on 2 shared cores, load average
-    3.3: int8 query p95 12-19 ms spinning, 4.5-5.4 ms without).
+    A query is ~11 tokens: measured on 2 shared cores (int8 export, one query per run, p50/p95 ms),
+    quiet: 1 thread 4.0/4.8, 2 threads 4.6/5.7, 2 spinning threads 2.5/3.4; load average 3.3:
+    1 thread 3.7/8.0, 2 threads 3.4-3.7/4.5-5.4, 2 spinning 3.3-6.6/12-19; load average 5.8,
+    interleaved: 1 thread 2.8/15.4, 2 threads 3.3/20.4, 2 spinning 3.0/23.7. Spinning (pool
+    threads busy-wait for the next operator) wins only on an idle machine, and burns the app's
+    cores between queries; without it a second thread's hand-offs cost about what it saves. One
+    thread is also how the pipeline runs each text (`_cores()` texts at a time), so both run the
+    very same kernels.
     """
     import onnxruntime as ort
 
@@ -201,7 +201,7 @@ class TextEncoder:
             tokenizer_json.decode("utf-8"), int(spec.get("max_seq_length") or 256)
         )
         self.session = ort.InferenceSession(
-            model, session_options(_cores()), providers=["CPUExecutionProvider"]
+            model, session_options(), providers=["CPUExecutionProvider"]
         )
         self.dim = dim
         # The first runs allocate ONNX Runtime's buffers: pay them here, not on the app's first
