@@ -277,8 +277,13 @@ def run_text_query(sizes: Sizes) -> list[Figure]:
             return top[np.argsort(-scores[top])]
 
         query_vectors = pack.embed(asked)
+        # The alternative that also agrees at 1.0: the fp32 export, shipped and run the same way.
+        _, fp32_loader = variant_encoders(*VARIANTS["fp32, batches of 128"], root)
         cases = {
             "embed one query (loader encoder)": lambda i: pack.embed([asked[i]]),
+            "embed one query (loader encoder on the fp32 export, the alternative)": (
+                lambda i: fp32_loader.encode([asked[i]])  # type: ignore[attr-defined]
+            ),
             "memories_for(contact, k=10, query_vector=…), hybrid, no embedding": (
                 lambda i: pack.memories_for(
                     f"c{i % contacts}", k=10, query=asked[i], query_vector=query_vectors[i]
