@@ -198,8 +198,13 @@ def run(sizes: Sizes) -> list[Figure]:
                 ratio=rounded(
                     float(figures_of["texts_per_s"]) / float(before["texts_per_s"])  # type: ignore[arg-type]
                 ),
-                goal=f"agreement ≥ {AGREEMENT_GOAL}",
-                goal_met=float(figures_of["agreement_mean"]) >= AGREEMENT_GOAL,  # type: ignore[arg-type]
+                # The goal is the default's; the other rows are the alternatives measured beside it.
+                goal=f"agreement ≥ {AGREEMENT_GOAL}" if label == default else "",
+                goal_met=(
+                    float(figures_of["agreement_mean"]) >= AGREEMENT_GOAL  # type: ignore[arg-type]
+                    if label == default
+                    else None
+                ),
                 details={**figures_of, "memories": len(texts), "distinct_texts": distinct},
             )
         )
