@@ -186,7 +186,7 @@ def test_pack_is_published_verified_and_free_of_pii(world) -> None:
         assert manifest["tenant_id"] == tenant and manifest["pack_format"] == 1
         # The vectors' own model: the default backend is ONNX Runtime int8
         embedding = manifest["models"]["embedding"]
-        assert (embedding["model"], embedding["dim"]) == ("all-MiniLM-L6-v2+onnx-int8.v2", 384)
+        assert (embedding["model"], embedding["dim"]) == ("all-MiniLM-L6-v2+onnx-int8.v3", 384)
         # The exact model the vectors were made with ships beside the versions, for text queries.
         assert embedding["encoder"]["model"] == embedding["model"]
         for entry in embedding["encoder"]["files"].values():

@@ -1,6 +1,7 @@
 """Queries by text, offline (issue 16 item 2): the pack ships the pipeline's own ONNX model and
 tokenizer (by sha256), the app library's encoder reproduces the pipeline's vectors."""
 
+import argparse
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from bench.retrieval_set import write_pack
 from memorypack import MemoryPack, PackError
 from memorypack.format import sha256_file
 from pipeline.embed import encode, load_model, model_name
+from pipeline.errors import UserError
+from pipeline.pack.commands import register
 from pipeline.pack.models import encoder_files, prune_models
 from tests.conftest import SOURCE_PATH
 
@@ -48,7 +51,7 @@ def test_the_pack_names_and_ships_the_exact_model(shipped) -> None:
     tenant_dir, _ = shipped
     pack = MemoryPack.load(tenant_dir)
     spec = pack.manifest["models"]["embedding"]["encoder"]
-    assert spec["model"] == "all-MiniLM-L6-v2+onnx-int8.v2"
+    assert spec["model"] == "all-MiniLM-L6-v2+onnx-int8.v3"
     assert (spec["pooling"], spec["normalize"], spec["max_seq_length"]) == ("mean", "l2", 256)
     for role, suffix in (("onnx", ".onnx"), ("tokenizer", ".json")):
         entry = spec["files"][role]
@@ -63,18 +66,19 @@ def test_loader_vectors_agree_with_the_pipelines(shipped) -> None:
     tenant_dir, model = shipped
     pack = MemoryPack.load(tenant_dir)
     normalised = [" ".join(t.lower().split()) for t in TEXTS]
-    # The same batch through the loader and through the pipeline: the same vectors.
-    mine = pack.embed(TEXTS)
-    theirs = encode(normalised, model=model, batch_size=len(TEXTS))
-    assert np.allclose(mine, theirs, atol=1e-5)
-    assert np.allclose(np.asarray(pack.embeddings), encode(normalised, model=model), atol=1e-6)
-    # One text alone, as a query is embedded: the pipeline's encoder alone gives the same vector.
-    # Against the stored (batched) vectors int8 agrees less: ONNX Runtime quantizes activations
-    # per batch tensor, so a vector depends a little on its batch (measured in the bench).
+    stored = np.asarray(pack.embeddings)
+    # The pipeline embeds one text per run, so its vectors do not depend on the batch size or on
+    # the other texts of the run (int8 quantizes a run's activations with one scale).
+    assert np.allclose(encode(normalised, model=model, batch_size=len(TEXTS)), stored, atol=1e-6)
+    assert np.allclose(
+        encode([*normalised[::-1], "x " * 200], model=model)[:5][::-1], stored, atol=1e-6
+    )
+    # A query embedded alone by the loader is the stored vector of the same text; so are several.
     for i, text in enumerate(TEXTS):
         alone = pack.embed([text])[0]
-        assert np.allclose(alone, model.encode([normalised[i]], 1)[0], atol=1e-5)
-        assert float(alone @ theirs[i]) > 0.98
+        assert float(alone @ stored[i]) > 0.99999
+        assert np.allclose(alone, stored[i], atol=1e-5)
+    assert np.allclose(pack.embed(TEXTS), stored, atol=1e-5)
 
 
 def test_text_queries_rank_by_meaning_and_by_words(shipped) -> None:
@@ -100,6 +104,54 @@ def test_a_tampered_model_is_refused(shipped, tmp_path: Path) -> None:
     pack = MemoryPack.load(copy)  # the pack itself is fine: the model is checked when first used
     with pytest.raises(PackError, match="does not match its sha256"):
         pack.search("anything")
+
+
+def test_pack_verify_checks_the_model_files(
+    shipped, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memorypack pack verify` also checks the shared model files the manifest names."""
+    packs = tmp_path / "packs"
+    copy = packs / "retrieval"
+    shutil.copytree(shipped[0], copy)
+    version = (copy / "LATEST").read_text().strip()
+    verify = ["pack", "verify", "--packs", str(packs)]
+    assert _run_cli(*verify) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"ok      retrieval {version}  (8 files and 2 model files verified)"
+    )
+    (model,) = (copy / "models").glob("*.onnx")
+    (tokenizer,) = (copy / "models").glob("*.json")
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    tokenizer.write_text(tokenizer.read_text() + " ")
+    expected = {
+        "onnx": f"model file {model} (onnx) does not match its sha256 (tampered?)",
+        "tokenizer": f"model file {tokenizer} (tokenizer) has {tokenizer.stat().st_size} bytes, "
+        f"the manifest says {tokenizer.stat().st_size - 1}",
+    }
+    with pytest.raises(UserError, match="1 pack version"):
+        _run_cli(*verify)
+    assert capsys.readouterr().out.strip() == f"FAILED  retrieval {version}: {expected['onnx']}"
+    model.unlink()
+    with pytest.raises(UserError):
+        _run_cli(*verify)
+    assert capsys.readouterr().out.strip() == (
+        f"FAILED  retrieval {version}: model file {model} (onnx) is missing"
+    )
+    shutil.copy(shipped[0] / "models" / model.name, model)
+    with pytest.raises(UserError):
+        _run_cli(*verify)
+    assert (
+        capsys.readouterr().out.strip() == f"FAILED  retrieval {version}: {expected['tokenizer']}"
+    )
+
+
+def _run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="memorypack")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(list(argv))
+    return int(args.func(args))
 
 
 def test_without_the_embed_extra_text_queries_use_keywords(shipped) -> None:

@@ -35,7 +35,7 @@ EXPORT_FORMAT = 2
 
 # The int8 scheme's version is part of the int8 model name: vectors made by another scheme differ,
 # so the cache never serves them to (or mixes them into) a run with this one.
-INT8_SCHEME = 2
+INT8_SCHEME = 3  # 3: one text per run (batch independent); 2: batches of 128
 
 
 def resolve_model_path(path: str | os.PathLike[str] | None = None) -> Path:

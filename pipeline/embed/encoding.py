@@ -32,7 +32,8 @@ Progress = Callable[[str], None]
 class EmbedConfig:
     # Measured on 2 CPU cores: 128 texts per batch is the throughput peak (32 → ~110 texts/s,
     # 128 → ~280 texts/s, 256 → ~225 texts/s: bigger batches pad more and thrash the cache).
-    # The ONNX backends are flat from 32 to 256 (within ±5 %, 1,000 bench texts), so 128 too.
+    # ONNX fp32 is flat from 32 to 256 (within ±5 %, 1,000 bench texts), so 128 too. The int8
+    # export ignores it: one text per run (see OnnxEncoder), so a query alone is the same vector.
     batch_size: int = 128
     # Log a progress line every this many texts (a nightly run may embed 100k of them).
     progress_every: int = 5_000

@@ -14,12 +14,14 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from memorypack.encoder import mean_pool
+from memorypack.encoder import embed_one, mean_pool, session_options
+from memorypack.encoder import tokenizer as encoder_tokenizer
 from pipeline.config import offline_environment
 from pipeline.embed.backends import EXPORT_FORMAT, Backend, model_name
 
@@ -144,27 +146,37 @@ def export_onnx(source: Path, backend: Backend, export_dir: Path) -> Path:
 
 class OnnxEncoder:
     """all-MiniLM-L6-v2 as SentenceTransformer computes it (tokenize, transformer, mean over
-    real tokens, L2 norm), with the transformer run by ONNX Runtime."""
+    real tokens, L2 norm), with the transformer run by ONNX Runtime.
 
-    def __init__(self, source: Path, onnx_file: Path, backend: Backend) -> None:
+    The int8 export embeds one text per run (`memorypack.encoder.embed_one`, the loader's own
+    function), `_cores()` runs at a time on one thread each: dynamic quantization scales a run's
+    activations by that run's tensor, so a text run in a batch of 128 differed from the same text
+    run alone as an app's query is (mean cosine 0.994). Run alone, the pack's vectors and the
+    loader's query vectors are one computation (cosine 1.0), at ~the batched throughput (the
+    texts are short, and a run of one pads nothing). fp32 is batch independent and keeps batches.
+    """
+
+    def __init__(
+        self,
+        source: Path,
+        onnx_file: Path,
+        backend: Backend,
+        one_text_per_run: bool | None = None,
+    ) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.backend = backend
-        settings = json.loads((source / "sentence_bert_config.json").read_text())
-        self.tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
-        # tokenizer.json pads every text to 128 tokens; pad to the batch's longest instead, and
-        # truncate where SentenceTransformer does (max_seq_length, 256).
-        padding = self.tokenizer.padding or {}
-        self.tokenizer.enable_padding(
-            pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]")
+        self.one_text_per_run = (
+            backend == "onnx-int8" if one_text_per_run is None else one_text_per_run
         )
-        self.tokenizer.enable_truncation(max_length=int(settings["max_seq_length"]))
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = _cores()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        settings = json.loads((source / "sentence_bert_config.json").read_text())
+        self.tokenizer = encoder_tokenizer(
+            (source / "tokenizer.json").read_text(), int(settings["max_seq_length"])
+        )
+        # One thread per run when runs go in parallel; all cores for one batch at a time.
+        threads = 1 if self.one_text_per_run else _cores()
         self.session = ort.InferenceSession(
-            str(onnx_file), options, providers=["CPUExecutionProvider"]
+            str(onnx_file), session_options(threads), providers=["CPUExecutionProvider"]
         )
         self.dim = int(self.session.get_outputs()[0].shape[-1])
 
@@ -173,6 +185,10 @@ class OnnxEncoder:
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         """Unit-length float32 vectors, row i ↔ texts[i]."""
+        if self.one_text_per_run:
+            with ThreadPoolExecutor(_cores()) as pool:
+                rows = list(pool.map(lambda t: embed_one(self.session, self.tokenizer, t), texts))
+            return np.vstack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         for begin in range(0, len(texts), batch_size):
             encodings = self.tokenizer.encode_batch(texts[begin : begin + batch_size])

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from memorypack.encoder import check_model_files
 from memorypack.format import PackError, is_version, read_latest, verify_pack
 from memorypack.fs import Location
 from pipeline.config import Paths, packs_location
@@ -116,8 +117,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for version in versions:
             try:
                 manifest = verify_pack(tenant_dir / version)
+                models = check_model_files(tenant_dir, manifest)
                 print(
-                    f"ok      {tenant_dir.name} {version}  ({len(manifest['files'])} files verified)"
+                    f"ok      {tenant_dir.name} {version}  ({len(manifest['files'])} files"
+                    + (f" and {models} model files" if models else "")
+                    + " verified)"
                 )
             except PackError as error:
                 failures += 1
@@ -166,7 +170,9 @@ def register(subparsers: Any) -> None:
     show.set_defaults(func=cmd_show)
 
     verify = sub.add_parser(
-        "verify", help="re-check every file's sha256 (live versions by default)"
+        "verify",
+        help="re-check every file's sha256, and the model files the manifest names "
+        "(live versions by default)",
     )
     common(verify)
     verify.add_argument("--version", default=None)
