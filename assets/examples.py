@@ -7,24 +7,28 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS
+from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline import skill_stats as skills
 from pipeline.fewshot import SCORES_SCHEMA, FewShotConfig, near_duplicates, negative_examples
 from pipeline.fewshot import few_shot_sets as select_few_shot
-from pipeline.tables import COMMENTS
 
 NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
 
 
-@dg.asset(
-    partitions_def=TENANTS,
-    group_name=groups.EXAMPLES,
-    deps=["interactions", "feedback", "memory_embeddings", "feedback_scores"],
-    description=COMMENTS["skill_stats"],
+SKILL_DEPS = ["interactions", "feedback", "memory_embeddings", "feedback_scores"]
+
+
+@dg.multi_asset(
+    specs=[
+        asset_spec(name, groups.EXAMPLES, SKILL_DEPS)
+        for name in ("skill_stats", "user_preferences", "skill_vectors")
+    ]
 )
-def skill_stats(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.MaterializeResult:
+def skill_stats(
+    context: dg.AssetExecutionContext, home: MemorypackHome
+) -> Iterator[dg.MaterializeResult]:
     lake = home.lake
     interactions, _, feedback = home.event_tables()
     embeddings = home.embeddings("interaction")
@@ -35,15 +39,13 @@ def skill_stats(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.M
         interactions, embeddings, home.vectors(embeddings) if embeddings.height else None
     )
     preferences = skills.user_preferences(interactions, feedback, vectors)
-    for name, frame in (
-        ("skill_stats", stats),
-        ("user_preferences", preferences),
-        ("skill_vectors", vectors),
-    ):
-        lake.write(name, frame)
+    lake.write("skill_stats", stats)
+    lake.write("user_preferences", preferences)
+    lake.write("skill_vectors", vectors)
     effectiveness = skills.learning_effectiveness(stats)
     n_votes = int(stats["n_feedback"].sum())
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
+        asset_key="skill_stats",
         metadata=frame_metadata(
             stats,
             {
@@ -69,13 +71,16 @@ def skill_stats(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.M
                 "positive_share",
                 "ema_confidence",
             ],
-        )
+        ),
     )
+    yield dg.MaterializeResult(asset_key="user_preferences", metadata=frame_metadata(preferences))
+    yield dg.MaterializeResult(asset_key="skill_vectors", metadata=frame_metadata(vectors))
 
 
 @dg.asset_check(
     partitions_def=TENANTS,
-    asset=skill_stats,
+    asset="skill_stats",
+    additional_deps=["user_preferences"],
     blocking=True,
     description="Confidences and shares in [0, 1]; unit or zero vectors.",
 )
@@ -108,6 +113,7 @@ def skill_stats_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
     partitions_def=TENANTS,
     group_name=groups.EXAMPLES,
     deps=["feedback_scores", "feedback", "interactions", "memory_embeddings"],
+    metadata=declared_columns("few_shot_sets"),
     check_specs=[
         dg.AssetCheckSpec(
             NO_NEGATIVE_EXAMPLES, asset="few_shot_sets", blocking=True, partitions_def=TENANTS

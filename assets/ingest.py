@@ -9,7 +9,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import PREVIEW_ROWS, frame_metadata
-from assets.partitions import DAILY, TENANTS, check_per_partition, daily_check
+from assets.partitions import DAILY, TENANTS, asset_spec, check_per_partition, daily_check
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.erasure import Tombstones, forget
@@ -97,15 +97,23 @@ def _carry_out_erasures(
     return erased
 
 
-@dg.asset(
-    partitions_def=DAILY,
+@dg.multi_asset(
+    specs=[
+        asset_spec(
+            "raw_events",
+            groups.INGEST,
+            partitions_def=DAILY,
+            description="Parse and validate one landing folder (load date) into events (lake "
+            "table `events`); bad lines to quarantine.",
+        ),
+        asset_spec("quarantine", groups.INGEST, partitions_def=DAILY),
+        asset_spec("ingest_stats", groups.INGEST, partitions_def=DAILY),
+    ],
     backfill_policy=dg.BackfillPolicy.single_run(),
-    group_name=groups.INGEST,
     check_specs=[
         daily_check(CONSERVATION, "raw_events"),
         daily_check("matches_contract", "raw_events"),
     ],
-    description="Parse and validate one landing folder (load date) into events; bad lines to quarantine.",
 )
 def raw_events(
     context: dg.AssetExecutionContext, home: MemorypackHome
@@ -125,8 +133,26 @@ def raw_events(
             preview_columns=["tenant_id", "event_id", "event_type", "ts", "contact_id"],
         )
         metadata["dagster/row_count"] = dg.MetadataValue.int(int(summary.stats["accepted"]))
-        context.add_asset_metadata(metadata, partition_key=key)
-    yield dg.MaterializeResult(metadata={"run_load_dates": keys, "erasures_carried_out": erased})
+        context.add_asset_metadata(metadata, asset_key="raw_events", partition_key=key)
+        context.add_asset_metadata(
+            {
+                "dagster/row_count": dg.MetadataValue.int(int(summary.stats["quarantined"])),
+                "by_reason": dg.MetadataValue.json(dict(sorted(summary.by_reason.items()))),
+            },
+            asset_key="quarantine",
+            partition_key=key,
+        )
+        context.add_asset_metadata(
+            frame_metadata(pl.DataFrame([summary.stats])),
+            asset_key="ingest_stats",
+            partition_key=key,
+        )
+    yield dg.MaterializeResult(
+        asset_key="raw_events",
+        metadata={"run_load_dates": keys, "erasures_carried_out": erased},
+    )
+    yield dg.MaterializeResult(asset_key="quarantine")
+    yield dg.MaterializeResult(asset_key="ingest_stats")
     yield check_per_partition(
         context,
         CONSERVATION,
@@ -134,11 +160,13 @@ def raw_events(
             key: (s.conserved, {k: s.stats[k] for k in INGEST_FIGURES})
             for key, s in zip(keys, summaries, strict=True)
         },
+        asset="raw_events",
     )
     yield check_per_partition(
         context,
         "matches_contract",
         {key: s.contract for key, s in zip(keys, summaries, strict=True)},
+        asset="raw_events",
     )
 
 

@@ -8,7 +8,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS
+from assets.partitions import TENANTS, asset_spec
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.audit import (
@@ -96,9 +96,10 @@ def _combined(
 @dg.asset(
     partitions_def=TENANTS,
     group_name=groups.MEMORY,
+    # What a snapshot reads: the events, and how often consolidation found each statement repeated.
     deps=[
         "feedback_scores",
-        "consolidated_summaries",
+        "memory_reinforcement",
         "interactions",
         "feedback",
         "memory_statements",
@@ -180,13 +181,18 @@ def _snapshot_key(lake: Lake) -> str | None:
     return available[-1] if available else None
 
 
-@dg.asset(
-    partitions_def=TENANTS,
-    group_name=groups.MEMORY,
-    deps=[decay_snapshots, "memory_conflicts", "memory_statements"],
-    description=COMMENTS["memory_audit"],
+AUDIT_DEPS = ["decay_snapshots", "memory_conflicts", "memory_statements"]
+
+
+@dg.multi_asset(
+    specs=[
+        asset_spec("memory_audit", groups.MEMORY, AUDIT_DEPS),
+        asset_spec("promotion_candidates", groups.MEMORY, AUDIT_DEPS),
+    ]
 )
-def memory_audit(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.MaterializeResult:
+def memory_audit(
+    context: dg.AssetExecutionContext, home: MemorypackHome
+) -> Iterator[dg.MaterializeResult]:
     lake = home.lake
     key = _snapshot_key(lake)
     if key is None:
@@ -204,7 +210,8 @@ def memory_audit(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.
     summaries = findings.filter(pl.col("check") == "archived_inferences_summary")[
         "detail"
     ].to_list()
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
+        asset_key="memory_audit",
         metadata=frame_metadata(
             findings,
             {
@@ -215,13 +222,17 @@ def memory_audit(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.
                 "archive_summary": summaries[:20],
             },
             preview_columns=["tenant_id", "check", "memory_id", "confidence", "detail"],
-        )
+        ),
+    )
+    yield dg.MaterializeResult(
+        asset_key="promotion_candidates", metadata=frame_metadata(candidates)
     )
 
 
 @dg.asset_check(
     partitions_def=TENANTS,
-    asset=memory_audit,
+    asset="promotion_candidates",
+    additional_deps=["memory_conflicts"],
     description="Every promotion candidate meets the rule and none is in a conflict.",
 )
 def promotion_candidates_eligible(home: MemorypackHome) -> dg.AssetCheckResult:

@@ -3,6 +3,7 @@ a table preview and the key figures."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
@@ -20,8 +21,13 @@ def _short(value: Any) -> Any:
 
 def column_schema(frame: pl.DataFrame) -> dg.TableSchema:
     """The frame's columns and polars types (`dagster/column_schema`: the catalog's Columns tab)."""
+    return schema_columns(frame.schema)
+
+
+def schema_columns(schema: Mapping[str, pl.DataType]) -> dg.TableSchema:
+    """A polars schema as a Dagster table schema, types named as polars names them."""
     return dg.TableSchema(
-        columns=[dg.TableColumn(name, str(dtype)) for name, dtype in frame.schema.items()]
+        columns=[dg.TableColumn(name, str(dtype)) for name, dtype in schema.items()]
     )
 
 

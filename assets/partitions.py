@@ -2,7 +2,7 @@
 ingest by tenant (one partition per tenant, added by ingest when a tenant first appears)."""
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
@@ -13,8 +13,10 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
+from assets.metadata import schema_columns
 from assets.resources import TENANTS_NAME
 from pipeline.config import first_partition_date
+from pipeline.tables import COMMENTS, declared_schemas, table_name
 
 # The UI counts every day from here as a partition ("missing" until run): start near the data.
 FIRST_DATE = first_partition_date()
@@ -27,6 +29,36 @@ TENANTS = dg.DynamicPartitionsDefinition(name=TENANTS_NAME)
 
 # A check spec with partitions_def is a preview feature: it is how a check's result belongs to a day.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+
+def declared_columns(asset: str) -> dict[str, dg.MetadataValue]:
+    """`dagster/column_schema` of the asset's lake table when pipeline/ declares its schema: the
+    catalog shows the columns also before a run, or after one that wrote no frame (a
+    materialization's own schema, when it has one, is shown over them)."""
+    schema = declared_schemas().get(table_name(asset))
+    if schema is None:
+        return {}
+    return {"dagster/column_schema": dg.MetadataValue.table_schema(schema_columns(schema))}
+
+
+def asset_spec(
+    name: str,
+    group: str,
+    deps: Sequence[str | dg.AssetDep] = (),
+    partitions_def: dg.PartitionsDefinition = TENANTS,
+    description: str | None = None,
+) -> dg.AssetSpec:
+    """One asset of a step (by default partitioned by tenant, described by its lake table's
+    comment). A step that writes tables beside its main one declares each as a spec like this,
+    with the step's partitions, so the graph shows every table, who writes it and who reads it."""
+    return dg.AssetSpec(
+        name,
+        deps=deps,
+        group_name=group,
+        partitions_def=partitions_def,
+        description=description or COMMENTS[name],
+        metadata=declared_columns(name),
+    )
 
 
 def daily_check(name: str, asset: str) -> dg.AssetCheckSpec:

@@ -1,6 +1,7 @@
 """Preference assets: preference pairs → DPO policy (TRL) → DPO-refined prompt templates (SPEC §4.6–4.7)."""
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -9,7 +10,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS
+from assets.partitions import TENANTS, asset_spec
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.dpo import (
@@ -108,16 +109,26 @@ class DPOPolicyRunConfig(dg.Config):
         )
 
 
-@dg.asset(
-    partitions_def=TENANTS,
-    group_name=groups.PREFERENCE,
-    deps=["interactions", "feedback", "feedback_scores", "memory_embeddings"],
-    description="(prompt, chosen, rejected) pairs in TRL format: corrections, regenerations, "
-    "near-identical prompts, ranked siblings; train/eval split grouped by prompt.",
+PAIR_DEPS = ["interactions", "feedback", "feedback_scores", "memory_embeddings"]
+
+
+@dg.multi_asset(
+    specs=[
+        asset_spec(
+            "preference_pairs",
+            groups.PREFERENCE,
+            PAIR_DEPS,
+            description="(prompt, chosen, rejected) pairs in TRL format: corrections, "
+            "regenerations, near-identical prompts, ranked siblings; train/eval split grouped by "
+            "prompt.",
+        ),
+        asset_spec("prompt_index", groups.PREFERENCE, PAIR_DEPS),
+        asset_spec("prompt_neighbors", groups.PREFERENCE, PAIR_DEPS),
+    ]
 )
 def preference_pairs(
     context: dg.AssetExecutionContext, home: MemorypackHome
-) -> dg.MaterializeResult:
+) -> Iterator[dg.MaterializeResult]:
     config = PairConfig()
     lake = home.lake
     interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
@@ -136,7 +147,8 @@ def preference_pairs(
     )
     context.log.info(f"prompt index: searched {index.searched} new prompts")
     home.lake.write("preference_pairs", pairs)
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
+        asset_key="preference_pairs",
         metadata=frame_metadata(
             pairs,
             {
@@ -156,8 +168,10 @@ def preference_pairs(
                 "chosen",
                 "rejected",
             ],
-        )
+        ),
     )
+    yield dg.MaterializeResult(asset_key="prompt_index", metadata=frame_metadata(index.texts))
+    yield dg.MaterializeResult(asset_key="prompt_neighbors", metadata=frame_metadata(index.edges))
 
 
 def _prompt_index(
@@ -189,10 +203,20 @@ def _prompt_index(
 TRAINING_RAN = "training_ran"
 
 
-@dg.asset(
-    partitions_def=TENANTS,
-    group_name=groups.PREFERENCE,
-    deps=["preference_pairs"],
+POLICY_DEPS = ["preference_pairs", "interactions", "feedback_scores"]
+
+
+@dg.multi_asset(
+    specs=[
+        asset_spec(
+            "dpo_policy",
+            groups.PREFERENCE,
+            POLICY_DEPS,
+            description="TRL DPO policy per tenant (SFT on well-rated outputs, then DPO on train "
+            "pairs); skips with a reason under min_pairs.",
+        ),
+        asset_spec("dpo_runs", groups.PREFERENCE, POLICY_DEPS),
+    ],
     check_specs=[
         dg.AssetCheckSpec(
             TRAINING_RAN,
@@ -202,12 +226,10 @@ TRAINING_RAN = "training_ran"
             partitions_def=TENANTS,
         )
     ],
-    description="TRL DPO policy per tenant (SFT on well-rated outputs, then DPO on train pairs); "
-    "skips with a reason under min_pairs.",
 )
 def dpo_policy(
     context: dg.AssetExecutionContext, home: MemorypackHome, config: DPOPolicyRunConfig
-) -> dg.MaterializeResult:
+) -> Iterator[dg.MaterializeResult]:
     policy_config = config.policy_config()
     pairs = home.table("preference_pairs", PAIR_SCHEMA)
     sft = sft_examples_from(
@@ -258,6 +280,7 @@ def dpo_policy(
             "seconds": float(trained["seconds"].sum()),
         }
     ran = dg.AssetCheckResult(
+        asset_key="dpo_policy",
         check_name=TRAINING_RAN,
         passed=not failed,
         severity=dg.AssetCheckSeverity.ERROR,
@@ -265,7 +288,8 @@ def dpo_policy(
         or "every tenant trained or skipped with a reason",
         metadata={"failed_tenants": sorted(failed)},
     )
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
+        asset_key="dpo_policy",
         check_results=[ran],
         metadata=frame_metadata(
             current,
@@ -282,6 +306,10 @@ def dpo_policy(
                 "steps",
             ],
         ),
+    )
+    # Materialized every run (a reused policy records no row) so the steps after never skip.
+    yield dg.MaterializeResult(
+        asset_key="dpo_runs", metadata=frame_metadata(history, {"runs_recorded": recorded})
     )
 
 
@@ -342,16 +370,33 @@ def _scorers(runs: pl.DataFrame) -> dict[str, tuple[str, RewardFn]]:
     }
 
 
-@dg.asset(
-    partitions_def=TENANTS,
-    group_name=groups.PREFERENCE,
-    deps=["dpo_policy", "few_shot_sets", "feedback"],
-    description="Current prompt template per tenant × skill: registry base, replaced only by a "
-    "candidate that beats it on held-out pairs under the DPO policy's implicit reward.",
+TEMPLATE_DEPS = [
+    "dpo_policy",
+    "dpo_runs",
+    "preference_pairs",
+    "few_shot_sets",
+    "interactions",
+    "feedback",
+]
+
+
+@dg.multi_asset(
+    specs=[
+        asset_spec(
+            "refined_templates",
+            groups.PREFERENCE,
+            TEMPLATE_DEPS,
+            description="Current prompt template per tenant × skill: registry base, replaced only "
+            "by a candidate that beats it on held-out pairs under the DPO policy's implicit "
+            "reward.",
+        ),
+        asset_spec("template_history", groups.PREFERENCE, TEMPLATE_DEPS),
+        asset_spec("template_scores", groups.PREFERENCE, TEMPLATE_DEPS),
+    ]
 )
 def refined_templates(
     context: dg.AssetExecutionContext, home: MemorypackHome
-) -> dg.MaterializeResult:
+) -> Iterator[dg.MaterializeResult]:
     registry = load_registry()
     tenants = _tenants(home)
     runs = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
@@ -390,7 +435,8 @@ def refined_templates(
     home.lake.write("template_history", result.history)
     home.lake.write("template_scores", result.scores)
     current = result.history.filter(pl.col("is_current"))
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
+        asset_key="refined_templates",
         metadata=frame_metadata(
             current,
             {
@@ -409,13 +455,17 @@ def refined_templates(
                 "eval_accuracy",
                 "eval_margin",
             ],
-        )
+        ),
     )
+    yield dg.MaterializeResult(
+        asset_key="template_history", metadata=frame_metadata(result.history)
+    )
+    yield dg.MaterializeResult(asset_key="template_scores", metadata=frame_metadata(result.scores))
 
 
 @dg.asset_check(
     partitions_def=TENANTS,
-    asset=preference_pairs,
+    asset="preference_pairs",
     blocking=True,
     description="Every pair is well-formed.",
 )
@@ -426,7 +476,7 @@ def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
 
 @dg.asset_check(
     partitions_def=TENANTS,
-    asset=preference_pairs,
+    asset="preference_pairs",
     blocking=True,
     description="No prompt in both train and eval.",
 )
@@ -439,7 +489,8 @@ def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
 
 @dg.asset_check(
     partitions_def=TENANTS,
-    asset=dpo_policy,
+    asset="dpo_policy",
+    additional_deps=["dpo_runs"],
     description="Trained policies record eval accuracy; skips record why.",
 )
 def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
@@ -467,7 +518,8 @@ def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
 
 @dg.asset_check(
     partitions_def=TENANTS,
-    asset=dpo_policy,
+    asset="dpo_policy",
+    additional_deps=["dpo_runs"],
     description="Learning holds against simple baselines: warns (never blocks) when a policy's eval "
     "accuracy is below chance (its 95 % interval under 0.5) or does not beat the length rule's.",
 )
@@ -496,7 +548,8 @@ def learning_beats_baselines(home: MemorypackHome) -> dg.AssetCheckResult:
 
 @dg.asset_check(
     partitions_def=TENANTS,
-    asset=refined_templates,
+    asset="refined_templates",
+    additional_deps=["template_history"],
     blocking=True,
     description="Every tenant × skill has one current template.",
 )

@@ -8,27 +8,27 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS
+from assets.partitions import TENANTS, asset_spec
 from assets.resources import MemorypackHome
-from pipeline.analytics import build_snapshot, pack_versions_frame
+from pipeline.analytics import WAREHOUSE_TABLES, build_snapshot, pack_versions_frame
 from pipeline.errors import one_line
 from pipeline.pack.build import build_pack as build_tenant_pack
 from pipeline.pack.build import load_inputs
 from pipeline.pack.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult, run_guards
+from pipeline.pack.inputs import INPUT_TABLES
 from pipeline.pack.store import DEFAULT_KEEP
 from pipeline.pack.writer import publish
+from pipeline.tables import asset_name
 
-UPSTREAM = [
-    "feedback_scores",
-    "decay_snapshots",
-    "memory_embeddings",
-    "consolidated_summaries",
-    "memory_conflicts",
-    "few_shot_sets",
-    "skill_stats",
-    "refined_templates",
-    "dpo_policy",
+# What a pack reads: its input tables, and ingest's figures and event counts over every load date.
+INGEST_INPUTS = ("raw_events", "ingest_stats")
+UPSTREAM = [asset_name(table) for table in INPUT_TABLES] + list(INGEST_INPUTS)
+PACK_DEPS = [
+    dg.AssetDep(name, partition_mapping=dg.AllPartitionMapping()) if name in INGEST_INPUTS else name
+    for name in UPSTREAM
 ]
+# The analytics build reads every table of the warehouse, and the packs folder.
+SNAPSHOT_DEPS = [asset_name(table) for table in WAREHOUSE_TABLES] + ["memory_pack"]
 BUILT = "pack_built"
 BUILT_DESCRIPTION = (
     "Every tenant's pack was built and written (a tenant that raised kept its previous pack)."
@@ -88,10 +88,19 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
     return results
 
 
-@dg.asset(
-    partitions_def=TENANTS,
-    group_name=groups.PUBLISH,
-    deps=UPSTREAM,
+@dg.multi_asset(
+    specs=[
+        asset_spec(
+            "memory_pack",
+            groups.PUBLISH,
+            PACK_DEPS,
+            description="One verified, versioned memory pack per tenant (SPEC §5). Tenants are "
+            "independent: one that fails a guard (red check) or cannot be built keeps its previous "
+            "pack; the others publish.",
+        ),
+        # Read from the packs folder the step just published to.
+        asset_spec("pack_versions", groups.PUBLISH, ["memory_pack"]),
+    ],
     check_specs=[
         dg.AssetCheckSpec(
             name, asset="memory_pack", description=GUARD_DESCRIPTIONS[name], partitions_def=TENANTS
@@ -103,9 +112,6 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
             BUILT, asset="memory_pack", description=BUILT_DESCRIPTION, partitions_def=TENANTS
         )
     ],
-    description="One verified, versioned memory pack per tenant (SPEC §5). Tenants are independent: "
-    "one that fails a guard (red check) or cannot be built keeps its previous pack; the others "
-    "publish.",
 )
 def memory_pack(
     context: dg.AssetExecutionContext, home: MemorypackHome, config: PackConfig
@@ -159,6 +165,7 @@ def memory_pack(
         for r in summary.filter(pl.col("version").is_null()).iter_rows(named=True)
     }
     yield dg.MaterializeResult(
+        asset_key="memory_pack",
         metadata=frame_metadata(
             summary,
             {
@@ -170,8 +177,9 @@ def memory_pack(
                 "missing_inputs": inputs.missing,
                 "packs_folder": str(home.paths.packs),
             },
-        )
+        ),
     )
+    yield dg.MaterializeResult(asset_key="pack_versions", metadata=frame_metadata(versions))
     yield from checks
     yield dg.AssetCheckResult(
         check_name=BUILT,
@@ -186,7 +194,7 @@ def memory_pack(
 
 @dg.asset(
     group_name=groups.PUBLISH,
-    deps=[memory_pack],
+    deps=SNAPSHOT_DEPS,
     description="The warehouse, caught up with the lake, and analytics.duckdb: a complete, "
     "atomically replaced snapshot for analysts (SPEC §6). Built once after the tenants' runs, so "
     "tenant runs never wait on a DuckDB file.",

@@ -16,7 +16,9 @@ from pipeline.storage import Lake, Warehouse
 from pipeline.vectors import EmbeddingCache, TextVectors
 
 # The assets of the ingest job: a run of these holds the ingest lock and sees the whole home.
-INGEST_ASSETS = frozenset({"raw_events", "interactions", "feedback", "memory_statements"})
+INGEST_ASSETS = frozenset(
+    {"raw_events", "quarantine", "ingest_stats", "interactions", "feedback", "memory_statements"}
+)
 INGEST_JOB, ANALYTICS_JOB = "ingest", "analytics"
 TENANTS_NAME = "tenants"  # the dynamic partitions of tenants (assets/partitions.py)
 

@@ -8,7 +8,7 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS
+from assets.partitions import TENANTS, asset_spec
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.conflicts import (
@@ -110,10 +110,21 @@ def memory_embeddings(
     )
 
 
-@dg.asset(
-    partitions_def=TENANTS,
-    group_name=groups.SEMANTIC,
-    deps=["memory_statements", memory_embeddings],
+CONFLICTS_DEPS = ["memory_statements", "memory_embeddings"]
+
+
+@dg.multi_asset(
+    specs=[
+        asset_spec(
+            "memory_conflicts",
+            groups.SEMANTIC,
+            CONFLICTS_DEPS,
+            description="Statement pairs about one contact that cannot both be true (supersedes "
+            "links, always/never, a correction against an older pattern), with the side the source "
+            "hierarchy prefers.",
+        ),
+        asset_spec("conflict_groups", groups.SEMANTIC, CONFLICTS_DEPS),
+    ],
     check_specs=[
         dg.AssetCheckSpec(
             CONFLICTS_REFERENCE_MEMORIES,
@@ -122,8 +133,6 @@ def memory_embeddings(
             partitions_def=TENANTS,
         )
     ],
-    description="Statement pairs about one contact that cannot both be true (supersedes links, "
-    "always/never, a correction against an older pattern), with the side the source hierarchy prefers.",
 )
 def memory_conflicts(
     context: dg.AssetExecutionContext, home: MemorypackHome
@@ -165,6 +174,7 @@ def memory_conflicts(
     problems = reference_problems(conflicts, statements)
     by_reason = dict(conflicts.group_by("reason").len().sort("reason").iter_rows())
     yield dg.MaterializeResult(
+        asset_key="memory_conflicts",
         metadata=frame_metadata(
             conflicts,
             {
@@ -175,19 +185,32 @@ def memory_conflicts(
                 "subject_texts_embedded": subjects.n_new,
             },
             preview_columns=["contact_id", "memory_id_a", "memory_id_b", "preferred_id", "reason"],
-        )
+        ),
     )
+    yield dg.MaterializeResult(asset_key="conflict_groups", metadata=frame_metadata(prints))
     yield dg.AssetCheckResult(
+        asset_key="memory_conflicts",
         check_name=CONFLICTS_REFERENCE_MEMORIES,
         passed=problems.is_empty(),
         metadata={"bad_rows": problems.height},
     )
 
 
-@dg.asset(
-    partitions_def=TENANTS,
-    group_name=groups.SEMANTIC,
-    deps=["interactions", "memory_statements", memory_embeddings, memory_conflicts],
+CONSOLIDATION_DEPS = ["interactions", "memory_statements", "memory_embeddings", "memory_conflicts"]
+
+
+@dg.multi_asset(
+    specs=[
+        asset_spec(
+            "consolidated_summaries",
+            groups.SEMANTIC,
+            CONSOLIDATION_DEPS,
+            description="Near-duplicate memories clustered (statements per contact, interactions "
+            "per system × kind) into one summary each.",
+        ),
+        asset_spec("memory_reinforcement", groups.SEMANTIC, CONSOLIDATION_DEPS),
+        asset_spec("consolidation_groups", groups.SEMANTIC, CONSOLIDATION_DEPS),
+    ],
     check_specs=[
         dg.AssetCheckSpec(
             ONE_CLUSTER_PER_STATEMENT,
@@ -196,8 +219,6 @@ def memory_conflicts(
             partitions_def=TENANTS,
         )
     ],
-    description="Near-duplicate memories clustered (statements per contact, interactions per "
-    "system × kind) into one summary each; also writes memory_reinforcement for decay.",
 )
 def consolidated_summaries(
     home: MemorypackHome,
@@ -235,6 +256,7 @@ def consolidated_summaries(
     problems = membership_problems(result.summaries, statements)
     summaries = result.summaries
     yield dg.MaterializeResult(
+        asset_key="consolidated_summaries",
         metadata=frame_metadata(
             summaries,
             {
@@ -249,9 +271,16 @@ def consolidated_summaries(
                 "clusters_reused": result.clusters_reused,
             },
             preview_columns=["scope", "contact_id", "summary", "n_members", "confidence"],
-        )
+        ),
+    )
+    yield dg.MaterializeResult(
+        asset_key="memory_reinforcement", metadata=frame_metadata(result.reinforcement)
+    )
+    yield dg.MaterializeResult(
+        asset_key="consolidation_groups", metadata=frame_metadata(result.groups)
     )
     yield dg.AssetCheckResult(
+        asset_key="consolidated_summaries",
         check_name=ONE_CLUSTER_PER_STATEMENT,
         passed=problems.is_empty(),
         metadata={"misplaced_statements": problems.height},

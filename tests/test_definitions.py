@@ -1,5 +1,6 @@
 """The Definitions load, and carry the asset names, job, schedule and sensor the contract names."""
 
+import ast
 import json
 import warnings
 from datetime import UTC
@@ -18,6 +19,9 @@ from jobs.nightly import (
     nightly_schedule,
     tenant_sensor,
 )
+from pipeline.analytics import WAREHOUSE_TABLES
+from pipeline.ingest import TYPED_TABLES
+from pipeline.tables import BOOKKEEPING, asset_name, declared_schemas
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
@@ -57,6 +61,74 @@ def test_the_graph_flows_one_way_through_the_stage_groups() -> None:
             if STAGES.index(graph.get(parent).group_name) > STAGES.index(node.group_name):
                 backwards.append(f"{parent.to_user_string()} -> {key.to_user_string()}")
     assert backwards == []
+
+
+ASSETS_FOLDER = Path(__file__).parent.parent / "assets"
+WRITES = ("write", "write_partition")
+
+
+def _lake_writes() -> dict[str, str]:
+    """Every lake table a module of assets/ writes (`….lake.write("name", …)` or `lake.write…`),
+    → where. A name that is not a literal fails: this test could not see which table it is."""
+    found: dict[str, str] = {}
+    for module in sorted(ASSETS_FOLDER.glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            target = node.func.value
+            on_lake = (isinstance(target, ast.Name) and target.id == "lake") or (
+                isinstance(target, ast.Attribute) and target.attr == "lake"
+            )
+            if node.func.attr not in WRITES or not on_lake:
+                continue
+            where = f"{module.name}:{node.lineno}"
+            name = node.args[0]
+            assert isinstance(name, ast.Constant) and isinstance(name.value, str), where
+            found[name.value] = where
+    return found
+
+
+def test_every_lake_table_an_asset_writes_is_an_asset() -> None:
+    """A table written beside an asset's main one is an asset too (a spec of the same step, with
+    its partitions), so the lineage the UI shows is the lineage in the code."""
+    graph = defs.resolve_asset_graph()
+    written = _lake_writes() | {name: "pipeline.layout (typed tables)" for name in TYPED_TABLES}
+    assert len(written) >= 25  # the scan sees the writes (a renamed resource would hide them)
+    for table, where in written.items():
+        key = dg.AssetKey(asset_name(table))
+        assert graph.has(key), f"{table} (written at {where}) is not an asset"
+        writer = {k.to_user_string() for k in graph.get(key).execution_set_asset_keys}
+        # Written by the step that materializes it, with that step's partitions.
+        assert len({graph.get(dg.AssetKey(k)).partitions_def for k in writer}) == 1, table
+
+
+def test_the_analytics_build_reads_every_warehouse_table_and_declares_it() -> None:
+    """Every lake table an asset writes is in the warehouse or named bookkeeping, and the
+    analytics build depends on each warehouse table it loads."""
+    graph = defs.resolve_asset_graph()
+    written = set(_lake_writes()) | set(TYPED_TABLES)
+    assert written - set(WAREHOUSE_TABLES) == set(BOOKKEEPING)
+    assert set(WAREHOUSE_TABLES) <= written
+    parents = {k.to_user_string() for k in graph.get(dg.AssetKey("analytics_snapshot")).parent_keys}
+    assert parents == {asset_name(t) for t in WAREHOUSE_TABLES} | {"memory_pack"}
+
+
+def test_tables_with_a_declared_schema_show_its_columns_before_any_run() -> None:
+    from pipeline.dpo import DPO_RUNS_HISTORY_SCHEMA
+
+    graph = defs.resolve_asset_graph()
+    declared = declared_schemas()
+    for table, schema in declared.items():
+        shown = graph.get(dg.AssetKey(asset_name(table))).metadata["dagster/column_schema"]
+        assert [c.name for c in shown.schema.columns] == list(schema), table
+    runs = graph.get(dg.AssetKey("dpo_runs")).metadata["dagster/column_schema"].schema.columns
+    types = {c.name: c.type for c in runs}
+    assert len(types) == len(DPO_RUNS_HISTORY_SCHEMA) == 24
+    assert (types["eval_accuracy"], types["is_latest"]) == ("Float64", "Boolean")
+    assert (
+        len(declared) == 12
+        and "dagster/column_schema" not in graph.get(dg.AssetKey("memory_pack")).metadata
+    )
 
 
 def test_every_asset_has_an_owner_kinds_and_a_code_version() -> None:
@@ -115,7 +187,14 @@ def test_every_asset_after_ingest_is_partitioned_by_tenant() -> None:
         key.to_user_string(): graph.get(key).partitions_def
         for key in graph.materializable_asset_keys
     }
-    ingest = {"raw_events", "interactions", "feedback", "memory_statements"}
+    ingest = {
+        "raw_events",
+        "quarantine",
+        "ingest_stats",
+        "interactions",
+        "feedback",
+        "memory_statements",
+    }
     assert {k for k, p in by_key.items() if p == TENANTS} == set(by_key) - ingest - {
         "analytics_snapshot"
     }

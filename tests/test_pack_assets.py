@@ -41,7 +41,11 @@ class Night:
         return {e.check_name: e for e in self.tenants[tenant].get_asset_check_evaluations()}
 
     def pack_metadata(self, tenant: str) -> dict[str, object]:
-        [event] = self.tenants[tenant].asset_materializations_for_node("memory_pack")
+        [event] = [
+            m
+            for m in self.tenants[tenant].asset_materializations_for_node("memory_pack")
+            if m.asset_key.path == ["memory_pack"]
+        ]
         return {k: v.value for k, v in event.metadata.items()}
 
 

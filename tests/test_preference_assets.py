@@ -177,6 +177,7 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             m.metadata["runs_recorded"].value
             for r in again.values()
             for m in r.asset_materializations_for_node("dpo_policy")
+            if m.asset_key.path == ["dpo_policy"]
         ] == [0, 0]
     runs2 = lake.read("dpo_runs").collect()
     assert runs2.sort("tenant_id").equals(runs)

@@ -82,7 +82,9 @@ def _materialize(home: Path, analytics: bool = False) -> dg.ExecuteInProcessResu
 
 
 def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
-    [event] = result.asset_materializations_for_node(asset)
+    [event] = [
+        m for m in result.asset_materializations_for_node(asset) if m.asset_key.path == [asset]
+    ]
     return {k: v.value for k, v in event.metadata.items()}
 
 
