@@ -20,13 +20,9 @@ from pipeline.pack.store import DEFAULT_KEEP
 from pipeline.pack.writer import publish
 from pipeline.tables import asset_name
 
-# What a pack reads: its input tables, and ingest's figures and event counts over every load date.
-INGEST_INPUTS = ("raw_events", "ingest_stats")
-UPSTREAM = [asset_name(table) for table in INPUT_TABLES] + list(INGEST_INPUTS)
-PACK_DEPS = [
-    dg.AssetDep(name, partition_mapping=dg.AllPartitionMapping()) if name in INGEST_INPUTS else name
-    for name in UPSTREAM
-]
+# What a pack reads: its tenant's input tables (its event counts and load dates come from its
+# typed tables, never from ingest's shared ones).
+UPSTREAM = [asset_name(table) for table in INPUT_TABLES]
 # The analytics build reads every table of the warehouse, and the packs folder.
 SNAPSHOT_DEPS = [asset_name(table) for table in WAREHOUSE_TABLES] + ["memory_pack"]
 BUILT = "pack_built"
@@ -93,7 +89,7 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
         asset_spec(
             "memory_pack",
             groups.PUBLISH,
-            PACK_DEPS,
+            UPSTREAM,
             description="One verified, versioned memory pack per tenant (SPEC §5). Tenants are "
             "independent: one that fails a guard (red check) or cannot be built keeps its previous "
             "pack; the others publish.",
