@@ -37,6 +37,7 @@ from jobs.runner import _instance
 from pipeline.config import Paths
 from pipeline.generate import generate
 from pipeline.storage import Lake
+from tests.conftest import SOURCE_PATH
 from tests.test_homelock import held_elsewhere
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +83,7 @@ def test_the_packaged_config_replaces_a_stale_one_but_not_an_explicit_dagster_ho
 
 def test_make_ui_prepares_the_same_instance_folder(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
-    env |= {"PYTHONPATH": str(ROOT), "MEMORYPACK_HOME": str(tmp_path)}
+    env |= {"PYTHONPATH": SOURCE_PATH, "MEMORYPACK_HOME": str(tmp_path)}
     printed = subprocess.run(
         [sys.executable, "-m", "jobs.instance"], env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -203,7 +204,7 @@ def test_two_cli_runs_started_together_run_one_after_the_other(
     tmp_path: Path, tiny_landing: Path
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
-    env |= {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env |= {"PYTHONPATH": SOURCE_PATH, "HF_HUB_OFFLINE": "1"}
     home, landing = tmp_path / "home", str(tiny_landing)
     runs = [
         subprocess.Popen(
@@ -250,7 +251,7 @@ def test_the_daemon_runs_ingest_then_each_tenant_in_its_own_run_then_analytics(
     home = tmp_path / "home"
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": SOURCE_PATH,
         "HF_HUB_OFFLINE": "1",
         "MEMORYPACK_HOME": str(home),
         "MEMORYPACK_LANDING": str(tiny_landing),
