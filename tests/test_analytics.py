@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipeline.analytics import TABLES, VIEWS, build_snapshot
+from pipeline.analytics import TABLES, VIEWS, WAREHOUSE_TABLES, build_snapshot
 from pipeline.config import Paths
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.writer import publish
@@ -45,7 +45,7 @@ def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
     with duckdb.connect(str(paths.analytics), read_only=True) as con:
         comments = dict(con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall())
         for name in report.tables:
-            assert comments[name] == TABLES[name]
+            assert comments[name] == WAREHOUSE_TABLES[name]
         view_comments = dict(
             con.execute(
                 "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal"
@@ -96,21 +96,23 @@ def test_rebuild_with_an_analyst_connection_open(tmp_path: Path) -> None:
     assert sorted(p.name for p in paths.home.iterdir() if p.name.startswith(".")) == []
 
 
-def test_the_snapshot_copies_the_warehouse_and_fills_in_from_the_lake(tmp_path: Path) -> None:
+def test_the_snapshot_is_the_warehouse_caught_up_with_the_lake(tmp_path: Path) -> None:
+    """The analytics build is the warehouse's only writer: it loads what the lake has and the
+    warehouse lacks (or holds an older file of), with the registry's comments, then copies it."""
     paths = _home(tmp_path)
     lake, warehouse = Lake(paths), Warehouse(paths)
-    for name in ("interactions", "memory_embeddings"):  # what the stages have mirrored so far
+    for name in ("interactions", "memory_embeddings"):  # loaded by an earlier build
         warehouse.refresh(name, lake, comment=f"{name} in the warehouse")
     report = build_snapshot(paths)
     assert report.tables["interactions"] == 8 and report.tables["feedback"] == 3
-    with duckdb.connect(str(paths.analytics), read_only=True) as con:
-        comments = dict(con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall())
-    assert comments["interactions"] == TABLES["interactions"]  # the analysts' description
-    assert comments["memory_embeddings"] == "memory_embeddings in the warehouse"  # kept as is
-    with duckdb.connect(str(paths.warehouse), read_only=True) as con:  # the warehouse is untouched
-        assert "feedback" not in {
-            r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-        }
+    assert "memory_embeddings" in report.tables
+    for database in (paths.analytics, paths.warehouse):
+        with duckdb.connect(str(database), read_only=True) as con:
+            rows = con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall()
+        comments = dict(rows)
+        assert comments["interactions"] == TABLES["interactions"]  # the analysts' description
+        assert comments["memory_embeddings"] == WAREHOUSE_TABLES["memory_embeddings"]
+        assert "feedback" in comments
 
 
 def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
