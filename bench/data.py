@@ -24,7 +24,13 @@ LINES_PER_INTERACTION = 2.4
 
 
 def _generate(
-    out: Path, days: int, interactions: int, seed: int, start: date, feedback: float | None
+    out: Path,
+    days: int,
+    interactions: int,
+    seed: int,
+    start: date,
+    feedback: float | None,
+    tenants: int = TENANTS,
 ) -> dict[str, Any]:
     from pipeline.generate import FEEDBACK_PER_INTERACTION, generate
 
@@ -32,7 +38,7 @@ def _generate(
         out,
         days=days,
         interactions=interactions,
-        tenants=TENANTS,
+        tenants=tenants,
         seed=seed,
         start=start,
         feedback_per_interaction=feedback or FEEDBACK_PER_INTERACTION,
@@ -46,12 +52,13 @@ def landing(
     start: date = START,
     cache: Path = CACHE,
     feedback: float | None = None,
+    tenants: int = TENANTS,
 ) -> tuple[Path, dict[str, Any]]:
     """A cached landing folder `<cache>/landing-…/<YYYY-MM-DD>/…` and the generator's truth summary.
 
     `feedback`: mean feedback events per interaction (None: the generator's default, 1.1).
     """
-    key = f"landing-i{interactions}-d{days}-t{TENANTS}-s{seed}-{start.isoformat()}"
+    key = f"landing-i{interactions}-d{days}-t{tenants}-s{seed}-{start.isoformat()}"
     key += f"-fb{feedback:g}" if feedback else ""
     target = cache / key
     done = target / ".bench-done.json"
@@ -59,14 +66,14 @@ def landing(
         return target, json.loads(done.read_text())
     tmp = cache / f".{key}.{uuid.uuid4().hex}.tmp"
     tmp.mkdir(parents=True)
-    truth = _generate(tmp, days, interactions, seed, start, feedback)
+    truth = _generate(tmp, days, interactions, seed, start, feedback, tenants)
     summary = {
         "interactions": interactions,
         "feedback_per_interaction": feedback,
         "days": days,
         "seed": seed,
         "start": start.isoformat(),
-        "tenants": TENANTS,
+        "tenants": tenants,
         "ingest": {k: v for k, v in truth.get("ingest", {}).items() if k != "quarantine_by_reason"},
         "accepted_by_type": truth.get("accepted_by_type"),
     }
@@ -98,10 +105,14 @@ def add_day(
     seed: int,
     cache: Path = CACHE,
     feedback: float | None = None,
+    tenants: int = TENANTS,
+    only_tenant: str | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Copy one extra, freshly generated load date into `landing_root` (ids made unique)."""
+    """Copy one extra, freshly generated load date into `landing_root` (ids made unique).
+
+    `only_tenant`: copy only that tenant's files (a night where one tenant received data)."""
     source_root, summary = landing(
-        interactions, days=1, seed=seed, start=day, cache=cache, feedback=feedback
+        interactions, days=1, seed=seed, start=day, cache=cache, feedback=feedback, tenants=tenants
     )
     source = source_root / day.isoformat()
     target = landing_root / day.isoformat()
@@ -110,6 +121,8 @@ def add_day(
     target.mkdir(parents=True)
     prefix = f"n{seed}".encode()
     for path in sorted(source.iterdir()):
+        if only_tenant is not None and not path.name.startswith(f"{only_tenant}-"):
+            continue
         if path.name.endswith(".gz"):
             raw = gzip.decompress(path.read_bytes())
             (target / path.name).write_bytes(gzip.compress(_rename_ids(raw, prefix), 1))

@@ -147,6 +147,14 @@ SECTIONS: dict[str, Section] = {
             1800,
         ),
         Section(
+            "scale",
+            "bench.sections_scale:run",
+            "a night over several tenants, --workers 1 vs 2; incremental and one-tenant nights; "
+            "per-tenant times and a projection for 1, 2, N workers",
+            600,
+            2 * 3600,
+        ),
+        Section(
             "nightly",
             "bench.sections_nightly:run",
             "nightly full vs incremental run, peak memory",
@@ -168,6 +176,7 @@ QUICK_ORDER = [
     "dpo_losses",
     "dpo_losses_planted",
     "nightly",
+    "scale",
 ]
 # Run only when asked (`--only dpo_base`): it needs the optional `pretrained` extra, and at the
 # nightly cap a 135 M model takes hours and ~12 GiB on 2 cores.
@@ -405,6 +414,14 @@ def markdown(result: dict[str, Any]) -> str:
         for f in s["figures"]
         if f.get("goal_met") is False
     ]
+    # A section's own tables (e.g. scale's per-tenant times and projection), after the main one.
+    extra = [
+        f["details"]["table_md"]
+        for s in result["sections"]
+        for f in s["figures"]
+        if isinstance(f.get("details", {}).get("table_md"), str)
+    ]
+    lines += ["", *extra] if extra else []
     lines += ["", "Sections:", *notes, ""]
     sizes = result["sizes"]
     lines.append(
