@@ -22,6 +22,9 @@ from pipeline.storage import Lake, write_parquet_atomic
 
 TYPED = "typed"  # the consumer name of the events partitions the typed tables were built from
 CACHES = ("embedding_cache", "pii_cache")
+# Written once the lake is in this layout: the move runs once, and never again drops the caches
+# the whole home keeps outside tenant folders (the analytics snapshot's redactions).
+LAYOUT_MARKER = ".layout-by-tenant"
 
 
 @dataclass
@@ -82,8 +85,11 @@ def migrate_layout(paths: Paths) -> list[str]:
     """Move the tables of the earlier layout (every tenant's rows in one file) into tenant
     folders; drop the caches of that layout (they are rebuilt as texts come back) and the typed
     tables (rebuilt from the events). Returns the tables moved; a home of this layout: []."""
-    moved = []
+    moved: list[str] = []
     root = paths.lake
+    done = root / LAYOUT_MARKER
+    if done.exists():  # moved once; the home's own caches (the snapshot's redactions) stay
+        return moved
     for table in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         if table.name in SHARED_TABLES:
             continue
@@ -110,4 +116,6 @@ def migrate_layout(paths: Paths) -> list[str]:
         for path in old:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
         moved.append(table.name)
+    if root.is_dir():
+        done.write_text("tables by tenant\n")
     return moved
