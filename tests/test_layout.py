@@ -35,3 +35,8 @@ def test_an_earlier_home_moves_into_tenant_folders(tmp_path: Path) -> None:
     assert not (lake / "interactions" / "load_date=2026-11-01").exists()  # rebuilt from events
     assert not (lake / "embedding_cache" / "model").exists()  # recomputed per tenant
     assert migrate_layout(Paths(tmp_path)) == []  # once moved, nothing to do
+    # … and the home's own caches outside tenant folders (the analytics snapshot's redactions)
+    # are never taken for the earlier layout's again.
+    snapshot_cache = lake / "pii_cache" / "detector-v1" / "part-1.parquet"
+    write_parquet_atomic(two, snapshot_cache)
+    assert migrate_layout(Paths(tmp_path)) == [] and snapshot_cache.exists()
