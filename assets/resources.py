@@ -1,4 +1,5 @@
-"""The one resource every asset uses: the memorypack home (lake, warehouse, models, packs)."""
+"""The one resource every asset uses: the memorypack home (lake, models, packs), seen as the run's
+part of it (ingest, one tenant, or the analytics build)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pydantic import PrivateAttr
 from pipeline import contracts
 from pipeline.config import DEFAULT_HOME, Paths
 from pipeline.homelock import ANALYTICS, clean_leftovers, home_lock
-from pipeline.storage import Lake, Warehouse
+from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache, TextVectors
 
 # The assets of the ingest job: a run of these holds the ingest lock and sees the whole home.
@@ -88,10 +89,6 @@ class MemorypackHome(dg.ConfigurableResource):
     @property
     def lake(self) -> Lake:
         return Lake(self.paths)
-
-    @property
-    def warehouse(self) -> Warehouse:
-        return Warehouse(self.paths)
 
     def event_tables(self) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
         """interactions, memory_statements, feedback (empty with their schemas before ingest)."""
