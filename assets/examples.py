@@ -6,12 +6,13 @@ import dagster as dg
 import polars as pl
 
 from assets import groups
+from assets.config import StageSettings
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline import skill_stats as skills
-from pipeline.fewshot import SCORES_SCHEMA, FewShotConfig, near_duplicates, negative_examples
+from pipeline.fewshot import SCORES_SCHEMA, near_duplicates, negative_examples
 from pipeline.fewshot import few_shot_sets as select_few_shot
 
 NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
@@ -27,18 +28,19 @@ SKILL_DEPS = ["interactions", "feedback", "memory_embeddings", "feedback_scores"
     ]
 )
 def skill_stats(
-    context: dg.AssetExecutionContext, home: MemorypackHome
+    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
 ) -> Iterator[dg.MaterializeResult]:
     lake = home.lake
     interactions, _, feedback = home.event_tables()
     embeddings = home.embeddings("interaction")
     if embeddings.is_empty():
         context.log.info("no memory_embeddings table: skills get one-hot vectors")
-    stats = skills.skill_stats(interactions, feedback)
+    config, scoring = settings.stage("skills"), settings.stage("scoring")
+    stats = skills.skill_stats(interactions, feedback, config, scoring)
     vectors = skills.skill_vectors(
-        interactions, embeddings, home.vectors(embeddings) if embeddings.height else None
+        interactions, embeddings, home.vectors(embeddings) if embeddings.height else None, config
     )
-    preferences = skills.user_preferences(interactions, feedback, vectors)
+    preferences = skills.user_preferences(interactions, feedback, vectors, config, scoring)
     lake.write("skill_stats", stats)
     lake.write("user_preferences", preferences)
     lake.write("skill_vectors", vectors)
@@ -122,8 +124,10 @@ def skill_stats_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
     description="Top-k diverse examples per tenant × system × kind × skill by quality_lower; "
     "corrected outputs as examples, never a net-negative one.",
 )
-def few_shot_sets(home: MemorypackHome) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    config = FewShotConfig()
+def few_shot_sets(
+    home: MemorypackHome, settings: StageSettings
+) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    config = settings.stage("few_shot")
     interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
     # corrected outputs are all the sets need of the feedback
     feedback = (

@@ -6,11 +6,11 @@ import dagster as dg
 import polars as pl
 
 from assets import groups
+from assets.config import StageSettings
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
 from pipeline.scoring import (
-    DEFAULT_SCORING,
     compute_scores,
     deduplicate_votes,
     matched_feedback,
@@ -26,12 +26,12 @@ from pipeline.tables import COMMENTS
     description=COMMENTS["feedback_scores"],
 )
 def feedback_scores(
-    context: dg.AssetExecutionContext, home: MemorypackHome
+    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
 ) -> dg.MaterializeResult:
     lake = home.lake
     interactions, statements, feedback = home.event_tables()
     started = time.perf_counter()
-    scores = compute_scores(interactions, statements, feedback, DEFAULT_SCORING)
+    scores = compute_scores(interactions, statements, feedback, settings.stage("scoring"))
     seconds = time.perf_counter() - started
     matched = matched_feedback(interactions, statements, feedback)
     n_matched = matched.select(pl.len()).collect().item()
@@ -72,9 +72,9 @@ def feedback_scores(
     blocking=True,
     description="Scores in [−1, 1]; reputation 1.0 without votes.",
 )
-def feedback_scores_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
+def feedback_scores_in_range(home: MemorypackHome, settings: StageSettings) -> dg.AssetCheckResult:
     scores = home.lake.read("feedback_scores").collect()
-    w = DEFAULT_SCORING.reputation_weight
+    w = settings.stage("scoring").reputation_weight
     bad = scores.select(
         quality=(~pl.col("quality_score").is_between(-1, 1)).sum(),
         lower=(~pl.col("quality_lower").is_between(-1, 1)).sum(),

@@ -7,32 +7,32 @@ import dagster as dg
 import polars as pl
 
 from assets import groups
+from assets.config import StageSettings
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.audit import (
     CONFLICT_SCHEMA,
-    AuditConfig,
     audit,
     audit_figures,
     promotion_candidates,
 )
 from pipeline.decay import (
-    DEFAULT_DECAY,
     as_of_for,
     known_memory_count,
     snapshot,
     snapshot_problems,
 )
-from pipeline.scoring import DEFAULT_SCORING
 from pipeline.storage import Lake
 from pipeline.tables import COMMENTS
 
 SNAPSHOT_CHECKS = ("confidence_in_range", "every_memory_present", "status_consistent")
 
 
-def _snapshot_one(home: MemorypackHome, key: str) -> tuple[pl.DataFrame, int, bool]:
+def _snapshot_one(
+    home: MemorypackHome, settings: StageSettings, key: str
+) -> tuple[pl.DataFrame, int, bool]:
     """The snapshot of load date `key`, the memories it must hold, and whether it changed: an
     identical snapshot is not rewritten (the warehouse then has nothing to reload)."""
     lake = home.lake
@@ -40,7 +40,13 @@ def _snapshot_one(home: MemorypackHome, key: str) -> tuple[pl.DataFrame, int, bo
     as_of = as_of_for(key)
     reinforcement = home.optional("memory_reinforcement")
     snap = snapshot(
-        interactions, statements, feedback, reinforcement, as_of, DEFAULT_DECAY, DEFAULT_SCORING
+        interactions,
+        statements,
+        feedback,
+        reinforcement,
+        as_of,
+        settings.stage("decay"),
+        settings.stage("scoring"),
     )
     path = home.paths.partition("decay_snapshots", key)
     changed = not (path.exists() and pl.read_parquet(path).equals(snap))
@@ -112,7 +118,10 @@ def _combined(
     description=COMMENTS["decay_snapshots"],
 )
 def decay_snapshots(
-    context: dg.AssetExecutionContext, home: MemorypackHome, config: SnapshotConfig
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    settings: StageSettings,
+    config: SnapshotConfig,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """The tenant's snapshot of each load date of the run, and again every later one in the lake.
 
@@ -128,7 +137,7 @@ def decay_snapshots(
     later = [
         k for k in home.lake.partition_keys("decay_snapshots") if k > keys[0] and k not in keys
     ]
-    per_key = {key: _snapshot_one(home, key) for key in keys + later}
+    per_key = {key: _snapshot_one(home, settings, key) for key in keys + later}
     rewritten = [key for key in later if per_key[key][2]]
     newest = max(per_key)
     yield dg.MaterializeResult(
@@ -141,7 +150,8 @@ def decay_snapshots(
     # Checked: every snapshot this run wrote.
     checked = {key: per_key[key] for key in keys + rewritten}
     problems = {
-        key: snapshot_problems(snap, DEFAULT_DECAY) for key, (snap, _, _) in checked.items()
+        key: snapshot_problems(snap, settings.stage("decay"))
+        for key, (snap, _, _) in checked.items()
     }
     results = {
         "confidence_in_range": {
@@ -191,7 +201,7 @@ AUDIT_DEPS = ["decay_snapshots", "memory_conflicts", "memory_statements"]
     ]
 )
 def memory_audit(
-    context: dg.AssetExecutionContext, home: MemorypackHome
+    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
 ) -> Iterator[dg.MaterializeResult]:
     lake = home.lake
     key = _snapshot_key(lake)
@@ -203,8 +213,9 @@ def memory_audit(
     conflicts = home.optional("memory_conflicts")
     conflicts = conflicts.select(*CONFLICT_SCHEMA) if conflicts is not None else None
     statements = lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA)
-    findings = audit(snap, conflicts, statements)
-    candidates = promotion_candidates(snap, conflicts, statements)
+    audit_config, decay = settings.stage("audit"), settings.stage("decay")
+    findings = audit(snap, conflicts, statements, audit_config, decay)
+    candidates = promotion_candidates(snap, conflicts, statements, audit_config, decay)
     lake.write("memory_audit", findings)
     lake.write("promotion_candidates", candidates)
     summaries = findings.filter(pl.col("check") == "archived_inferences_summary")[
@@ -235,7 +246,9 @@ def memory_audit(
     additional_deps=["memory_conflicts"],
     description="Every promotion candidate meets the rule and none is in a conflict.",
 )
-def promotion_candidates_eligible(home: MemorypackHome) -> dg.AssetCheckResult:
+def promotion_candidates_eligible(
+    home: MemorypackHome, settings: StageSettings
+) -> dg.AssetCheckResult:
     lake = home.lake
     candidates = lake.read("promotion_candidates").collect()
     conflicts = home.optional("memory_conflicts")
@@ -245,7 +258,7 @@ def promotion_candidates_eligible(home: MemorypackHome) -> dg.AssetCheckResult:
         conflicted = set(pairs["memory_id_a"]) | set(pairs["memory_id_b"])
     bad = candidates.filter(
         (pl.col("memory_type") != "inferred_pattern")
-        | (pl.col("repeats") < AuditConfig().promotion_min_repeats)
+        | (pl.col("repeats") < settings.stage("audit").promotion_min_repeats)
         | pl.col("memory_id").is_in(list(conflicted))
     )
     return dg.AssetCheckResult(

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from assets import groups
+from assets.config import StageSettings
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec
 from assets.resources import MemorypackHome
@@ -18,7 +19,6 @@ from pipeline.dpo import (
     STATUS_FAILED,
     STATUS_SKIPPED,
     STATUS_TRAINED,
-    DPOPolicyConfig,
     PolicyScorer,
     held_out_pairs,
     record_runs,
@@ -48,7 +48,6 @@ from pipeline.templates import (
     TEMPLATE_HISTORY_SCHEMA,
     TEMPLATE_SCORE_SCHEMA,
     RewardFn,
-    TemplateConfig,
     gather_evidence,
     load_registry,
     missing_current,
@@ -69,46 +68,6 @@ def _tenants(home: MemorypackHome) -> list[str]:
     )
 
 
-class DPOPolicyRunConfig(dg.Config):
-    """Run-config overrides of `pipeline.dpo.DPOPolicyConfig` (the defaults train on CPU in minutes)."""
-
-    min_pairs: int = DPOPolicyConfig.min_pairs
-    pooled: bool = DPOPolicyConfig.pooled
-    seed: int = DPOPolicyConfig.seed
-    # A local pretrained model: a Hugging Face folder or a .gguf file (e.g. `smollm2_gguf()`, the
-    # `pretrained` extra); empty = small GPT-2 from config.
-    base_model_path: str = ""
-    use_lora: bool = DPOPolicyConfig.use_lora
-    epochs: float = DPOPolicyConfig.epochs
-    sft_epochs: float = DPOPolicyConfig.sft_epochs
-    max_steps: int = DPOPolicyConfig.max_steps
-    max_train_pairs: int = DPOPolicyConfig.max_train_pairs
-    max_length: int = DPOPolicyConfig.max_length
-    # The preference loss (pipeline.dpo.LOSS_TYPES); part of the policy id, so a change retrains.
-    loss_type: str = DPOPolicyConfig.loss_type
-    beta: float = DPOPolicyConfig.beta
-    simpo_gamma: float = DPOPolicyConfig.simpo_gamma
-    n_embd: int = DPOPolicyConfig.n_embd
-
-    def policy_config(self) -> DPOPolicyConfig:
-        return DPOPolicyConfig(
-            min_pairs=self.min_pairs,
-            pooled=self.pooled,
-            seed=self.seed,
-            base_model_path=self.base_model_path or None,
-            use_lora=self.use_lora,
-            epochs=self.epochs,
-            sft_epochs=self.sft_epochs,
-            max_steps=self.max_steps,
-            max_train_pairs=self.max_train_pairs,
-            max_length=self.max_length,
-            loss_type=self.loss_type,
-            beta=self.beta,
-            simpo_gamma=self.simpo_gamma,
-            n_embd=self.n_embd,
-        )
-
-
 PAIR_DEPS = ["interactions", "feedback", "feedback_scores", "memory_embeddings"]
 
 
@@ -127,9 +86,9 @@ PAIR_DEPS = ["interactions", "feedback", "feedback_scores", "memory_embeddings"]
     ]
 )
 def preference_pairs(
-    context: dg.AssetExecutionContext, home: MemorypackHome
+    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
 ) -> Iterator[dg.MaterializeResult]:
-    config = PairConfig()
+    config = settings.stage("pairs")
     lake = home.lake
     interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
     scores = home.table("feedback_scores", SCORE_SCHEMA)
@@ -228,9 +187,9 @@ POLICY_DEPS = ["preference_pairs", "interactions", "feedback_scores"]
     ],
 )
 def dpo_policy(
-    context: dg.AssetExecutionContext, home: MemorypackHome, config: DPOPolicyRunConfig
+    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
 ) -> Iterator[dg.MaterializeResult]:
-    policy_config = config.policy_config()
+    policy_config = settings.stage("dpo")
     pairs = home.table("preference_pairs", PAIR_SCHEMA)
     sft = sft_examples_from(
         home.table("interactions", contracts.INTERACTION_SCHEMA),
@@ -395,10 +354,11 @@ TEMPLATE_DEPS = [
     ]
 )
 def refined_templates(
-    context: dg.AssetExecutionContext, home: MemorypackHome
+    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
 ) -> Iterator[dg.MaterializeResult]:
     registry = load_registry()
     tenants = _tenants(home)
+    policy_config, config = settings.stage("dpo"), settings.stage("templates")
     runs = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
         pl.col("is_latest")
         & (pl.col("status") == STATUS_TRAINED)
@@ -409,7 +369,7 @@ def refined_templates(
     # eval accuracy was measured on), which also keeps the stage bounded whatever the volume.
     held_out = [
         held_out_pairs(
-            model_dir, tenant, evals.filter(pl.col("tenant_id") == tenant), DPOPolicyConfig()
+            model_dir, tenant, evals.filter(pl.col("tenant_id") == tenant), policy_config
         )
         for tenant, model_dir in runs.select("tenant_id", "model_dir").iter_rows()
     ]
@@ -417,7 +377,7 @@ def refined_templates(
         home.table("interactions", contracts.INTERACTION_SCHEMA),
         home.table("feedback", contracts.FEEDBACK_SCHEMA),
         home.table("few_shot_sets", FEW_SHOT_SCHEMA),
-        TemplateConfig(),
+        config,
     )
     if runs.is_empty():
         context.log.info("no trained DPO policy: current templates stay")
@@ -429,7 +389,7 @@ def refined_templates(
         pl.concat(held_out) if held_out else evals.clear(),
         _scorers(runs.filter(pl.col("tenant_id").is_in([t for t, _ in evidence]))),
         datetime.now(UTC),
-        TemplateConfig(),
+        config,
         home.table("template_scores", TEMPLATE_SCORE_SCHEMA),
     )
     home.lake.write("template_history", result.history)

@@ -3,6 +3,7 @@ part of it (ingest, one tenant, or the analytics build)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -140,7 +141,10 @@ class MemorypackHome(dg.ConfigurableResource):
 
 
 def home_resource() -> MemorypackHome:
+    """The home from the environment, passed unresolved (`dg.EnvVar`): each run's process reads
+    the variable, and the UI shows where the value comes from instead of a path baked in when the
+    code location loaded. A variable that is not set keeps the field's default."""
+    fields = {"home": "MEMORYPACK_HOME", "landing": "MEMORYPACK_LANDING"}
     return MemorypackHome(
-        home=dg.EnvVar("MEMORYPACK_HOME").get_value(DEFAULT_HOME) or DEFAULT_HOME,
-        landing=dg.EnvVar("MEMORYPACK_LANDING").get_value("") or "",
+        **{field: dg.EnvVar(name) for field, name in fields.items() if os.environ.get(name)}
     )

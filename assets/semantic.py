@@ -7,13 +7,13 @@ import numpy as np
 import polars as pl
 
 from assets import groups
+from assets.config import StageSettings
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.conflicts import (
     CONFLICT_SCHEMA,
-    ConflictConfig,
     find_conflicts,
     reference_problems,
     subject_texts,
@@ -21,7 +21,6 @@ from pipeline.conflicts import (
 )
 from pipeline.consolidate import (
     Consolidation,
-    ConsolidationConfig,
     consolidate,
     membership_problems,
 )
@@ -135,12 +134,12 @@ CONFLICTS_DEPS = ["memory_statements", "memory_embeddings"]
     ],
 )
 def memory_conflicts(
-    context: dg.AssetExecutionContext, home: MemorypackHome
+    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     lake = home.lake
     statements = home.table("memory_statements", contracts.MEMORY_SCHEMA)
     config, name = _embed_config(home)
-    conflict_config = ConflictConfig()
+    conflict_config = settings.stage("conflicts")
     # Conflicts never cross a tenant × contact: only contacts whose statements changed (or a new
     # model or config) are looked at again; the others keep last night's rows.
     prints = group_fingerprints(statements, CONTACT, "event_id", f"{name}|{conflict_config}")
@@ -221,14 +220,14 @@ CONSOLIDATION_DEPS = ["interactions", "memory_statements", "memory_embeddings", 
     ],
 )
 def consolidated_summaries(
-    home: MemorypackHome,
+    home: MemorypackHome, settings: StageSettings
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     lake = home.lake
     statements = home.table("memory_statements", contracts.MEMORY_SCHEMA)
     interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
     conflicts = home.table("memory_conflicts", CONFLICT_SCHEMA)
     embeddings = home.embeddings()
-    config = ConsolidationConfig()
+    config = settings.stage("consolidation")
     _, model = _embed_config(home)
     previous = None
     if all(

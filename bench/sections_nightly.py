@@ -212,9 +212,9 @@ def _child(argv: list[str]) -> int:
 
     date.fromisoformat(args.start)
     smoke = {"max_steps": args.dpo_max_steps, "sft_epochs": 0.0}
-    dpo = {"dpo_policy": smoke} if args.dpo_max_steps > 0 else None
+    dpo = {"dpo": smoke} if args.dpo_max_steps > 0 else None
     outcome = run_nightly(
-        args.home, args.landing, args.start, args.end, log_level="WARNING", op_config=dpo
+        args.home, args.landing, args.start, args.end, log_level="WARNING", settings=dpo
     )
     write_json(
         args.result,

@@ -635,7 +635,7 @@ def _child(argv: list[str]) -> int:
 
     date.fromisoformat(args.start)
     smoke = {"max_steps": args.dpo_max_steps, "sft_epochs": 0.0}
-    dpo = {"dpo_policy": smoke} if args.dpo_max_steps > 0 else None
+    dpo = {"dpo": smoke} if args.dpo_max_steps > 0 else None
     ended: dict[str, float] = {}
     samples: dict[int, int] = {}
     stop = threading.Event()
@@ -648,7 +648,7 @@ def _child(argv: list[str]) -> int:
         args.start,
         args.end,
         log_level="WARNING",
-        op_config=dpo,
+        settings=dpo,
         workers=args.workers,
         on_tenant=lambda tenant, _outcome: ended.__setitem__(tenant, time.time()),
     )

@@ -4,6 +4,7 @@ import dagster as dg
 
 from assets import examples, feedback, ingest, memory, preference, publish, semantic
 from assets.catalog import catalogued
+from assets.config import StageSettings
 from assets.resources import home_resource
 from jobs.nightly import (
     analytics_job,
@@ -12,6 +13,7 @@ from jobs.nightly import (
     landing_sensor,
     nightly_schedule,
     tenant_nightly,
+    tenant_nightly_fast,
     tenant_sensor,
 )
 
@@ -20,10 +22,11 @@ STAGES = [ingest, feedback, semantic, memory, examples, preference, publish]  # 
 defs = dg.Definitions(
     assets=catalogued([a for stage in STAGES for a in stage.ASSETS]),
     asset_checks=[c for stage in STAGES for c in stage.CHECKS],
-    jobs=[ingest_job, tenant_nightly, analytics_job],
+    jobs=[ingest_job, tenant_nightly, tenant_nightly_fast, analytics_job],
     schedules=[nightly_schedule],
     sensors=[landing_sensor, tenant_sensor, analytics_sensor],
-    resources={"home": home_resource()},
+    # `settings`: every stage's knobs, set per run (assets/config.py).
+    resources={"home": home_resource(), "settings": StageSettings.configure_at_launch()},
     # One process per run: the `home` resource holds its part's lock from the first step to the last.
     executor=dg.in_process_executor,
 )

@@ -14,6 +14,7 @@ from typing import Any
 import dagster as dg
 
 from assets import groups
+from assets.config import FAST, settings_config
 from assets.partitions import DAILY, TENANTS
 from assets.resources import ANALYTICS_JOB, INGEST_JOB
 from jobs.instance import ANALYTICS_TAG, HOME_TAG, TENANT_TAG
@@ -21,6 +22,7 @@ from pipeline.config import Paths
 from pipeline.ingest import landing_files
 
 TENANT_JOB = "tenant_nightly"
+FAST_TENANT_JOB = "tenant_nightly_fast"
 CHANGED_BY = "interactions"  # the typed table whose materialization says which tenants changed
 ACTIVE = [
     dg.DagsterRunStatus.QUEUED,
@@ -36,14 +38,26 @@ ingest_job = dg.define_asset_job(
     description="One load date (or a range): landing folder → events, quarantine, each tenant's "
     "typed tables; new tenants become partitions.",
 )
+TENANT_STAGES = (
+    dg.AssetSelection.all()
+    - dg.AssetSelection.groups(groups.INGEST)
+    - dg.AssetSelection.assets("analytics_snapshot")
+)
 tenant_nightly = dg.define_asset_job(
     TENANT_JOB,
-    selection=dg.AssetSelection.all()
-    - dg.AssetSelection.groups(groups.INGEST)
-    - dg.AssetSelection.assets("analytics_snapshot"),
+    selection=TENANT_STAGES,
     partitions_def=TENANTS,
     description="One tenant: feedback → semantic → memory → examples → preference → its pack. "
     "It reads and writes only that tenant's folders.",
+)
+# The same job with a smaller config tree (assets/config.py FAST): what the tests, the demo and
+# the quick bench run. Only the config differs.
+tenant_nightly_fast = dg.define_asset_job(
+    FAST_TENANT_JOB,
+    selection=TENANT_STAGES,
+    partitions_def=TENANTS,
+    config=settings_config(FAST),
+    description="tenant_nightly with a smoke-sized DPO policy (10 steps, no SFT): tests, demo.",
 )
 analytics_job = dg.define_asset_job(
     ANALYTICS_JOB,
@@ -170,7 +184,10 @@ def analytics_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | d
     ).records
     if not packs:
         return dg.SkipReason("no pack materialized since the last analytics build")
-    busy = context.instance.get_runs_count(dg.RunsFilter(job_name=TENANT_JOB, statuses=ACTIVE))
+    busy = sum(
+        context.instance.get_runs_count(dg.RunsFilter(job_name=job, statuses=ACTIVE))
+        for job in (TENANT_JOB, FAST_TENANT_JOB)
+    )
     if busy:
         return dg.SkipReason(f"{busy} tenant run(s) still queued or running")
     newest = packs[0].storage_id

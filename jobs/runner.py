@@ -102,12 +102,14 @@ def _execute(
 ) -> tuple[dg.ExecuteInProcessResult, RunOutcome]:
     """One job run in this process, on `instance` or the home's."""
     from jobs.definitions import defs
-    from jobs.nightly import TENANT_JOB
+    from jobs.nightly import FAST_TENANT_JOB, TENANT_JOB
 
     with ExitStack() as stack:
         if instance is None:
             instance = stack.enter_context(_instance(paths))
-        tenant = tags.get("dagster/partition") if job_name == TENANT_JOB else None
+        tenant = (
+            tags.get("dagster/partition") if job_name in (TENANT_JOB, FAST_TENANT_JOB) else None
+        )
         if tenant and not instance.has_dynamic_partition(TENANTS_NAME, tenant):
             instance.add_dynamic_partitions(TENANTS_NAME, [tenant])  # another instance's ingest
         result = defs.resolve_job_def(job_name).execute_in_process(
@@ -134,27 +136,26 @@ def _execute(
     )
 
 
-def _ops(op_config: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
-    return {"ops": {name: {"config": config} for name, config in (op_config or {}).items()}}
-
-
 def run_tenant(
     home: Path,
     landing: Path,
     tenant: str,
     load_dates: list[str],
     log_level: str = "INFO",
-    op_config: dict[str, dict[str, Any]] | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
+    fast: bool = False,
     instance: dg.DagsterInstance | None = None,
 ) -> RunOutcome:
-    """One tenant's run of `tenant_nightly` (its partition) in this process."""
-    from jobs.nightly import TENANT_JOB, tenant_run_config
+    """One tenant's run of `tenant_nightly` (or `tenant_nightly_fast`) in this process; `settings`
+    changes stage knobs over the job's own (assets/config.py), e.g. {"dpo": {"max_steps": 10}}."""
+    from assets.config import FAST, settings_config
+    from jobs.nightly import FAST_TENANT_JOB, TENANT_JOB, tenant_run_config
 
-    config = _ops(op_config)
-    config["ops"] |= tenant_run_config(load_dates)["ops"]
+    config = settings_config(FAST if fast else None, settings) | tenant_run_config(load_dates)
+    job = FAST_TENANT_JOB if fast else TENANT_JOB
     tags = {"dagster/partition": tenant}
     paths = Paths.from_env(home)
-    result, outcome = _execute(paths, landing, TENANT_JOB, tags, config, log_level, instance)
+    result, outcome = _execute(paths, landing, job, tags, config, log_level, instance)
     outcome.not_published = _not_published(result) if outcome.success else {}
     if not outcome.success:
         where = outcome.failed_step or "an unknown step"
@@ -183,7 +184,7 @@ def _tenant_runs(
     """Each tenant's outcome as its run ends (a worker that died: a failed run of that tenant)."""
     if workers <= 0:
         for call in calls:
-            yield call[2], run_tenant(*call, instance=instance)
+            yield call[2], run_tenant(*call, instance)
         return
     threads = max(1, (os.cpu_count() or 1) // workers)
     spawn = get_context("spawn")
@@ -204,8 +205,9 @@ def run_nightly(
     start: str,
     end: str,
     log_level: str = "INFO",
-    op_config: dict[str, dict[str, Any]] | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
     workers: int = 0,
+    fast: bool = False,
     on_tenant: Callable[[str, RunOutcome], None] | None = None,
     instance: dg.DagsterInstance | None = None,
 ) -> RunOutcome:
@@ -213,8 +215,9 @@ def run_nightly(
     dates differ), then one run per tenant whose data changed, then the analytics build.
 
     `workers` > 0 runs that many tenants at once, each in its own process; 0 runs them one after
-    the other in this process (tests). `op_config` is run config per asset, e.g.
-    {"dpo_policy": {"max_steps": 10}}. `on_tenant` hears of each tenant's run as it ends.
+    the other in this process (tests). `fast` runs `tenant_nightly_fast`; `settings` changes stage
+    knobs over the job's, e.g. {"dpo": {"min_pairs": 5}}. `on_tenant` hears of each tenant's
+    run as it ends.
     `instance`: the runs' Dagster instance (default: the home's; tests pass their own)."""
     from jobs.nightly import ANALYTICS_JOB, CHANGED_BY, INGEST_JOB
 
@@ -237,7 +240,7 @@ def run_nightly(
             changed = dict(materialization.metadata["changed"].value)  # type: ignore[arg-type]
     outcome.tenants = {}
     calls = [
-        (home, landing, tenant, dates, log_level, op_config)
+        (home, landing, tenant, dates, log_level, settings, fast)
         for tenant, dates in sorted(changed.items())
     ]
     for tenant, tenant_outcome in _tenant_runs(calls, workers, instance):

@@ -69,10 +69,17 @@ EXIT_NOT_PUBLISHED = 3
 
 
 def _run(
-    home: Path, landing: Path, start: str, end: str, wait: bool = False, workers: int | None = None
+    home: Path,
+    landing: Path,
+    start: str,
+    end: str,
+    wait: bool = False,
+    workers: int | None = None,
+    fast: bool = False,
 ) -> int:
     """The night under the home's ingest lock: ingest here, then every changed tenant in its own
-    process (`workers` at once, default the core count), then the analytics build. Returns the
+    process (`workers` at once, default the core count; `fast`: the tenant_nightly_fast job),
+    then the analytics build. Returns the
     exit code (0, or EXIT_NOT_PUBLISHED with a line per such tenant) or raises a one-line error
     (also when another run holds the home and `wait` is off)."""
     offline_environment()
@@ -94,9 +101,13 @@ def _run(
             log.info("removed %s", ", ".join(map(str, leftovers)))
         began = time.perf_counter()
         workers = workers or int(importlib.import_module("jobs.instance").workers())
-        print(f"memorypack: ingesting, then each changed tenant ({workers} at once)", flush=True)
+        job = "tenant_nightly_fast" if fast else "tenant_nightly"
+        print(
+            f"memorypack: ingesting, then each changed tenant ({job}, {workers} at once)",
+            flush=True,
+        )
         outcome = runner.run_nightly(
-            home, landing, start, end, workers=workers, on_tenant=_tenant_done
+            home, landing, start, end, workers=workers, on_tenant=_tenant_done, fast=fast
         )
     if not outcome.success and not outcome.not_published:  # nothing ran, or the analytics build
         raise UserError(
@@ -155,7 +166,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be at least 1 (got {args.workers})")
-    return _run(paths.home, landing, start, end, wait=args.wait, workers=args.workers)
+    return _run(
+        paths.home, landing, start, end, wait=args.wait, workers=args.workers, fast=args.fast
+    )
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -227,7 +240,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "memorypack demo: 2/3 running the night over every load date: ingest, then each tenant"
         " in its own process, then the analytics build"
     )
-    code = _run(paths.home, landing, DEMO_START.isoformat(), end.isoformat())
+    code = _run(paths.home, landing, DEMO_START.isoformat(), end.isoformat(), fast=True)
     print("memorypack demo: 3/3 done. Where to look:")
     for label, location in [
         ("landing logs", landing),
@@ -330,6 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="tenants run at once, each in its own process (default: the core count)",
+    )
+    run.add_argument(
+        "--fast",
+        action="store_true",
+        help="run tenant_nightly_fast: the same stages with a smoke-sized DPO policy (as the demo)",
     )
     run.set_defaults(func=cmd_run)
 

@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from assets.config import StageSettings, settings_config
 from assets.partitions import TENANTS
 from assets.publish import analytics_snapshot
 from assets.resources import MemorypackHome
@@ -20,6 +21,8 @@ from pipeline.storage import Lake
 
 TENANT = "acme"
 PARTITIONS = str(TENANTS.name)  # the dynamic partitions ingest adds tenants to
+# Every stage's knobs, set per run as the definitions set them (assets/config.py).
+SETTINGS = {"settings": StageSettings.configure_at_launch()}
 
 
 def tenant_lake(home: Path, tenant: str = TENANT) -> Lake:
@@ -50,20 +53,21 @@ def materialize_tenant(
     instance: dg.DagsterInstance,
     tenant: str = TENANT,
     load_dates: Sequence[str] = (),
-    run_config: dict[str, Any] | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
     **kwargs: Any,
 ) -> dg.ExecuteInProcessResult:
     """One tenant's run of `assets` (its partition); `load_dates`: what decay_snapshots snapshots
-    (as the night passes the dates ingest changed; none: the tenant's newest)."""
+    (as the night passes the dates ingest changed; none: the tenant's newest); `settings`: stage
+    knobs over the defaults, e.g. {"dpo": {"min_pairs": 10}}."""
     register(instance, tenant)
-    config: dict[str, Any] = {"ops": dict((run_config or {}).get("ops", {}))}
+    config = settings_config(settings)
     if load_dates:
-        config["ops"] |= tenant_run_config(list(load_dates))["ops"]
+        config |= tenant_run_config(list(load_dates))
     return dg.materialize(
         assets,
         partition_key=tenant,
         instance=instance,
-        resources={"home": MemorypackHome(home=str(home))},
+        resources={"home": MemorypackHome(home=str(home)), **SETTINGS},
         run_config=config,
         **kwargs,
     )
@@ -75,7 +79,7 @@ def build_analytics(home: Path, instance: dg.DagsterInstance) -> dg.ExecuteInPro
     result = dg.materialize(
         [analytics_snapshot],
         instance=instance,
-        resources={"home": MemorypackHome(home=str(home))},
+        resources={"home": MemorypackHome(home=str(home)), **SETTINGS},
     )
     assert result.success
     return result

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.config import FAST, settings_config
 from assets.groups import STAGES
 from assets.partitions import TENANTS
 from jobs.definitions import defs
@@ -179,6 +180,19 @@ def test_the_night_is_three_jobs_and_its_schedule_and_sensors() -> None:
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     for name in ("tenant_sensor", "analytics_sensor"):
         assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_the_fast_tenant_job_differs_only_in_its_config_tree() -> None:
+    """tenant_nightly_fast: the same assets and partitions as tenant_nightly; its run config is
+    the settings tree of assets/config.py FAST (tests, the demo and `run --fast` use it)."""
+    full, fast = (defs.resolve_job_def(n) for n in ("tenant_nightly", "tenant_nightly_fast"))
+    assert fast.partitions_def == full.partitions_def == TENANTS
+    assert set(fast.asset_layer.executable_asset_keys) == set(
+        full.asset_layer.executable_asset_keys
+    )
+    assert fast.get_run_config_for_partition_key("acme") == settings_config(FAST)
+    assert full.get_run_config_for_partition_key("acme") == {}
+    assert settings_config(FAST)["resources"]["settings"]["config"]["dpo"]["max_steps"] == 10
 
 
 def test_every_asset_after_ingest_is_partitioned_by_tenant() -> None:

@@ -1,5 +1,6 @@
 """Preference assets end to end on a tiny lake: pairs → DPO policy (or a skip) → templates, checks."""
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -8,7 +9,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets.preference import ASSETS, CHECKS, DPOPolicyRunConfig, learning_beats_baselines
+from assets.config import DPOPolicyRun, StageSettings, settings_config
+from assets.preference import ASSETS, CHECKS, learning_beats_baselines
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.config import Paths
@@ -27,9 +29,7 @@ from pipeline.templates import load_registry
 from tests.tenant_runs import build_analytics, materialize_tenant, write_by_tenant
 
 TENANTS = ("acme", "tiny")
-RUN_CONFIG = {
-    "ops": {"dpo_policy": {"config": {"epochs": 2.0, "sft_epochs": 1.0, "min_pairs": 10}}}
-}
+RUN_CONFIG = {"dpo": {"epochs": 2.0, "sft_epochs": 1.0, "min_pairs": 10}}
 
 
 def _write_lake(home: Path) -> None:
@@ -195,7 +195,7 @@ def _run_tenants(home: Path, instance: dg.DagsterInstance) -> dict[str, dg.Execu
     """Each tenant's run of the preference assets, then the analytics build (the warehouse)."""
     results = {
         tenant: materialize_tenant(
-            [*ASSETS, *CHECKS], home, instance, tenant=tenant, run_config=RUN_CONFIG
+            [*ASSETS, *CHECKS], home, instance, tenant=tenant, settings=RUN_CONFIG
         )
         for tenant in TENANTS
     }
@@ -272,14 +272,26 @@ def test_runs_recorded_before_baselines_still_read_and_pass(tmp_path: Path) -> N
     assert run["eval_accuracy"] == 0.20 and run["length_rule_accuracy"] is None
 
 
-def test_the_run_config_mirrors_the_policy_config_and_its_loss() -> None:
-    """Every run-config field reaches DPOPolicyConfig under the same name (the loss too, which is
-    part of the policy id); the defaults are the policy's."""
-    defaults = DPOPolicyRunConfig().policy_config()
-    assert defaults == DPOPolicyConfig()
-    chosen = DPOPolicyRunConfig(loss_type="simpo", beta=2.0, simpo_gamma=1.0, n_embd=256)
-    config = chosen.policy_config()
+def test_the_run_config_is_the_policy_config_and_its_loss() -> None:
+    """The `dpo` section of the run's settings is generated from DPOPolicyConfig: every field
+    reaches it under the same name (the loss too, which is part of the policy id), the defaults
+    are the policy's, and a bad loss is refused by the policy's own rule."""
+    assert DPOPolicyRun().build() == DPOPolicyConfig()
+    chosen = DPOPolicyRun(loss_type="simpo", beta=2.0, simpo_gamma=1.0, n_embd=256)
+    config = chosen.build()
     for name, value in chosen.model_dump().items():
-        assert getattr(config, name) == (value or None if name == "base_model_path" else value)
+        assert getattr(config, name) == (tuple(value) if isinstance(value, list) else value)
+    assert set(chosen.model_dump()) == {f.name for f in dataclasses.fields(DPOPolicyConfig)}
     with pytest.raises(ValueError, match="DPO loss_type 'dpo' is not one of"):
-        DPOPolicyRunConfig(loss_type="dpo").policy_config()
+        DPOPolicyRun(loss_type="dpo").build()
+
+
+def test_one_settings_tree_reaches_every_stage_and_later_trees_win() -> None:
+    """`settings_config` merges stage sections knob by knob (the fast job's tree, then a test's),
+    and the resource builds each stage's dataclass from them."""
+    tree = settings_config({"dpo": {"max_steps": 10, "sft_epochs": 0.0}}, {"dpo": {"max_steps": 3}})
+    section = tree["resources"]["settings"]["config"]
+    assert section == {"dpo": {"max_steps": 3, "sft_epochs": 0.0}}
+    settings = StageSettings(dpo=DPOPolicyRun(**section["dpo"]))
+    assert settings.stage("dpo").max_steps == 3 and settings.stage("dpo").sft_epochs == 0.0
+    assert settings.stage("audit").promotion_min_repeats == 2  # untouched stages keep defaults

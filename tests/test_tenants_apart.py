@@ -14,7 +14,7 @@ from pipeline.generate import generate
 START, END = "2026-11-01", "2026-11-02"
 # No DPO training (too few pairs on purpose): what is compared is what the data decides, not the
 # float noise of training with another number of threads.
-NO_DPO = {"dpo_policy": {"min_pairs": 10_000}}
+NO_DPO = {"dpo": {"min_pairs": 10_000}}
 # Pack tables compared row for row (vectors and the manifest's names and times differ by design).
 TABLES = ("memories", "few_shot", "skills", "summaries", "conflicts", "templates")
 
@@ -45,7 +45,7 @@ def test_tenants_in_parallel_processes_publish_what_sequential_runs_publish(
     monkeypatch.setenv("MEMORYPACK_PII_KEY", "tenants-apart-test-key")
     outcomes = {
         workers: run_nightly(
-            tmp_path / f"w{workers}", landing, START, END, op_config=NO_DPO, workers=workers
+            tmp_path / f"w{workers}", landing, START, END, settings=NO_DPO, workers=workers
         )
         for workers in (0, 2)
     }
@@ -66,7 +66,7 @@ def test_a_tenant_run_reads_no_other_tenants_files(tmp_path: Path, landing: Path
     """Every file of globex (its lake folders, caches and packs) turned to garbage: acme's run
     still succeeds and leaves them as they are, so it read none of them."""
     home = tmp_path / "home"
-    night = run_nightly(home, landing, START, END, op_config=NO_DPO)
+    night = run_nightly(home, landing, START, END, settings=NO_DPO)
     assert night.success, (night.failed_step, night.error)
     theirs = [
         p
@@ -79,7 +79,7 @@ def test_a_tenant_run_reads_no_other_tenants_files(tmp_path: Path, landing: Path
     assert len(theirs) > 20
     for path in theirs:
         path.write_bytes(b"not globex's data: reading this fails")
-    outcome = run_tenant(home, landing, "acme", [END], op_config=NO_DPO)
+    outcome = run_tenant(home, landing, "acme", [END], settings=NO_DPO)
     assert outcome.success, (outcome.failed_step, outcome.error)
     assert outcome.not_published == {}
     assert all(p.read_bytes() == b"not globex's data: reading this fails" for p in theirs)
