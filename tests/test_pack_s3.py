@@ -17,9 +17,11 @@ from memorypack import MemoryPack, PackError
 from memorypack.format import LATEST, MANIFEST, SEAL, read_latest, version_time
 from memorypack.fs import ObjectPath, location
 from pipeline.config import Paths
+from pipeline.errors import UserError
+from pipeline.pack import remote
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.commands import register
-from pipeline.pack.store import list_versions, tenants
+from pipeline.pack.store import list_versions, rollback, tenants
 from pipeline.pack.writer import PublishResult, publish
 from pipeline.storage import Lake
 from tests.conftest import SOURCE_PATH
@@ -101,6 +103,35 @@ def test_second_publish_moves_latest_forward_and_refreshed_follows(paths: Paths)
     older = _publish(paths, days=-1)
     assert not older.published and "older than the live pack" in older.reason
     assert read_latest(paths.packs / "acme") == second.version
+
+
+def test_latest_is_swapped_by_compare_and_swap_and_never_back(paths: Paths) -> None:
+    """LATEST moves by a conditional PUT: a writer holding a stale ETag (another publisher moved
+    LATEST after it read) is refused by the store itself, and a publisher that then finds a newer
+    version live refuses to move it back; an operator's rollback may."""
+    first = _publish(paths)
+    _change_lake(paths, 0.5)
+    second = _publish(paths, days=1)
+    tenant = paths.packs / "acme"
+    assert isinstance(tenant, ObjectPath)
+    store = remote._ConditionalStore(tenant / LATEST)
+    live, etag = store.read()
+    assert live == second.version and etag
+
+    # Another publisher moves LATEST between our read and our write: the store answers 412.
+    assert store.put(f"{second.version}\n".encode(), etag)  # the other writer (same bytes)
+    _, newer_etag = store.read()
+    assert not store.put(f"{first.version}\n".encode(), '"0123456789abcdef"')  # stale tag
+    assert store.put(f"{second.version}\n".encode(), newer_etag)
+    assert not store.put(b"x\n", None)  # "create only": LATEST exists
+    assert read_latest(tenant) == second.version
+
+    # Re-read and re-checked: an older version is refused in one line; LATEST is unchanged.
+    with pytest.raises(UserError, match="not moving it back in time"):
+        remote.write_latest(tenant, first.version)
+    assert read_latest(tenant) == second.version
+    assert rollback(tenant) == first.version  # the operator's rollback moves it back on purpose
+    assert MemoryPack.load(tenant).version == first.version
 
 
 def test_retention_removes_old_versions_from_the_store(paths: Paths) -> None:

@@ -15,7 +15,7 @@ from pipeline.config import Paths
 from pipeline.errors import UserError
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.guards import run_guards
-from pipeline.pack.store import list_versions, prune, rollback
+from pipeline.pack.store import list_versions, prune, rollback, write_latest
 from pipeline.pack.writer import make_version, publish
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache
@@ -192,6 +192,10 @@ def test_rollback_points_latest_back_and_refuses_unknown(paths: Paths) -> None:
     assert rollback(paths.packs / "acme") == first
     assert MemoryPack.load(paths.packs / "acme").version == first
     assert rollback(paths.packs / "acme", second) == second
+    # Anything but a rollback refuses to point LATEST at an older version, in one line.
+    with pytest.raises(UserError, match=f"names {second}, published after {first}: not moving"):
+        write_latest(paths.packs / "acme", first)
+    assert read_latest(paths.packs / "acme") == second
     with pytest.raises(UserError, match="no version"):
         rollback(paths.packs / "acme", "20990101T000000Z-deadbeef")
     rollback(paths.packs / "acme", first)

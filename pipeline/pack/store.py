@@ -90,12 +90,19 @@ def tenants(packs_root: Location) -> list[str]:
     return sorted(p.name for p in packs_root.iterdir() if p.is_dir() and (p / LATEST).is_file())
 
 
-def write_latest(tenant_dir: Location, version: str) -> None:
-    """Point LATEST at `version`: temp file, fsync, rename over, fsync the folder (one PUT in an
-    object store)."""
+def write_latest(tenant_dir: Location, version: str, forward_only: bool = True) -> None:
+    """Point LATEST at `version`: temp file, fsync, rename over, fsync the folder (a conditional
+    PUT in an object store). `forward_only`: refuse a version published before the live one (a
+    UserError); only an operator's rollback moves LATEST back."""
     if isinstance(tenant_dir, ObjectPath):
-        remote.write_latest(tenant_dir, version)
+        remote.write_latest(tenant_dir, version, forward_only)
         return
+    if forward_only:
+        try:
+            current = read_latest(tenant_dir)
+        except PackError:  # a LATEST that names no version is replaced
+            current = None
+        remote.refuse_backwards(tenant_dir, current, version)
     tmp = tenant_dir / f".{LATEST}.{uuid.uuid4().hex}.tmp"
     with tmp.open("w", encoding="utf-8") as handle:
         handle.write(version + "\n")
@@ -127,7 +134,7 @@ def rollback(tenant_dir: Location, to: str | None = None) -> str:
         known = ", ".join(v.version for v in versions)
         raise UserError(f"no version {to!r} for tenant {tenant_dir.name} (kept: {known})")
     verify_pack(tenant_dir / to)
-    write_latest(tenant_dir, to)
+    write_latest(tenant_dir, to, forward_only=False)
     return to
 
 

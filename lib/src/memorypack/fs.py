@@ -205,10 +205,11 @@ def location(where: str | os.PathLike[str] | ObjectPath) -> Location:
             "not in the URL"
         )
     key = f"{parts.netloc}/{parts.path.strip('/')}".strip("/")
-    return ObjectPath(s3_filesystem(*_s3_settings()), key, scheme)
+    return ObjectPath(s3_filesystem(*s3_settings()), key, scheme)
 
 
-def _s3_settings() -> tuple[str | None, str]:
+def s3_settings() -> tuple[str | None, str]:
+    """The S3 endpoint (None: AWS) and region from the standard AWS environment variables."""
     endpoint = next((os.environ[n] for n in ENDPOINT_ENVS if os.environ.get(n)), None)
     region = next((os.environ[n] for n in REGION_ENVS if os.environ.get(n)), DEFAULT_REGION)
     return endpoint, region
