@@ -8,7 +8,7 @@ import polars as pl
 from assets import groups
 from assets.config import StageSettings
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS
+from assets.partitions import TENANTS, declared_columns
 from assets.resources import MemorypackHome
 from pipeline.scoring import (
     compute_scores,
@@ -24,6 +24,7 @@ from pipeline.tables import COMMENTS
     group_name=groups.FEEDBACK,
     deps=["interactions", "feedback", "memory_statements"],
     description=COMMENTS["feedback_scores"],
+    metadata=declared_columns("feedback_scores"),
 )
 def feedback_scores(
     context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings

@@ -9,14 +9,21 @@ import polars as pl
 
 from assets import groups
 from assets.metadata import PREVIEW_ROWS, frame_metadata
-from assets.partitions import DAILY, TENANTS, asset_spec, check_per_partition, daily_check
+from assets.partitions import (
+    DAILY,
+    TENANTS,
+    asset_spec,
+    check_per_partition,
+    daily_check,
+    declared_columns,
+)
 from assets.resources import MemorypackHome
-from pipeline import contracts
+from pipeline import contracts, tables
 from pipeline.erasure import Tombstones, forget
 from pipeline.homelock import ANALYTICS, tenant_locks
 from pipeline.ingest import TYPED_TABLES, ingest_folder
 from pipeline.layout import build_typed_tables, migrate_layout
-from pipeline.tables import COMMENTS
+from pipeline.tables import COMMENTS, table_name
 
 CONSERVATION = "lines_read_equals_accepted_plus_duplicates_plus_quarantined"
 TYPED_DESCRIPTIONS = {name: COMMENTS[name] for name in TYPED_TABLES}
@@ -172,7 +179,13 @@ def raw_events(
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(name, deps=["raw_events"], group_name=groups.INGEST, description=text)
+        dg.AssetSpec(
+            name,
+            deps=["raw_events"],
+            group_name=groups.INGEST,
+            description=text,
+            metadata=declared_columns(name),
+        )
         for name, text in TYPED_DESCRIPTIONS.items()
     ],
     check_specs=[
@@ -203,7 +216,7 @@ def typed_event_tables(
     )
     for name in TYPED_TABLES:
         frame = built.written[name]
-        table = home.lake.read_or_empty(name, contracts.EVENT_SCHEMA)
+        table = home.lake.read_or_empty(name)
         figures: dict[str, object] = {
             "rebuilt_load_dates": built.dates,
             "tenants": len(built.tenants),
@@ -231,8 +244,11 @@ def _counts_by(table: pl.LazyFrame, column: str) -> dict[str, int]:
 
 
 def _contract_problems(name: str, frame: pl.DataFrame) -> tuple[bool, dict[str, str]]:
-    """Whether `frame` matches its table's contract, and pandera's report when it does not."""
+    """Whether `frame` matches its table's contract, and pandera's report when it does not: the
+    checks generated from the table's declaration (types, primary key unique and not null), then
+    the contract's own rules (value ranges, allowed values, required fields)."""
     try:
+        tables.checks(table_name(name)).validate(frame, lazy=True)
         CONTRACT_MODELS[name].validate(frame, lazy=True)
     except Exception as error:  # pandera's SchemaErrors: report, don't crash the step
         return False, {"error": str(error)[:2000]}

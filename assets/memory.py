@@ -9,7 +9,7 @@ import polars as pl
 from assets import groups
 from assets.config import StageSettings
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS, asset_spec
+from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.audit import (
@@ -102,6 +102,7 @@ def _combined(
 @dg.asset(
     partitions_def=TENANTS,
     group_name=groups.MEMORY,
+    metadata=declared_columns("decay_snapshots"),
     # What a snapshot reads: the events, and how often consolidation found each statement repeated.
     deps=[
         "feedback_scores",

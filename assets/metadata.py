@@ -9,6 +9,8 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from pipeline import tables
+
 PREVIEW_ROWS = 5
 PREVIEW_CHARS = 80
 
@@ -20,8 +22,34 @@ def _short(value: Any) -> Any:
 
 
 def column_schema(frame: pl.DataFrame) -> dg.TableSchema:
-    """The frame's columns and polars types (`dagster/column_schema`: the catalog's Columns tab)."""
-    return schema_columns(frame.schema)
+    """The frame's columns and polars types (`dagster/column_schema`: the catalog's Columns tab);
+    a frame that holds a lake table's rows (its columns, maybe without the folder's hive ones) is
+    described by the table's declaration instead, with column descriptions and primary key."""
+    declared = tables.table_with_columns(frame.columns)
+    return table_schema(declared) if declared else schema_columns(frame.schema)
+
+
+def table_schema(table: tables.Table) -> dg.TableSchema:
+    """A declared lake table as Dagster shows it: columns, types, descriptions, and the primary
+    key as a constraint (its columns not nullable)."""
+    key = set(table.primary_key)
+    columns = [
+        dg.TableColumn(
+            name,
+            str(dtype),
+            description=table.descriptions.get(name),
+            constraints=dg.TableColumnConstraints(
+                nullable=name not in key, unique=(name,) == table.primary_key
+            ),
+        )
+        for name, dtype in table.columns.items()
+    ]
+    constraints = (
+        dg.TableConstraints(other=[f"primary key ({', '.join(table.primary_key)})"])
+        if table.primary_key
+        else None
+    )
+    return dg.TableSchema(columns=columns, constraints=constraints)
 
 
 def schema_columns(schema: Mapping[str, pl.DataType]) -> dg.TableSchema:

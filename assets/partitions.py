@@ -13,10 +13,10 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from assets.metadata import schema_columns
+from assets.metadata import table_schema
 from assets.resources import TENANTS_NAME
 from pipeline.config import first_partition_date
-from pipeline.tables import COMMENTS, declared_schemas, table_name
+from pipeline.tables import COMMENTS, table_of_asset
 
 # The UI counts every day from here as a partition ("missing" until run): start near the data.
 FIRST_DATE = first_partition_date()
@@ -32,13 +32,12 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 
 def declared_columns(asset: str) -> dict[str, dg.MetadataValue]:
-    """`dagster/column_schema` of the asset's lake table when pipeline/ declares its schema: the
-    catalog shows the columns also before a run, or after one that wrote no frame (a
-    materialization's own schema, when it has one, is shown over them)."""
-    schema = declared_schemas().get(table_name(asset))
-    if schema is None:
+    """`dagster/column_schema` of the asset's lake table, from its declaration in pipeline.tables:
+    the catalog shows the columns, their descriptions and the primary key also before a run."""
+    table = table_of_asset(asset)
+    if table is None:
         return {}
-    return {"dagster/column_schema": dg.MetadataValue.table_schema(schema_columns(schema))}
+    return {"dagster/column_schema": dg.MetadataValue.table_schema(table_schema(table))}
 
 
 def asset_spec(

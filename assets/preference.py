@@ -13,7 +13,7 @@ from assets.config import StageSettings
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec
 from assets.resources import MemorypackHome
-from pipeline import contracts
+from pipeline import contracts, tables
 from pipeline.dpo import (
     DPO_RUNS_HISTORY_SCHEMA,
     STATUS_FAILED,
@@ -54,12 +54,7 @@ from pipeline.templates import (
     refine_templates,
 )
 
-FEW_SHOT_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "skill_id": pl.String(),
-    "rank": pl.Int64(),
-    "output": pl.String(),
-}
+FEW_SHOT_SCHEMA = tables.schema("few_shot_sets", ["tenant_id", "skill_id", "rank", "output"])
 
 
 def _tenants(home: MemorypackHome) -> list[str]:

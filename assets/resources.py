@@ -4,14 +4,13 @@ part of it (ingest, one tenant, or the analytics build)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import dagster as dg
 import polars as pl
 from pydantic import PrivateAttr
 
-from pipeline import contracts
 from pipeline.config import DEFAULT_HOME, Paths
 from pipeline.homelock import ANALYTICS, clean_leftovers, home_lock
 from pipeline.storage import Lake
@@ -95,20 +94,15 @@ class MemorypackHome(dg.ConfigurableResource):
         """interactions, memory_statements, feedback (empty with their schemas before ingest)."""
         lake = self.lake
         return (
-            lake.read_or_empty("interactions", contracts.INTERACTION_SCHEMA),
-            lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA),
-            lake.read_or_empty("feedback", contracts.FEEDBACK_SCHEMA),
+            lake.read_or_empty("interactions"),
+            lake.read_or_empty("memory_statements"),
+            lake.read_or_empty("feedback"),
         )
 
-    def table(self, name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-        """A lake table (empty before its stage has run) with at least the columns of `schema`."""
-        frame = self.lake.read_or_empty(name, schema).collect()
-        missing = [
-            pl.lit(None, dtype=dtype).alias(c)
-            for c, dtype in schema.items()
-            if c not in frame.columns
-        ]
-        return frame.with_columns(missing) if missing else frame
+    def table(self, name: str, schema: Mapping[str, pl.DataType] | None = None) -> pl.DataFrame:
+        """A lake table with its declared columns (pipeline.tables), empty before its stage has
+        run. (`schema`, a caller's own copy of some of those columns, is no longer needed.)"""
+        return self.lake.read_or_empty(name).collect()
 
     def optional(self, name: str) -> pl.LazyFrame | None:
         """A table another stage owns and may not have produced yet (None: treat it as empty)."""
@@ -120,14 +114,7 @@ class MemorypackHome(dg.ConfigurableResource):
 
     def embeddings(self, kind: str | None = None) -> pl.DataFrame:
         """memory_embeddings (which cached text each memory has; no vectors), maybe of one kind."""
-        schema = {
-            "tenant_id": pl.String(),
-            "memory_id": pl.String(),
-            "memory_kind": pl.String(),
-            "text_hash": pl.String(),
-            "model": pl.String(),
-        }
-        table = self.lake.read_or_empty("memory_embeddings", schema).select(list(schema))
+        table = self.lake.read_or_empty("memory_embeddings")
         if kind is not None:
             table = table.filter(pl.col("memory_kind") == kind)
         return table.collect()

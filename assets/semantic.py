@@ -9,7 +9,7 @@ import polars as pl
 from assets import groups
 from assets.config import StageSettings
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS, asset_spec
+from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import contracts
 from pipeline.conflicts import (
@@ -50,6 +50,7 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
     partitions_def=TENANTS,
     group_name=groups.SEMANTIC,
     deps=["interactions", "memory_statements"],
+    metadata=declared_columns("memory_embeddings"),
     check_specs=[
         dg.AssetCheckSpec(
             ONE_ROW_PER_MEMORY, asset="memory_embeddings", blocking=True, partitions_def=TENANTS

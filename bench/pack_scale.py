@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memorypack import MemoryPack
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.guards import run_guards
@@ -37,6 +38,15 @@ MODEL = "all-MiniLM-L6-v2"
 RUN_DATE = date(2026, 11, 20)
 AS_OF = datetime(2026, 11, 21, tzinfo=UTC)
 TS = pl.Datetime("us", "UTC")
+
+
+def declared(name: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """The generated columns of lake table `name`, the rest null, typed as the table declares."""
+    columns = tables.schema(name)
+    given = frame.select(pl.col(c).cast(columns[c]) for c in frame.columns if c in columns)
+    return pl.concat([tables.empty(name), given], how="diagonal")
+
+
 SYSTEMS = {
     "support": ["support_reply", "support_escalation"],
     "framescan": ["framescan_report", "framescan_call"],
@@ -138,42 +148,48 @@ def synthesize(
     ids = interactions["event_id"].to_list() + statements["event_id"].to_list()
     kinds_of = ["interaction"] * n_int + ["statement"] * n_stm
     confidence = rng.uniform(0.05, 1.0, n_memories)
-    lake.write("interactions", interactions)
-    lake.write("memory_statements", statements)
+    lake.write("interactions", declared("interactions", interactions))
+    lake.write("memory_statements", declared("memory_statements", statements))
     lake.write_partition(
         "decay_snapshots",
         RUN_DATE.isoformat(),
-        pl.DataFrame(
-            {
-                "as_of": AS_OF,
-                "tenant_id": TENANT,
-                "memory_id": ids,
-                "memory_kind": kinds_of,
-                "confidence": confidence,
-                "status": np.where(confidence < 0.2, "inactive", "active"),
-                "needs_reconfirmation": confidence < 0.3,
-                "stale": False,
-                "last_confirmed": interactions["ts"].to_list() + statements["ts"].to_list(),
-            },
-            schema_overrides={"as_of": TS, "last_confirmed": TS},
+        declared(
+            "decay_snapshots",
+            pl.DataFrame(
+                {
+                    "as_of": AS_OF,
+                    "tenant_id": TENANT,
+                    "memory_id": ids,
+                    "memory_kind": kinds_of,
+                    "confidence": confidence,
+                    "status": np.where(confidence < 0.2, "inactive", "active"),
+                    "needs_reconfirmation": confidence < 0.3,
+                    "stale": False,
+                    "last_confirmed": interactions["ts"].to_list() + statements["ts"].to_list(),
+                },
+                schema_overrides={"as_of": TS, "last_confirmed": TS},
+            ),
         ),
     )
     n_pos = rng.poisson(1.5, n_memories)
     n_neg = rng.poisson(0.5, n_memories)
     lake.write(
         "feedback_scores",
-        pl.DataFrame(
-            {
-                "tenant_id": TENANT,
-                "memory_id": ids,
-                "memory_kind": kinds_of,
-                "n_feedback": n_pos + n_neg,
-                "n_positive": n_pos,
-                "n_negative": n_neg,
-                "quality_score": (n_pos - n_neg) / (n_pos + n_neg + 2),
-                "quality_lower": (n_pos - n_neg) / (n_pos + n_neg + 4),
-                "has_correction": False,
-            }
+        declared(
+            "feedback_scores",
+            pl.DataFrame(
+                {
+                    "tenant_id": TENANT,
+                    "memory_id": ids,
+                    "memory_kind": kinds_of,
+                    "n_feedback": n_pos + n_neg,
+                    "n_positive": n_pos,
+                    "n_negative": n_neg,
+                    "quality_score": (n_pos - n_neg) / (n_pos + n_neg + 2),
+                    "quality_lower": (n_pos - n_neg) / (n_pos + n_neg + 4),
+                    "has_correction": False,
+                }
+            ),
         ),
     )
     matrix = rng.normal(size=(n_memories, dim)).astype(np.float32)
@@ -181,14 +197,17 @@ def synthesize(
     hashes = [f"t{i:08d}" for i in range(n_memories)]  # every memory its own text
     lake.write(
         "memory_embeddings",
-        pl.DataFrame(
-            {
-                "tenant_id": TENANT,
-                "memory_id": ids,
-                "memory_kind": kinds_of,
-                "text_hash": hashes,
-                "model": MODEL,
-            }
+        declared(
+            "memory_embeddings",
+            pl.DataFrame(
+                {
+                    "tenant_id": TENANT,
+                    "memory_id": ids,
+                    "memory_kind": kinds_of,
+                    "text_hash": hashes,
+                    "model": MODEL,
+                }
+            ),
         ),
     )
     EmbeddingCache(paths.embedding_cache).append(
@@ -233,54 +252,66 @@ def synthesize(
             pl.lit("top quality").alias("why"),
         )
     )
-    lake.write("few_shot_sets", few_shot)
+    lake.write("few_shot_sets", declared("few_shot_sets", few_shot))
     lake.write(
         "skill_stats",
-        pl.DataFrame(
-            {
-                "tenant_id": TENANT,
-                "user_id": [u for u in users for _ in SKILLS],
-                "skill_id": SKILLS * len(users),
-                "usage": rng.integers(1, 50, len(users) * len(SKILLS)),
-                "ema_confidence": rng.uniform(0.2, 0.9, len(users) * len(SKILLS)),
-            }
+        declared(
+            "skill_stats",
+            pl.DataFrame(
+                {
+                    "tenant_id": TENANT,
+                    "user_id": [u for u in users for _ in SKILLS],
+                    "skill_id": SKILLS * len(users),
+                    "usage": rng.integers(1, 50, len(users) * len(SKILLS)),
+                    "ema_confidence": rng.uniform(0.2, 0.9, len(users) * len(SKILLS)),
+                }
+            ),
         ),
     )
     vectors = rng.normal(size=(len(users) + len(SKILLS), dim)).astype(np.float32)
     lake.write(
         "user_preferences",
-        pl.DataFrame(
-            {
-                "tenant_id": TENANT,
-                "user_id": users,
-                "preference_vector": pl.Series(vectors[: len(users)]).cast(pl.List(pl.Float32)),
-                "n_updates": 3,
-            }
+        declared(
+            "user_preferences",
+            pl.DataFrame(
+                {
+                    "tenant_id": TENANT,
+                    "user_id": users,
+                    "preference_vector": pl.Series(vectors[: len(users)]).cast(pl.List(pl.Float32)),
+                    "n_updates": 3,
+                }
+            ),
         ),
     )
     lake.write(
         "skill_vectors",
-        pl.DataFrame(
-            {
-                "tenant_id": TENANT,
-                "skill_id": SKILLS,
-                "vector": pl.Series(vectors[len(users) :]).cast(pl.List(pl.Float32)),
-                "n_interactions": 100,
-            }
+        declared(
+            "skill_vectors",
+            pl.DataFrame(
+                {
+                    "tenant_id": TENANT,
+                    "skill_id": SKILLS,
+                    "vector": pl.Series(vectors[len(users) :]).cast(pl.List(pl.Float32)),
+                    "n_interactions": 100,
+                }
+            ),
         ),
     )
     lake.write(
         "template_history",
-        pl.DataFrame(
-            {
-                "tenant_id": TENANT,
-                "skill_id": [s for s in SKILLS for _ in range(3)],
-                "version": [1, 2, 3] * len(SKILLS),
-                "template": [
-                    f"Template v{v} for {s}: answer briefly." for s in SKILLS for v in (1, 2, 3)
-                ],
-                "is_current": [False, False, True] * len(SKILLS),
-            }
+        declared(
+            "template_history",
+            pl.DataFrame(
+                {
+                    "tenant_id": TENANT,
+                    "skill_id": [s for s in SKILLS for _ in range(3)],
+                    "version": [1, 2, 3] * len(SKILLS),
+                    "template": [
+                        f"Template v{v} for {s}: answer briefly." for s in SKILLS for v in (1, 2, 3)
+                    ],
+                    "is_current": [False, False, True] * len(SKILLS),
+                }
+            ),
         ),
     )
 

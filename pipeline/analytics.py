@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions, tenant_folders
@@ -135,17 +136,8 @@ def pack_versions_frame(paths: Paths) -> pl.DataFrame:
                     "dagster_run_id": info.manifest.get("producer", {}).get("dagster_run_id"),
                 }
             )
-    schema = {
-        "tenant_id": pl.String,
-        "version": pl.String,
-        "as_of": pl.String,
-        "created_at": pl.String,
-        "n_memories": pl.Int64,
-        "bytes": pl.Int64,
-        "is_latest": pl.Boolean,
-        "redacted": pl.Int64,
-        "dagster_run_id": pl.String,
-    }
+    # The manifests hold times as ISO text: parsed into the declared type below.
+    schema = {**tables.schema("pack_versions"), "as_of": pl.String(), "created_at": pl.String()}
     frame = pl.DataFrame(rows, schema=schema)
     return frame.with_columns(
         pl.col("as_of").str.to_datetime(time_zone="UTC", strict=False),

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.contracts import MemoryType
 from pipeline.decay import DEFAULT_DECAY, DecayConfig
 from pipeline.frames import fmt
@@ -57,11 +58,7 @@ class AuditConfig:
 
 PATTERN_TYPES = (MemoryType.CONFIRMED_PATTERN.value, MemoryType.INFERRED_PATTERN.value)
 PROMOTIONS = {MemoryType.INFERRED_PATTERN.value: MemoryType.CONFIRMED_PATTERN.value}
-CONFLICT_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id_a": pl.String(),
-    "memory_id_b": pl.String(),
-}
+CONFLICT_SCHEMA = tables.schema("memory_conflicts", ["tenant_id", "memory_id_a", "memory_id_b"])
 AUDIT_COLUMNS = [
     "as_of",
     "tenant_id",

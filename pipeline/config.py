@@ -8,19 +8,17 @@ from pathlib import Path
 
 from memorypack.fs import Location, StorageError, location
 from pipeline.errors import UserError
+from pipeline.tables import PARTITION_COLUMNS as PARTITION_COLUMNS
+from pipeline.tables import SHARED_TABLES as SHARED_TABLES
 
 DEFAULT_HOME = "./data"
 # Where packs are published, when not under the home: a folder or an s3://bucket/prefix URL.
 PACKS_ENV = "MEMORYPACK_PACKS"
-# The hive column of each partitioned lake table (the key is always a load date).
-PARTITION_COLUMNS = {"decay_snapshots": "snapshot_date"}
-# The lake tables of the whole home: ingest's (every tenant's rows by load date) and erasure's
-# records (tombstones, withdrawn policies). Every other table (and the embedding and redaction
-# caches) is laid out by tenant, `lake/<table>/tenant_id=<id>/…`, so that a tenant's run reads and
-# writes only its own folder.
-SHARED_TABLES = frozenset(
-    {"events", "quarantine", "ingest_stats", "tombstones", "policy_withdrawals"}
-)
+# The hive column of each partitioned lake table (the key is always a load date), and the lake
+# tables of the whole home: ingest's (every tenant's rows by load date) and erasure's records
+# (tombstones, withdrawn policies). Every other table (and the embedding and redaction caches) is
+# laid out by tenant, `lake/<table>/tenant_id=<id>/…`, so that a tenant's run reads and writes
+# only its own folder. Both declared with each table in pipeline.tables.
 TENANT_COLUMN = "tenant_id"
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from pipeline import tables
 from pipeline.contracts import MemoryType
 from pipeline.embed import normalise_text, text_hashes
 from pipeline.frames import codes, group_bounds
@@ -44,18 +45,7 @@ POSITIVE_WORDS = (
 _NEGATIVE = rf"\b(?:{NEGATIVE_WORDS})\b"
 _ANY_POLARITY = rf"\b(?:{NEGATIVE_WORDS}|{POSITIVE_WORDS})\b"
 
-CONFLICT_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "contact_id": pl.String(),
-    "memory_id_a": pl.String(),
-    "memory_id_b": pl.String(),
-    "preferred_id": pl.String(),
-    "reason": pl.String(),
-    "subject": pl.String(),
-    "memory_type_a": pl.String(),
-    "memory_type_b": pl.String(),
-    "subject_similarity": pl.Float32(),
-}
+CONFLICT_SCHEMA = tables.schema("memory_conflicts")
 
 
 @dataclass(frozen=True)

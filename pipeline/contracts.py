@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated
 
 import pandera.polars as pa
 import polars as pl
+
+from pipeline import tables
 
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 EVENT_ID_MAX_CHARS = 128
@@ -193,119 +194,24 @@ FIELDS: tuple[Field, ...] = (
 )
 MEMORY_CATEGORIES = tuple(MemoryCategory)
 
-_TS = pl.Datetime("us", "UTC")
-
-# The `events` table: every accepted event, all contract fields as typed columns.
-EVENT_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "event_id": pl.String(),
-    "event_type": pl.String(),
-    "ts": _TS,
-    "load_date": pl.Date(),
-    "contact_id": pl.String(),
-    "schema_version": pl.Int32(),
-    "system": pl.String(),
-    "kind": pl.String(),
-    "session_id": pl.String(),
-    "skill_id": pl.String(),
-    "input": pl.String(),
-    "output": pl.String(),
-    "summary": pl.String(),
-    "tags": pl.List(pl.String()),
-    "importance": pl.Float64(),
-    "model": pl.String(),
-    "stage": pl.String(),
-    "category": pl.String(),
-    "parent_event_id": pl.String(),
-    "target_id": pl.String(),
-    "signal": pl.String(),
-    "rating": pl.Int8(),
-    "reason": pl.String(),
-    "comment": pl.String(),
-    "comment_truncated": pl.Boolean(),
-    "corrected_output": pl.String(),
-    "user_id": pl.String(),
-    "memory_type": pl.String(),
-    "content": pl.String(),
-    "impact_level": pl.String(),
-    "confidence": pl.Float64(),
-    "supersedes": pl.List(pl.String()),
-    "metadata": pl.String(),
-    "content_hash": pl.String(),
-    "source_file": pl.String(),
-    "line_no": pl.Int64(),
-}
-
-QUARANTINE_SCHEMA: dict[str, pl.DataType] = {
-    "load_date": pl.Date(),
-    "file": pl.String(),
-    "line_no": pl.Int64(),
-    "reason": pl.String(),
-    "raw": pl.String(),
-    "raw_bytes": pl.Binary(),
-    "tenant_id": pl.String(),
-    "event_id": pl.String(),
-}
-
-_COMMON = ["tenant_id", "event_id", "ts", "load_date", "contact_id"]
-# Typed tables (SPEC §3): the columns each keeps from `events`.
-INTERACTION_COLUMNS = [
-    *_COMMON,
-    "system",
-    "kind",
-    "session_id",
-    "skill_id",
-    "input",
-    "output",
-    "summary",
-    "tags",
-    "importance",
-    "model",
-    "stage",
-    "category",
-    "parent_event_id",
-    "user_id",
-    "metadata",
-]
-FEEDBACK_COLUMNS = [
-    *_COMMON,
-    "target_id",
-    "signal",
-    "rating",
-    "reason",
-    "comment",
-    "comment_truncated",
-    "corrected_output",
-    "user_id",
-    "metadata",
-]
-MEMORY_COLUMNS = [
-    *_COMMON,
-    "memory_type",
-    "content",
-    "category",
-    "impact_level",
-    "confidence",
-    "supersedes",
-    "tags",
-    "metadata",
-]
-INTERACTION_SCHEMA = {c: EVENT_SCHEMA[c] for c in INTERACTION_COLUMNS}
-FEEDBACK_SCHEMA = {c: EVENT_SCHEMA[c] for c in FEEDBACK_COLUMNS}
-MEMORY_SCHEMA = {c: EVENT_SCHEMA[c] for c in MEMORY_COLUMNS}
+# The `events` table (every accepted event, all contract fields as typed columns), the quarantine
+# and the typed tables (SPEC §3, the columns each keeps from `events`): declared in pipeline.tables.
+EVENT_SCHEMA = tables.schema("events")
+QUARANTINE_SCHEMA = tables.schema("quarantine")
+INTERACTION_COLUMNS = tables.INTERACTION_COLUMNS
+FEEDBACK_COLUMNS = tables.FEEDBACK_COLUMNS
+MEMORY_COLUMNS = tables.MEMORY_COLUMNS
+INTERACTION_SCHEMA = tables.schema("interactions")
+FEEDBACK_SCHEMA = tables.schema("feedback")
+MEMORY_SCHEMA = tables.schema("memory_statements")
 
 
-# Pandera models: the typed tables as the rest of the pipeline may rely on them.
+# Pandera models: the typed tables as the rest of the pipeline may rely on them, beyond what
+# `tables.checks` generates from their declarations (types, primary key unique and not null).
 class Events(pa.DataFrameModel):
     tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
     event_id: str = pa.Field(str_length={"min_value": 1, "max_value": EVENT_ID_MAX_CHARS})
     event_type: str = pa.Field(isin=list(EventType))
-    ts: Annotated[pl.Datetime, "us", "UTC"]
-    load_date: pl.Date
-    contact_id: str = pa.Field(nullable=True)
-
-    class Config:
-        unique = ("tenant_id", "event_id")
 
 
 class Interactions(pa.DataFrameModel):
@@ -318,9 +224,6 @@ class Interactions(pa.DataFrameModel):
     importance: float = pa.Field(nullable=True, in_range={"min_value": 0.0, "max_value": 1.0})
     stage: str = pa.Field(nullable=True, isin=list(Stage))
 
-    class Config:
-        unique = ("tenant_id", "event_id")
-
 
 class Feedback(pa.DataFrameModel):
     tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
@@ -331,9 +234,6 @@ class Feedback(pa.DataFrameModel):
     reason: str = pa.Field(nullable=True, isin=list(FeedbackReason))
     comment: str = pa.Field(nullable=True, str_length={"max_value": COMMENT_MAX_CHARS})
 
-    class Config:
-        unique = ("tenant_id", "event_id")
-
 
 class MemoryStatements(pa.DataFrameModel):
     tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
@@ -343,6 +243,3 @@ class MemoryStatements(pa.DataFrameModel):
     category: str = pa.Field(nullable=True, isin=list(MemoryCategory))
     impact_level: str = pa.Field(nullable=True, isin=list(ImpactLevel))
     confidence: float = pa.Field(nullable=True, in_range={"min_value": 0.0, "max_value": 1.0})
-
-    class Config:
-        unique = ("tenant_id", "event_id")

@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 import polars as pl
 
 from memorypack.context import STALE_AFTER_DAYS
+from pipeline import tables
 from pipeline.contracts import MemoryType, Signal
 from pipeline.scoring import DEFAULT_SCORING, ScoringConfig, compute_scores, distinct
 
@@ -68,12 +69,9 @@ class DecayConfig:
 
 
 DEFAULT_DECAY = DecayConfig()
-REINFORCEMENT_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id": pl.String(),
-    "reinforcement_count": pl.Int64(),
-    "last_reinforced_at": _TS,
-}
+REINFORCEMENT_SCHEMA = tables.schema(
+    "memory_reinforcement", ["tenant_id", "memory_id", "reinforcement_count", "last_reinforced_at"]
+)
 
 
 def _known_by(frame: pl.LazyFrame, as_of: datetime) -> pl.LazyFrame:

@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.contracts import QUARANTINE_SCHEMA, TENANT_ID_PATTERN, EventType, Reason
 from pipeline.erasure_files import scrub_dagster_history, scrub_landing
@@ -31,19 +32,8 @@ from pipeline.tables import COMMENTS
 # its hashes are keyed, but no analyst needs them).
 TOMBSTONES = "tombstones"
 POLICY_WITHDRAWALS = "policy_withdrawals"
-TOMBSTONE_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "kind": pl.String(),  # "contact" (the erased identifier) | "event" (one of their event ids)
-    "subject_hash": pl.String(),  # tombstone_hash(key, tenant, kind, value)
-    "erased_at": pl.Datetime("us", "UTC"),
-    "source": pl.String(),  # "cli" | "log" (an erasure event)
-}
-WITHDRAWAL_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "policy_id": pl.String(),
-    "withdrawn_at": pl.Datetime("us", "UTC"),
-    "reason": pl.String(),
-}
+TOMBSTONE_SCHEMA = tables.schema(TOMBSTONES)
+WITHDRAWAL_SCHEMA = tables.schema(POLICY_WITHDRAWALS)
 # Free-text fields of an event: what the person wrote or was answered.
 TEXT_FIELDS = ("input", "output", "summary", "comment", "corrected_output", "content", "metadata")
 # Lake tables the erasure rewrites together (a removed line stays counted, see `_erased_rows`).

@@ -7,43 +7,27 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from pipeline import tables
 from pipeline.contracts import Signal
 from pipeline.frames import fmt
 from pipeline.vectors import TextVectors
 
-_TS = pl.Datetime("us", "UTC")
 GROUP_KEYS = ["tenant_id", "system", "kind", "skill_id"]
 
-FEW_SHOT_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "system": pl.String(),
-    "kind": pl.String(),
-    "skill_id": pl.String(),
-    "rank": pl.Int64(),
-    "memory_id": pl.String(),
-    "input": pl.String(),
-    "output": pl.String(),
-    "is_corrected": pl.Boolean(),
-    "quality_lower": pl.Float64(),
-    "quality_score": pl.Float64(),
-    "n_feedback": pl.Int64(),
-    "n_positive": pl.Int64(),
-    "n_negative": pl.Int64(),
-    "selection_score": pl.Float64(),
-    "mmr": pl.Float64(),
-    "ts": _TS,
-    "why": pl.String(),
-}
-SCORES_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id": pl.String(),
-    "n_feedback": pl.Int64(),
-    "quality_score": pl.Float64(),
-    "quality_lower": pl.Float64(),
-    "has_correction": pl.Boolean(),
-    "n_positive": pl.Int64(),
-    "n_negative": pl.Int64(),
-}
+FEW_SHOT_SCHEMA = tables.schema("few_shot_sets")
+SCORES_SCHEMA = tables.schema(
+    "feedback_scores",
+    [
+        "tenant_id",
+        "memory_id",
+        "n_feedback",
+        "quality_score",
+        "quality_lower",
+        "has_correction",
+        "n_positive",
+        "n_negative",
+    ],
+)
 
 
 @dataclass(frozen=True)

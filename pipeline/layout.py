@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from pipeline import contracts
 from pipeline.config import SHARED_TABLES, TENANT_COLUMN, Paths
 from pipeline.ingest import TYPED_TABLES, typed_tables
 from pipeline.storage import Lake, write_parquet_atomic
+from pipeline.tables import empty as empty_table
 
 TYPED = "typed"  # the consumer name of the events partitions the typed tables were built from
 CACHES = ("embedding_cache", "pii_cache")
@@ -56,16 +56,13 @@ def build_typed_tables(
                 continue
             with lock(tenant):
                 for name, frame in frames.items():
-                    write_parquet_atomic(frame, mine.partition(name, day))
+                    Lake(mine).write_partition(name, day, frame)
                     written[name].append(frame)
             build.changed.setdefault(tenant, []).append(day)
         lake.mark_derived("events", day, TYPED)
     build.tenants = sorted({t for name in TYPED_TABLES for t in lake.tenants(name)})
     build.written = {
-        name: pl.concat(
-            [pl.DataFrame(schema={c: contracts.EVENT_SCHEMA[c] for c in columns}), *frames]
-        )
-        for (name, (_, columns)), frames in zip(TYPED_TABLES.items(), written.values(), strict=True)
+        name: pl.concat([empty_table(name), *frames]) for name, frames in written.items()
     }
     return build
 

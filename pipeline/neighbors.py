@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from pipeline import tables
 from pipeline.vectors import TextVectors
 
 # Similarities held in memory at once by a search (≈ 32 MB of float32), whatever the group size.
@@ -16,18 +17,18 @@ MAX_BLOCK_CELLS = 8_000_000
 
 
 def index_schema(keys: Sequence[str]) -> dict[str, pl.DataType]:
-    """The texts already searched, per group, and the model their vectors came from."""
-    return {**{k: pl.String() for k in keys}, "text_hash": pl.String(), "model": pl.String()}
+    """The texts already searched, per group, and the model their vectors came from (the
+    columns of lake table prompt_index beside the group keys)."""
+    return {
+        **{k: pl.String() for k in keys},
+        **tables.schema("prompt_index", ["text_hash", "model"]),
+    }
 
 
 def edge_schema(keys: Sequence[str]) -> dict[str, pl.DataType]:
     """One row per pair of near-identical texts of a group (text_hash_a < text_hash_b)."""
-    return {
-        **{k: pl.String() for k in keys},
-        "text_hash_a": pl.String(),
-        "text_hash_b": pl.String(),
-        "similarity": pl.Float32(),
-    }
+    pair = tables.schema("prompt_neighbors", ["text_hash_a", "text_hash_b", "similarity"])
+    return {**{k: pl.String() for k in keys}, **pair}
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.vectors import PartsCache
 
@@ -471,11 +472,7 @@ class RedactionCache(PartsCache):
         )
 
 
-_CACHE_SCHEMA: dict[str, pl.DataType] = {
-    "text_hash": pl.String(),
-    "redacted": pl.String(),
-    "kinds": pl.List(pl.String()),
-}
+_CACHE_SCHEMA = tables.schema("pii_cache")
 
 
 @dataclass

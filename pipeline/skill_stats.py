@@ -17,6 +17,7 @@ import polars as pl
 from scipy import sparse
 
 from memorypack.loader import UNKNOWN_SKILL_CONFIDENCE
+from pipeline import tables
 from pipeline.frames import fmt
 from pipeline.scoring import DEFAULT_SCORING, ScoringConfig, deduplicate_votes, vote_values
 from pipeline.vectors import TextVectors
@@ -242,18 +243,9 @@ def skill_vectors(
                 vector=pl.Series(_normalise(means).tolist(), dtype=pl.List(pl.Float32)),
             )
         )
-    columns = ["tenant_id", "skill_id", "vector", "n_interactions", "n_embedded", "vector_source"]
+    columns = list(tables.schema("skill_vectors"))
     if not frames:
-        return pl.DataFrame(
-            schema={
-                "tenant_id": pl.String(),
-                "skill_id": pl.String(),
-                "vector": pl.List(pl.Float32()),
-                "n_interactions": pl.Int64(),
-                "n_embedded": pl.Int64(),
-                "vector_source": pl.String(),
-            }
-        )
+        return tables.empty("skill_vectors")
     return pl.concat([f.select(columns) for f in frames]).sort("tenant_id", "skill_id")
 
 
@@ -278,12 +270,6 @@ def user_preferences(
         .agg(pl.col("_weight").sum(), pl.col("n_updates").first())
         .collect()
     )
-    schema = {
-        "tenant_id": pl.String(),
-        "user_id": pl.String(),
-        "preference_vector": pl.List(pl.Float32()),
-        "n_updates": pl.Int64(),
-    }
     frames = []
     for (tenant,), part in weights.partition_by(
         "tenant_id", as_dict=True, maintain_order=True
@@ -323,7 +309,7 @@ def user_preferences(
             )
         )
     if not frames:
-        return pl.DataFrame(schema=schema)
+        return tables.empty("user_preferences")
     return pl.concat(frames).sort("tenant_id", "user_id", nulls_last=True)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline import tables
 from pipeline.config import PARTITION_COLUMNS, TENANT_COLUMN, Paths
 from pipeline.errors import UserError
 
@@ -51,33 +52,44 @@ class Lake:
         self.paths = paths
 
     def write(self, name: str, frame: pl.DataFrame) -> Path:
-        return write_parquet_atomic(frame, self.paths.table(name))
+        """Write a whole table; a frame that does not match its declaration in pipeline.tables
+        (a column missing, undeclared or of another type) is refused, naming table and column."""
+        return write_parquet_atomic(tables.conform(name, frame), self.paths.table(name))
 
     def write_partition(
         self, name: str, key: str, frame: pl.DataFrame, column: str | None = None
     ) -> Path:
-        return write_parquet_atomic(frame, self.paths.partition(name, key, column))
+        """Write one partition, checked like `write`."""
+        return write_parquet_atomic(
+            tables.conform(name, frame), self.paths.partition(name, key, column)
+        )
 
     def exists(self, name: str) -> bool:
         return bool(self.files(name))
 
     def read(self, name: str) -> pl.LazyFrame:
-        """A whole table, or all partitions of a partitioned one (hive columns restored)."""
+        """A whole table, or all partitions of a partitioned one (hive columns restored), with
+        exactly its declared columns and types (`tables.as_declared`)."""
         files = self.files(name)
         if not files:
             raise FileNotFoundError(f"lake table {name!r} has not been materialized yet")
         if list(files) == [""]:
-            return pl.scan_parquet(files[""])
+            return tables.as_declared(name, pl.scan_parquet(files[""]))
         # One scan per file, unified by name: each tenant's file was written on its own, so a
         # column that is all null in one has no type there.
         scans = [pl.scan_parquet(path, hive_partitioning=True) for path in files.values()]
-        return scans[0] if len(scans) == 1 else pl.concat(scans, how="diagonal_relaxed")
+        frame = scans[0] if len(scans) == 1 else pl.concat(scans, how="diagonal_relaxed")
+        return tables.as_declared(name, frame)
 
-    def read_or_empty(self, name: str, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+    def read_or_empty(
+        self, name: str, schema: Mapping[str, pl.DataType] | None = None
+    ) -> pl.LazyFrame:
+        """`read`, or no rows with the declared columns before the table is written (`schema`,
+        once every caller's own copy of the columns, is no longer needed)."""
         try:
             return self.read(name)
         except FileNotFoundError:
-            return pl.LazyFrame(schema=schema)
+            return pl.LazyFrame(schema=tables.schema(name))
 
     def files(self, name: str) -> dict[str, Path]:
         """The files `read` reads: their folder below the table's (e.g. `load_date=2026-11-01` or

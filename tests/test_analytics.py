@@ -12,6 +12,7 @@ from pipeline.config import Paths
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake, Warehouse
+from tests.tenant_runs import declared
 from tests.test_pack_support import AS_OF, make_lake
 
 
@@ -20,15 +21,18 @@ def _home(tmp_path: Path) -> Paths:
     lake = Lake(paths)
     lake.write(
         "feedback",
-        pl.DataFrame(
-            {
-                "tenant_id": ["acme"] * 3,
-                "event_id": ["f1", "f2", "f3"],
-                "ts": ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z", "2026-11-03T09:00:00Z"],
-                "signal": ["thumbs_up", "thumbs_up", "thumbs_down"],
-                "target_id": ["a-i0"] * 3,
-            }
-        ).with_columns(pl.col("ts").str.to_datetime(time_zone="UTC")),
+        declared(
+            "feedback",
+            pl.DataFrame(
+                {
+                    "tenant_id": ["acme"] * 3,
+                    "event_id": ["f1", "f2", "f3"],
+                    "ts": ["2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z", "2026-11-03T09:00:00Z"],
+                    "signal": ["thumbs_up", "thumbs_up", "thumbs_down"],
+                    "target_id": ["a-i0"] * 3,
+                }
+            ).with_columns(pl.col("ts").str.to_datetime(time_zone="UTC")),
+        ),
     )
     inputs = load_inputs(lake, AS_OF)
     for tenant in inputs.tenants():
@@ -84,7 +88,10 @@ def test_rebuild_with_an_analyst_connection_open(tmp_path: Path) -> None:
             .head(1)
             .with_columns(pl.lit("a-new").alias("event_id"))
         )
-        lake.write("interactions", pl.concat([lake.read("interactions").collect(), more]))
+        lake.write(
+            "interactions",
+            declared("interactions", pl.concat([lake.read("interactions").collect(), more])),
+        )
         report = build_snapshot(paths)  # must not fail while the analyst holds the old file
         assert report.tables["interactions"] == 9
         # The analyst keeps a consistent view of the snapshot they opened.
@@ -153,11 +160,14 @@ def test_snapshot_holds_no_planted_pii(tmp_path: Path) -> None:
     interactions = pl.read_parquet(paths.table("interactions"))
     lake.write(
         "interactions",
-        interactions.with_columns(
-            pl.when(pl.col("event_id") == "a-i0")
-            .then(pl.lit("jane.doe@example.com"))
-            .otherwise(pl.col("contact_id"))
-            .alias("contact_id")
+        declared(
+            "interactions",
+            interactions.with_columns(
+                pl.when(pl.col("event_id") == "a-i0")
+                .then(pl.lit("jane.doe@example.com"))
+                .otherwise(pl.col("contact_id"))
+                .alias("contact_id")
+            ),
         ),
     )
     report = build_snapshot(paths)

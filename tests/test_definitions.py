@@ -22,7 +22,7 @@ from jobs.nightly import (
 )
 from pipeline.analytics import WAREHOUSE_TABLES
 from pipeline.ingest import TYPED_TABLES
-from pipeline.tables import BOOKKEEPING, asset_name, declared_schemas
+from pipeline.tables import BOOKKEEPING, TABLES, asset_name
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
@@ -114,22 +114,29 @@ def test_the_analytics_build_reads_every_warehouse_table_and_declares_it() -> No
     assert parents == {asset_name(t) for t in WAREHOUSE_TABLES} | {"memory_pack"}
 
 
-def test_tables_with_a_declared_schema_show_its_columns_before_any_run() -> None:
-    from pipeline.dpo import DPO_RUNS_HISTORY_SCHEMA
-
+def test_every_asset_with_a_lake_table_shows_its_declared_columns_before_any_run() -> None:
+    """Column schema, descriptions and primary key come from pipeline.tables for every asset
+    that is a lake table, and every asset that is one has an asset."""
     graph = defs.resolve_asset_graph()
-    declared = declared_schemas()
-    for table, schema in declared.items():
-        shown = graph.get(dg.AssetKey(asset_name(table))).metadata["dagster/column_schema"]
-        assert [c.name for c in shown.schema.columns] == list(schema), table
-    runs = graph.get(dg.AssetKey("dpo_runs")).metadata["dagster/column_schema"].schema.columns
-    types = {c.name: c.type for c in runs}
-    assert len(types) == len(DPO_RUNS_HISTORY_SCHEMA) == 24
-    assert (types["eval_accuracy"], types["is_latest"]) == ("Float64", "Boolean")
-    assert (
-        len(declared) == 12
-        and "dagster/column_schema" not in graph.get(dg.AssetKey("memory_pack")).metadata
-    )
+    shown = {}
+    for table in TABLES.values():
+        if table.asset is None:
+            continue
+        assert graph.has(dg.AssetKey(table.asset)), table.name
+        shown[table.name] = graph.get(dg.AssetKey(table.asset)).metadata["dagster/column_schema"]
+    for name, value in shown.items():
+        assert [(c.name, c.type) for c in value.schema.columns] == [
+            (c, str(t)) for c, t in TABLES[name].columns.items()
+        ], name
+    assert len(shown) == 27
+    runs = {c.name: c for c in shown["dpo_runs"].schema.columns}
+    assert len(runs) == 24
+    assert (runs["eval_accuracy"].type, runs["is_latest"].type) == ("Float64", "Boolean")
+    assert runs["length_rule_accuracy"].description == "the longer reply wins, a tie counts half"
+    assert not runs["run_at"].constraints.nullable and runs["policy_id"].constraints.nullable
+    assert shown["dpo_runs"].schema.constraints.other == ["primary key (tenant_id, run_at)"]
+    assert shown["memory_audit"].schema.constraints.other == []  # findings: no key
+    assert "dagster/column_schema" not in graph.get(dg.AssetKey("memory_pack")).metadata
 
 
 def test_every_asset_has_an_owner_kinds_and_a_code_version() -> None:

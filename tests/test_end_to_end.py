@@ -11,8 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.soak import warehouse_differences
+from jobs.definitions import defs
 from jobs.runner import RunOutcome, run_nightly
 from memorypack import MemoryPack
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.generate import generate
 from pipeline.storage import Lake
@@ -242,3 +244,57 @@ def test_apps_query_the_published_pack_by_text_and_get_prompt_context(world) -> 
     assert context.examples or context.dropped.get("examples")
     wide = pack.prompt_context(contact, query=first["text"], system=system, budget_chars=100_000)
     assert wide.dropped == {} and len(wide.questions) == len(asked)
+
+
+def test_every_lake_table_is_declared_and_its_files_hold_the_declared_columns(world) -> None:
+    """The registry (pipeline.tables) lists every table a night leaves in the lake, each data
+    file has the declared columns and types (the folder's hive columns aside), and every
+    column schema the run showed in Dagster is its table's."""
+    paths, _, result = world
+    lake = Lake(paths)
+    in_lake = {p.name for p in paths.lake.iterdir() if p.is_dir()}
+    assert in_lake <= set(tables.TABLES)
+    written_by_assets = {t.name for t in tables.TABLES.values() if t.asset}
+    assert written_by_assets <= in_lake  # every asset's table (bookkeeping too) was written
+    for name in sorted(in_lake):
+        declared = tables.table(name)
+        files = (
+            sorted((paths.lake / name).rglob("*.parquet"))
+            if declared.role == "cache"
+            else list(lake.files(name).values())
+        )
+        assert files, name
+        for file in files:
+            found = dict(pl.read_parquet_schema(file))
+            expected = {c: t for c, t in declared.columns.items() if c in found}
+            if name == "embedding_cache":  # the vector's length is the model's
+                expected["embedding"] = found["embedding"]
+            assert list(found.items()) == list(expected.items()), file
+            assert set(declared.columns) - set(found) <= set(declared.hive_columns), file
+        if declared.role != "cache":  # the caches are read by their own classes
+            assert lake.read(name).collect_schema() == pl.Schema(declared.columns)
+    # What the catalog shows of each table: its materializations' column schema, or (when a
+    # materialization carries none, e.g. quarantine's) the asset definition's.
+    graph = defs.resolve_asset_graph()
+    shown = {
+        t.asset: graph.get(dg.AssetKey(t.asset)).metadata["dagster/column_schema"]
+        for t in tables.TABLES.values()
+        if t.asset
+    }
+    materialized = set()
+    for event in result.all_events:
+        if event.event_type_value != "ASSET_MATERIALIZATION":
+            continue
+        asset = event.asset_key.to_user_string()
+        if tables.table_of_asset(asset) is None:
+            continue
+        materialized.add(asset)
+        metadata = event.event_specific_data.materialization.metadata
+        if "dagster/column_schema" in metadata:
+            shown[f"{asset} ({event.partition})"] = metadata["dagster/column_schema"]
+    assert materialized == {t.asset for t in tables.TABLES.values() if t.asset}
+    for what, value in shown.items():
+        real = lake.read(tables.table_name(what.split(" ")[0])).collect_schema()
+        assert [(c.name, c.type) for c in value.schema.columns] == [
+            (c, str(t)) for c, t in real.items()
+        ], what

@@ -13,6 +13,7 @@ from pipeline.analytics import build_snapshot
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
+from tests.tenant_runs import declared
 from tests.test_pack_support import AS_OF, RUN_DATE, make_lake
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "memorypack_overview.ipynb"
@@ -27,22 +28,25 @@ def _small_home(tmp_path: Path) -> Path:
         (pl.col("as_of") - timedelta(days=3)).alias("as_of"),
         (pl.col("confidence") * 1.1).clip(0, 1),
     )
-    lake.write_partition("decay_snapshots", "2026-11-04", earlier)
+    lake.write_partition("decay_snapshots", "2026-11-04", declared("decay_snapshots", earlier))
     lake.write(
         "feedback",
-        pl.DataFrame(
-            {
-                "tenant_id": ["acme"] * 4,
-                "event_id": [f"f{i}" for i in range(4)],
-                "ts": [
-                    "2026-11-02T10:00:00Z",
-                    "2026-11-03T10:00:00Z",
-                    "2026-11-03T12:00:00Z",
-                    "2026-11-04T08:00:00Z",
-                ],
-                "signal": ["thumbs_up", "thumbs_down", "copy", "regenerate"],
-            }
-        ).with_columns(pl.col("ts").str.to_datetime(time_zone="UTC")),
+        declared(
+            "feedback",
+            pl.DataFrame(
+                {
+                    "tenant_id": ["acme"] * 4,
+                    "event_id": [f"f{i}" for i in range(4)],
+                    "ts": [
+                        "2026-11-02T10:00:00Z",
+                        "2026-11-03T10:00:00Z",
+                        "2026-11-03T12:00:00Z",
+                        "2026-11-04T08:00:00Z",
+                    ],
+                    "signal": ["thumbs_up", "thumbs_down", "copy", "regenerate"],
+                }
+            ).with_columns(pl.col("ts").str.to_datetime(time_zone="UTC")),
+        ),
     )
     inputs = load_inputs(lake, AS_OF)
     for tenant in inputs.tenants():

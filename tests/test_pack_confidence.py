@@ -11,6 +11,7 @@ from memorypack import MemoryPack
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
+from tests.tenant_runs import declared
 from tests.test_pack_support import AS_OF, RUN_DATE, make_lake, tenant_frames
 
 TS = pl.Datetime("us", "UTC")
@@ -45,7 +46,10 @@ def _lake(home: Path) -> Path:
         },
         schema_overrides={"ts": TS},
     )
-    lake.write("memory_statements", pl.concat([statements, superseding], how="diagonal_relaxed"))
+    lake.write(
+        "memory_statements",
+        declared("memory_statements", pl.concat([statements, superseding], how="diagonal_relaxed")),
+    )
     decay = pl.read_parquet(paths.partition("decay_snapshots", RUN_DATE))
     extra = decay.filter(pl.col("memory_id") == "a-m0").with_columns(
         memory_id=pl.Series(["a-m3"]), last_confirmed=pl.lit(datetime(2026, 11, 2, tzinfo=UTC))
@@ -55,7 +59,9 @@ def _lake(home: Path) -> Path:
         confidence=pl.lit(0.9),
         last_confirmed=pl.lit(datetime(2026, 11, 5, tzinfo=UTC)),
     )
-    lake.write_partition("decay_snapshots", RUN_DATE, pl.concat([decay, extra, newer]))
+    lake.write_partition(
+        "decay_snapshots", RUN_DATE, declared("decay_snapshots", pl.concat([decay, extra, newer]))
+    )
     conflicts = frames["memory_conflicts"]
     link = conflicts.with_columns(
         memory_id_a=pl.lit("a-m3"),
@@ -64,7 +70,7 @@ def _lake(home: Path) -> Path:
         reason=pl.lit("supersedes"),
         subject=pl.lit("book united"),
     )
-    lake.write("memory_conflicts", pl.concat([conflicts, link]))
+    lake.write("memory_conflicts", declared("memory_conflicts", pl.concat([conflicts, link])))
     # a-i1: one up-vote. Its smoothed score is +0.2; its 95 % lower bound −0.54.
     scores = frames["feedback_scores"].with_columns(
         [
@@ -78,7 +84,7 @@ def _lake(home: Path) -> Path:
             }.items()
         ]
     )
-    lake.write("feedback_scores", scores)
+    lake.write("feedback_scores", declared("feedback_scores", scores))
     few_shot = frames["few_shot_sets"]
     second = few_shot.filter(pl.col("memory_id") == "a-i0").with_columns(
         memory_id=pl.lit("a-i1"),
@@ -87,23 +93,26 @@ def _lake(home: Path) -> Path:
         n_feedback=pl.lit(1, pl.Int64),
         output=pl.lit("Yes, from your account page."),
     )
-    lake.write("few_shot_sets", pl.concat([few_shot, second]))
+    lake.write("few_shot_sets", declared("few_shot_sets", pl.concat([few_shot, second])))
     lake.write(
         "skill_stats",
-        pl.DataFrame(
-            {
-                "tenant_id": ["acme"] * len(SKILL_VOTES),
-                "user_id": [user for user, _ in SKILL_VOTES],
-                "skill_id": [skill for _, skill in SKILL_VOTES],
-                "usage": [p + n + 3 for p, n, _ in SKILL_VOTES.values()],
-                "n_positive": [p for p, _, _ in SKILL_VOTES.values()],
-                "n_negative": [n for _, n, _ in SKILL_VOTES.values()],
-                "positive_share": [p / (p + n) for p, n, _ in SKILL_VOTES.values()],
-                "ema_confidence": [e for _, _, e in SKILL_VOTES.values()],
-                "mean_reward": [0.0] * len(SKILL_VOTES),
-                "last_used_at": [AS_OF] * len(SKILL_VOTES),
-            },
-            schema_overrides={"last_used_at": TS},
+        declared(
+            "skill_stats",
+            pl.DataFrame(
+                {
+                    "tenant_id": ["acme"] * len(SKILL_VOTES),
+                    "user_id": [user for user, _ in SKILL_VOTES],
+                    "skill_id": [skill for _, skill in SKILL_VOTES],
+                    "usage": [p + n + 3 for p, n, _ in SKILL_VOTES.values()],
+                    "n_positive": [p for p, _, _ in SKILL_VOTES.values()],
+                    "n_negative": [n for _, n, _ in SKILL_VOTES.values()],
+                    "positive_share": [p / (p + n) for p, n, _ in SKILL_VOTES.values()],
+                    "ema_confidence": [e for _, _, e in SKILL_VOTES.values()],
+                    "mean_reward": [0.0] * len(SKILL_VOTES),
+                    "last_used_at": [AS_OF] * len(SKILL_VOTES),
+                },
+                schema_overrides={"last_used_at": TS},
+            ),
         ),
     )
     publish(paths.packs, build_pack(load_inputs(lake, AS_OF), "acme"))

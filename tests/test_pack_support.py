@@ -12,6 +12,7 @@ import polars as pl
 from pipeline.config import Paths
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache
+from tests.tenant_runs import declared
 
 RUN_DATE = "2026-11-07"
 AS_OF = datetime(2026, 11, 8, tzinfo=UTC)
@@ -314,15 +315,18 @@ def make_lake(
         lake.write_partition(
             "ingest_stats",
             key,
-            pl.DataFrame(
-                {
-                    "load_date": [date.fromisoformat(key)],
-                    "files": [1],
-                    "lines_read": [10],
-                    "accepted": [9],
-                    "duplicates": [0],
-                    "quarantined": [1],
-                }
+            declared(
+                "ingest_stats",
+                pl.DataFrame(
+                    {
+                        "load_date": [date.fromisoformat(key)],
+                        "files": [1],
+                        "lines_read": [10],
+                        "accepted": [9],
+                        "duplicates": [0],
+                        "quarantined": [1],
+                    }
+                ),
             ),
         )
     events = pl.concat(
@@ -338,7 +342,7 @@ def make_lake(
             for t in tenants
         ]
     )
-    lake.write_partition("events", "2026-11-01", events)
+    lake.write_partition("events", "2026-11-01", declared("events", events))
     return paths
 
 
@@ -348,9 +352,9 @@ def _write_inputs(paths: Paths, frames: dict[str, pl.DataFrame], skip: tuple[str
         if name in skip:
             continue
         if name == "decay_snapshots":
-            lake.write_partition(name, RUN_DATE, frame)
+            lake.write_partition(name, RUN_DATE, declared(name, frame))
         elif name == "memory_embeddings":  # the vectors live in the cache, one per text
-            lake.write(name, frame.drop("embedding"))
+            lake.write(name, declared(name, frame.drop("embedding")))
             EmbeddingCache(paths.embedding_cache).append(
                 frame["model"][0],
                 frame.select(
@@ -358,7 +362,7 @@ def _write_inputs(paths: Paths, frames: dict[str, pl.DataFrame], skip: tuple[str
                 ).with_columns(embedded_at=pl.lit(datetime(2026, 11, 1, tzinfo=UTC), TS)),
             )
         else:
-            lake.write(name, frame)
+            lake.write(name, declared(name, frame))
 
 
 def test_make_lake_writes_every_input(tmp_path: Path) -> None:

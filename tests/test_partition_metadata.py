@@ -10,7 +10,7 @@ import polars as pl
 
 from assets import examples, feedback, memory
 from pipeline.storage import file_identity
-from tests.tenant_runs import TENANT, materialize_tenant, tenant_lake
+from tests.tenant_runs import TENANT, declared, materialize_tenant, tenant_lake
 from tests.test_learning_assets import DAY1, DAY2, materialize, write_lake
 
 DAYS = [DAY1, "2026-11-03", "2026-11-04", DAY2]
@@ -127,7 +127,7 @@ def test_rerunning_an_old_day_rewrites_the_later_snapshots_it_changes(tmp_path: 
         late = feedback.head(1).with_columns(
             event_id=pl.lit("f_late"), target_id=pl.lit("i2"), signal=pl.lit("thumbs_down")
         )
-        lake.write("feedback", pl.concat([feedback, late]))
+        lake.write("feedback", declared("feedback", pl.concat([feedback, late])))
         result = materialize(tmp_path, DAY1, instance)
         checks = _check_evaluations(instance, result.run_id)
         latest = instance.fetch_materializations(

@@ -26,7 +26,7 @@ from pipeline.dpo import (
 from pipeline.generate.preference import planted_mined_pairs
 from pipeline.storage import Lake, Warehouse
 from pipeline.templates import load_registry
-from tests.tenant_runs import build_analytics, materialize_tenant, write_by_tenant
+from tests.tenant_runs import build_analytics, declared, materialize_tenant, write_by_tenant
 
 TENANTS = ("acme", "tiny")
 RUN_CONFIG = {"dpo": {"epochs": 2.0, "sft_epochs": 1.0, "min_pairs": 10}}
@@ -239,7 +239,7 @@ def test_baseline_check_warns_on_a_policy_below_chance_or_the_length_rule(tmp_pa
             ("newer", 0.75, 0.60, True),
         ]
     )
-    home.lake.write("dpo_runs", history)
+    home.lake.write("dpo_runs", declared("dpo_runs", history))
     quiet = learning_beats_baselines(home=home)
     assert quiet.passed and quiet.severity == dg.AssetCheckSeverity.WARN
     assert quiet.metadata["short_of_baselines"].value == 0  # type: ignore[attr-defined]
@@ -249,7 +249,7 @@ def test_baseline_check_warns_on_a_policy_below_chance_or_the_length_rule(tmp_pa
     planted = pl.concat(
         [history, _runs([("chance", 0.30, 0.25, True), ("long", 0.60, 0.70, True)])]
     )
-    home.lake.write("dpo_runs", planted)
+    home.lake.write("dpo_runs", declared("dpo_runs", planted))
     warned = learning_beats_baselines(home=home)
     assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
     assert warned.metadata["short_of_baselines"].value == 2  # type: ignore[attr-defined]
@@ -265,7 +265,9 @@ def test_runs_recorded_before_baselines_still_read_and_pass(tmp_path: Path) -> N
     home = MemorypackHome(home=str(tmp_path))
     new_columns = ["eval_accuracy_low", "eval_accuracy_high", "reference_accuracy"]
     new_columns += ["length_rule_accuracy", "verdict"]
-    home.lake.write("dpo_runs", _runs([("acme", 0.20, 0.70, True)]).drop(new_columns))
+    home.lake.write(
+        "dpo_runs", declared("dpo_runs", _runs([("acme", 0.20, 0.70, True)]).drop(new_columns))
+    )
     result = learning_beats_baselines(home=home)
     assert result.passed  # unknown baselines are not judged
     (run,) = result.metadata["runs"].value  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ from memorypack.context import PRIORITY
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.writer import publish
 from pipeline.storage import Lake
+from tests.tenant_runs import declared
 from tests.test_pack_support import AS_OF, RUN_DATE, make_lake, tenant_frames
 
 TS = pl.Datetime("us", "UTC")
@@ -49,7 +50,10 @@ def _lake(home: Path) -> Path:
     )
     lake.write(
         "memory_statements",
-        pl.concat([frames["memory_statements"], statements], how="diagonal_relaxed"),
+        declared(
+            "memory_statements",
+            pl.concat([frames["memory_statements"], statements], how="diagonal_relaxed"),
+        ),
     )
     decay = pl.read_parquet(paths.partition("decay_snapshots", RUN_DATE)).with_columns(
         reinforcement_count=pl.lit(0, pl.Int64),
@@ -76,7 +80,9 @@ def _lake(home: Path) -> Path:
         schema_overrides={"as_of": TS, "last_confirmed": TS},
     )
     lake.write_partition(
-        "decay_snapshots", RUN_DATE, pl.concat([decay, extra], how="diagonal_relaxed")
+        "decay_snapshots",
+        RUN_DATE,
+        declared("decay_snapshots", pl.concat([decay, extra], how="diagonal_relaxed")),
     )
     publish(paths.packs, build_pack(load_inputs(lake, AS_OF), "acme"))
     return paths.packs / "acme"

@@ -16,7 +16,7 @@ from pipeline.config import Paths
 from pipeline.embed import EmbedConfig, available_backend, model_name
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache
-from tests.tenant_runs import TENANT, build_analytics, materialize_tenant, tenant_lake
+from tests.tenant_runs import TENANT, build_analytics, declared, materialize_tenant, tenant_lake
 from tests.test_conflicts import statement, statements_frame
 from tests.test_consolidate import interaction
 from tests.test_fewshot import correction, scores
@@ -30,44 +30,62 @@ def _lake(home: Path) -> None:
     lake = tenant_lake(home)  # every row is acme's
     lake.write(
         "memory_statements",
-        statements_frame(
-            [
-                statement("e1", "Prefers email over phone calls", "inferred_pattern", day=1),
-                statement(
-                    "e2", "Would rather get an email than a phone call", "confirmed_pattern", day=5
-                ),
-                statement(
-                    "l1", "Always cc legal on vendor contracts", "explicit_instruction", day=2
-                ),
-                statement("l2", "Never cc legal on vendor contracts", "inferred_pattern", day=9),
-            ]
+        declared(
+            "memory_statements",
+            statements_frame(
+                [
+                    statement("e1", "Prefers email over phone calls", "inferred_pattern", day=1),
+                    statement(
+                        "e2",
+                        "Would rather get an email than a phone call",
+                        "confirmed_pattern",
+                        day=5,
+                    ),
+                    statement(
+                        "l1", "Always cc legal on vendor contracts", "explicit_instruction", day=2
+                    ),
+                    statement(
+                        "l2", "Never cc legal on vendor contracts", "inferred_pattern", day=9
+                    ),
+                ]
+            ),
         ),
     )
     lake.write(
         "interactions",
-        pl.DataFrame(
-            [
-                interaction("i1", "How do I reset my password?"),
-                interaction("i2", "I forgot my password, how can I reset it?"),
-                interaction("i3", "Can I get a refund?"),
-            ],
-            schema=contracts.INTERACTION_SCHEMA,
+        declared(
+            "interactions",
+            pl.DataFrame(
+                [
+                    interaction("i1", "How do I reset my password?"),
+                    interaction("i2", "I forgot my password, how can I reset it?"),
+                    interaction("i3", "Can I get a refund?"),
+                ],
+                schema=contracts.INTERACTION_SCHEMA,
+            ),
         ),
     )
     lake.write(
         "feedback",
-        pl.DataFrame(
-            [correction("f1", "i3", "Yes, within 30 days.", 1)], schema=contracts.FEEDBACK_SCHEMA
+        declared(
+            "feedback",
+            pl.DataFrame(
+                [correction("f1", "i3", "Yes, within 30 days.", 1)],
+                schema=contracts.FEEDBACK_SCHEMA,
+            ),
         ),
     )
     lake.write(
         "feedback_scores",
-        scores(
-            [
-                ("i1", 5, 0.6, 0.5, 5, 0),
-                ("i2", 5, 0.5, 0.45, 4, 1),
-                ("i3", 1, -0.3, 0.0, 0, 1),
-            ]
+        declared(
+            "feedback_scores",
+            scores(
+                [
+                    ("i1", 5, 0.6, 0.5, 5, 0),
+                    ("i2", 5, 0.5, 0.45, 4, 1),
+                    ("i3", 1, -0.3, 0.0, 0, 1),
+                ]
+            ),
         ),
     )
 
@@ -156,7 +174,7 @@ def test_conflicts_are_recomputed_only_for_contacts_with_new_statements(tmp_path
     extra = statements_frame(
         [statement("n1", "Never schedule calls on Friday", "explicit_instruction", contact="c9")]
     )
-    lake.write("memory_statements", pl.concat([statements, extra]))
+    lake.write("memory_statements", declared("memory_statements", pl.concat([statements, extra])))
     again = _materialize(tmp_path)
     assert again.success
     meta = _metadata(again, "memory_conflicts")

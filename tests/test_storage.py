@@ -11,9 +11,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.storage import LOADED_FILES, Lake, Warehouse
+from pipeline.storage import LOADED_FILES, Lake, Warehouse, write_parquet_atomic
 
 HOLDER = """
 import sys, duckdb
@@ -24,11 +25,14 @@ con.close()
 """
 
 
-def _day(key: str, ids: list[str]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {"event_id": ids, "load_date": [date.fromisoformat(key)] * len(ids)},
-        schema={"event_id": pl.String, "load_date": pl.Date},
-    )
+def _rows_of(table: str, **columns: list) -> pl.DataFrame:
+    """A frame of lake table `table`: these columns' values, the other declared columns null."""
+    given = pl.DataFrame(columns, schema={c: tables.schema(table)[c] for c in columns})
+    return pl.concat([tables.empty(table), given], how="diagonal")
+
+
+def _day(key: str, ids: list[str], table: str = "events") -> pl.DataFrame:
+    return _rows_of(table, event_id=ids, load_date=[date.fromisoformat(key)] * len(ids))
 
 
 def _rows(warehouse: Warehouse, table: str = "events") -> list[tuple[str, str]]:
@@ -85,8 +89,9 @@ def test_changed_columns_rebuild_the_table(tmp_path: Path) -> None:
     lake, warehouse = _home(tmp_path)
     lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
     warehouse.refresh("events", lake)
+    # A file with a column the table did not have (written as a new declaration would write it).
     wider = _day("2026-11-02", ["b"]).with_columns(pl.lit("x").alias("note"))
-    lake.write_partition("events", "2026-11-02", wider)
+    write_parquet_atomic(wider, lake.paths.partition("events", "2026-11-02"))
     assert warehouse.refresh("events", lake) == 2
     with warehouse.connect(read_only=True) as con:
         notes = con.execute("SELECT event_id, note FROM events ORDER BY 1").fetchall()
@@ -96,14 +101,14 @@ def test_changed_columns_rebuild_the_table(tmp_path: Path) -> None:
 def test_converge_refreshes_every_table_and_drops_what_the_lake_lost(tmp_path: Path) -> None:
     lake, warehouse = _home(tmp_path)
     lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
-    lake.write("scores", pl.DataFrame({"memory_id": ["a"], "score": [0.5]}))
-    lake.write("pairs", pl.DataFrame({"pair_id": ["p"]}))
-    for name in ("events", "scores", "pairs"):
+    lake.write("tombstones", _rows_of("tombstones", tenant_id=["t"], subject_hash=["a"]))
+    lake.write("policy_withdrawals", _rows_of("policy_withdrawals", policy_id=["p"]))
+    for name in ("events", "tombstones", "policy_withdrawals"):
         warehouse.refresh(name, lake, comment=f"{name} explained")
     lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["b", "c"]))
-    lake.write("scores", pl.DataFrame({"memory_id": ["a", "b"], "score": [0.5, 0.1]}))
-    lake.drop("pairs")
-    assert warehouse.converge(lake) == {"events": 3, "pairs": 0, "scores": 2}
+    lake.write("tombstones", _rows_of("tombstones", tenant_id=["t", "t"], subject_hash=["a", "b"]))
+    lake.drop("policy_withdrawals")
+    assert warehouse.converge(lake) == {"events": 3, "policy_withdrawals": 0, "tombstones": 2}
     with warehouse.connect(read_only=True) as con:
         tables = con.execute(
             "SELECT table_name, comment FROM duckdb_tables() ORDER BY 1"
@@ -111,7 +116,7 @@ def test_converge_refreshes_every_table_and_drops_what_the_lake_lost(tmp_path: P
     assert tables == [
         (LOADED_FILES, None),
         ("events", "events explained"),
-        ("scores", "scores explained"),
+        ("tombstones", "tombstones explained"),
     ]
 
 
@@ -159,21 +164,69 @@ def test_stale_partitions_follow_the_source_writes(tmp_path: Path) -> None:
 def test_a_tenant_sees_only_its_folder_and_the_home_sees_every_tenant(tmp_path: Path) -> None:
     home = Paths.from_env(tmp_path)
     for tenant, ids in (("acme", ["a"]), ("globex", ["b", "c"])):
-        frame = _day("2026-11-01", ids).with_columns(pl.lit(tenant).alias("tenant_id"))
-        Lake(home.for_tenant(tenant)).write_partition("typed", "2026-11-01", frame)
-        Lake(home.for_tenant(tenant)).write("scores", frame.drop("load_date"))
+        frame = _day("2026-11-01", ids, "interactions").with_columns(tenant_id=pl.lit(tenant))
+        Lake(home.for_tenant(tenant)).write_partition("interactions", "2026-11-01", frame)
+        scores = _rows_of("feedback_scores", memory_id=ids, tenant_id=[tenant] * len(ids))
+        Lake(home.for_tenant(tenant)).write("feedback_scores", scores)
     acme = Lake(home.for_tenant("acme"))
-    assert acme.read("typed").collect()["tenant_id"].to_list() == ["acme"]
-    assert acme.read("scores").collect()["event_id"].to_list() == ["a"]
-    assert sorted(Lake(home).read("scores").collect()["event_id"]) == ["a", "b", "c"]
-    assert Lake(home).partition_keys("typed") == ["2026-11-01"]
-    assert Lake(home).tenants("typed") == ["acme", "globex"]
-    assert set(Lake(home).files("typed")) == {
+    assert acme.read("interactions").collect()["tenant_id"].to_list() == ["acme"]
+    assert acme.read("feedback_scores").collect()["memory_id"].to_list() == ["a"]
+    assert sorted(Lake(home).read("feedback_scores").collect()["memory_id"]) == ["a", "b", "c"]
+    assert Lake(home).partition_keys("interactions") == ["2026-11-01"]
+    assert Lake(home).tenants("interactions") == ["acme", "globex"]
+    assert set(Lake(home).files("interactions")) == {
         "tenant_id=acme/load_date=2026-11-01",
         "tenant_id=globex/load_date=2026-11-01",
     }
-    assert not Lake(home.for_tenant("initech")).exists("typed")
+    assert not Lake(home.for_tenant("initech")).exists("interactions")
     lake, warehouse = Lake(home), Warehouse(home)
-    assert warehouse.refresh("typed", lake) == 3
-    Lake(home.for_tenant("acme")).drop("typed", ["2026-11-01"])
-    assert warehouse.refresh("typed", lake) == 2  # only acme's rows went
+    assert warehouse.refresh("interactions", lake) == 3
+    Lake(home.for_tenant("acme")).drop("interactions", ["2026-11-01"])
+    assert warehouse.refresh("interactions", lake) == 2  # only acme's rows went
+
+
+def test_a_frame_of_the_wrong_type_or_without_a_column_is_refused_naming_both(
+    tmp_path: Path,
+) -> None:
+    lake = Lake(Paths.from_env(tmp_path).for_tenant("acme"))
+    conflicts = _rows_of("memory_conflicts", tenant_id=["acme"], memory_id_a=["a"])
+    wrong = conflicts.with_columns(pl.col("subject_similarity").cast(pl.Float64))
+    with pytest.raises(tables.SchemaMismatch) as caught:
+        lake.write("memory_conflicts", wrong)
+    assert str(caught.value) == (
+        "lake table 'memory_conflicts': column 'subject_similarity' is Float64, declared Float32"
+    )
+    with pytest.raises(tables.SchemaMismatch) as caught:
+        lake.write("memory_conflicts", conflicts.drop("subject"))
+    assert (
+        str(caught.value) == "lake table 'memory_conflicts': column 'subject' is missing (String)"
+    )
+    with pytest.raises(tables.SchemaMismatch, match="column 'note' \\(String\\) is not declared"):
+        lake.write("memory_conflicts", conflicts.with_columns(note=pl.lit("x")))
+    assert not lake.exists("memory_conflicts")  # nothing written by a refused frame
+
+
+def test_a_write_casts_only_all_null_columns_and_keeps_the_declared_order(tmp_path: Path) -> None:
+    lake = Lake(Paths.from_env(tmp_path).for_tenant("acme"))
+    frame = pl.DataFrame(
+        {"n_updates": [3], "preference_vector": [[]], "user_id": ["u"], "tenant_id": [None]}
+    )
+    assert frame.schema["tenant_id"] == pl.Null and frame.schema["preference_vector"] != pl.List(
+        pl.Float32
+    )
+    lake.write("user_preferences", frame)
+    written = pl.read_parquet(lake.paths.table("user_preferences"))
+    assert written.schema == pl.Schema(tables.schema("user_preferences"))
+    assert written.row(0) == (None, "u", [], 3)
+
+
+def test_reads_return_the_declared_columns_also_before_a_table_is_written(tmp_path: Path) -> None:
+    lake = Lake(Paths.from_env(tmp_path).for_tenant("acme"))
+    assert lake.read_or_empty("dpo_runs").collect_schema() == pl.Schema(tables.schema("dpo_runs"))
+    # A file written before a column was declared reads with that column null; an undeclared one
+    # is left out.
+    old = _rows_of("skill_vectors", tenant_id=["acme"], skill_id=["s"]).drop("vector_source")
+    write_parquet_atomic(old.with_columns(extra=pl.lit(1)), lake.paths.table("skill_vectors"))
+    read = lake.read("skill_vectors").collect()
+    assert read.schema == pl.Schema(tables.schema("skill_vectors"))
+    assert read.select("skill_id", "vector_source").row(0) == ("s", None)

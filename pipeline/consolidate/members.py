@@ -7,45 +7,19 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.clustering import MAX_BLOCK
 from pipeline.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.contracts import MemoryType
 from pipeline.decay import BASE_CONFIDENCE, CONFIDENCE_CAP
 
-_TS = pl.Datetime("us", "UTC")
-
-
 TYPE_COUNT_FIELDS = [*(str(t) for t in MemoryType), "interaction"]
 
 
-SUMMARY_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "scope": pl.String(),
-    "contact_id": pl.String(),
-    "system": pl.String(),
-    "kind": pl.String(),
-    "cluster_id": pl.String(),
-    "summary": pl.String(),
-    "representative_id": pl.String(),
-    "member_ids": pl.List(pl.String()),
-    "n_members": pl.Int64(),
-    "n_by_type": pl.Struct({name: pl.Int64() for name in TYPE_COUNT_FIELDS}),
-    "confidence": pl.Float64(),
-    "tags": pl.List(pl.String()),
-    "first_seen": _TS,
-    "last_seen": _TS,
-}
+SUMMARY_SCHEMA = tables.schema("consolidated_summaries")
 
 
-REINFORCEMENT_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id": pl.String(),
-    "cluster_id": pl.String(),
-    "reinforcement_count": pl.Int64(),
-    "last_reinforced_at": _TS,
-    # Every repeat dated, so decay as of an earlier day counts only the repeats known by then.
-    "reinforced_at": pl.List(_TS),
-}
+REINFORCEMENT_SCHEMA = tables.schema("memory_reinforcement")
 
 
 @dataclass(frozen=True)

@@ -14,43 +14,17 @@ from typing import Any
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.dpo.settings import EVAL_FILE, HELD_OUT, RUN_FILE, STATUS_FAILED, DPOPolicyConfig
 
-DPO_RUNS_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "policy_id": pl.String(),
-    "status": pl.String(),
-    "skipped_reason": pl.String(),
-    "n_train": pl.Int64(),
-    "n_eval": pl.Int64(),
-    "eval_accuracy": pl.Float64(),
-    "eval_margin": pl.Float64(),
-    # Baselines on the same eval pairs: the accuracy's 95 % Wilson interval, the
-    # reference model before DPO (Σ log-prob of chosen > of rejected), the length rule (the
-    # longer reply wins, a tie counts half) and one plain sentence comparing them.
-    "eval_accuracy_low": pl.Float64(),
-    "eval_accuracy_high": pl.Float64(),
-    "reference_accuracy": pl.Float64(),
-    "length_rule_accuracy": pl.Float64(),
-    "verdict": pl.String(),
-    "train_loss": pl.Float64(),
-    "steps": pl.Int64(),
-    "seconds": pl.Float64(),
-    "model_dir": pl.String(),
-    "n_sft": pl.Int64(),
-    "sft_loss": pl.Float64(),
-    "base_model": pl.String(),
-    "beta": pl.Float64(),
-    "reused": pl.Boolean(),
+# One run as `PolicyRun` records it: a row of `dpo_runs` before the history dates it.
+DPO_RUNS_SCHEMA = {
+    c: t for c, t in tables.schema("dpo_runs").items() if c not in ("run_at", "is_latest")
 }
 
 
 # The lake's `dpo_runs`: a tenant's rows in the order they were recorded, its newest is_latest.
-DPO_RUNS_HISTORY_SCHEMA: dict[str, pl.DataType] = {
-    **DPO_RUNS_SCHEMA,
-    "run_at": pl.Datetime("us", "UTC"),
-    "is_latest": pl.Boolean(),
-}
+DPO_RUNS_HISTORY_SCHEMA = tables.schema("dpo_runs")
 
 
 # What makes two runs of a tenant the same policy outcome (`reused` only says how it was obtained).

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline import tables
 from pipeline.embed.backends import Backend, available_backend, model_name
 from pipeline.embed.models import backend_of, load_model, model_dim
 from pipeline.embed.onnx_backend import OnnxEncoder
@@ -49,13 +50,8 @@ class EmbedConfig:
 
 
 def cache_schema(dim: int) -> dict[str, pl.DataType]:
-    return {
-        "text_hash": pl.String(),
-        "embedding": pl.Array(pl.Float32, dim),
-        "model": pl.String(),
-        "dim": pl.Int32(),
-        "embedded_at": _TS,
-    }
+    """The embedding cache's columns (pipeline.tables), its vectors `dim` long."""
+    return {**tables.schema("embedding_cache"), "embedding": pl.Array(pl.Float32, dim)}
 
 
 def encode(

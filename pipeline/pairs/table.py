@@ -9,6 +9,8 @@ from enum import StrEnum
 
 import polars as pl
 
+from pipeline import tables
+
 
 class PairSource(StrEnum):
     CORRECTION = "correction"
@@ -29,36 +31,24 @@ SOURCE_PRIORITY = {
 SPLITS = ("train", "eval")
 
 
-PAIR_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "pair_id": pl.String(),
-    "prompt": pl.String(),
-    "chosen": pl.String(),
-    "rejected": pl.String(),
-    "source": pl.String(),
-    # How clearly chosen beats rejected: corrections `correction_margin`; regenerations and
-    # near-identical prompts the quality gap (quality_score / quality_lower units, 0–2); ranked
-    # siblings the rank gap / (siblings − 1), in (0, 1].
-    "margin": pl.Float64(),
-    "skill_id": pl.String(),
-    "split": pl.String(),
-    "chosen_id": pl.String(),
-    "rejected_id": pl.String(),
-}
+PAIR_SCHEMA = tables.schema("preference_pairs")
 
 
 MINED_COLUMNS = [c for c in PAIR_SCHEMA if c not in ("pair_id", "split")]
 
 
-SCORE_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id": pl.String(),
-    "n_feedback": pl.Int64(),
-    "quality_score": pl.Float64(),
-    "quality_lower": pl.Float64(),
-    "n_positive": pl.Int64(),
-    "n_negative": pl.Int64(),
-}
+SCORE_SCHEMA = tables.schema(
+    "feedback_scores",
+    [
+        "tenant_id",
+        "memory_id",
+        "n_feedback",
+        "quality_score",
+        "quality_lower",
+        "n_positive",
+        "n_negative",
+    ],
+)
 
 
 @dataclass(frozen=True)

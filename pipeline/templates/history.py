@@ -9,27 +9,10 @@ from typing import Any
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.templates.registry import SOURCE_REGISTRY, SkillTemplate
 
-TEMPLATE_HISTORY_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "skill_id": pl.String(),
-    "version": pl.Int64(),
-    "template": pl.String(),
-    "is_current": pl.Boolean(),
-    "eval_accuracy": pl.Float64(),
-    "eval_margin": pl.Float64(),
-    "evidence": pl.String(),  # JSON text: why this version exists
-    "policy_id": pl.String(),
-    "created_at": pl.Datetime("us", "UTC"),
-    "source": pl.String(),  # registry | refined
-    "base_version": pl.Int64(),  # the registry version this template derives from
-    # A refined version's win over the one it replaced, on the same eval pairs (`Comparison`):
-    "eval_n": pl.Int64(),
-    "win_p_value": pl.Float64(),
-    "gain_low": pl.Float64(),  # 95 % interval of the accuracy gain
-    "gain_high": pl.Float64(),
-}
+TEMPLATE_HISTORY_SCHEMA = tables.schema("template_history")
 
 
 def empty_history() -> pl.DataFrame:

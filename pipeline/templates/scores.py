@@ -13,22 +13,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline import tables
 from pipeline.templates.registry import format_prompt
 
 # Scores already computed: the same policy, template text and eval pairs always score the same,
 # so a night whose policy is reused scores only the candidates whose text changed.
-TEMPLATE_SCORE_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "skill_id": pl.String(),
-    "policy_id": pl.String(),
-    "template_sha": pl.String(),
-    "eval_sha": pl.String(),
-    "eval_accuracy": pl.Float64(),
-    "eval_margin": pl.Float64(),
-    "n_eval": pl.Int64(),
-    "pair_diffs": pl.List(pl.Float64()),  # per eval pair, in canonical order (see `eval_order`)
-    "scored_at": pl.Datetime("us", "UTC"),
-}
+TEMPLATE_SCORE_SCHEMA = tables.schema("template_scores")
 
 
 # (prompts, chosen, rejected) → (reward of chosen, reward of rejected): the DPO implicit reward.
