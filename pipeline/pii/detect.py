@@ -4,7 +4,7 @@ and replacing them with placeholders."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from pipeline.pii.rules import (
     _has_proper_word,
     _known_if_alone,
     _plausible_phone,
+    may_hold_name,
 )
 
 
@@ -90,17 +91,26 @@ def _apply(text: str, spans: list[Span]) -> str:
 NER_BATCH = 256
 
 
+def _docs(nlp: Any, texts: list[str], ner: bool) -> Iterator[Any]:
+    """spaCy docs in the order of `texts`: tagged by the NER in batches (`nlp.pipe`) where a name
+    or place could be found (`may_hold_name`), only tokenized elsewhere (the pattern recognizers
+    need the tokens for their context words). Lazy: a first night's 100,000 docs are never all
+    held at once."""
+    needs = [ner and may_hold_name(text) for text in texts]
+    tagged = nlp.pipe(
+        (t for t, need in zip(texts, needs, strict=True) if need), batch_size=NER_BATCH
+    )
+    for text, need in zip(texts, needs, strict=True):
+        yield next(tagged) if need else nlp.make_doc(text)
+
+
 def detect(texts: list[str], ner: bool = True) -> list[list[Span]]:
     """The PII spans of each text; `ner=False` (identifiers) skips the NER and the name and
     address kinds."""
     analyzer, nlp = _engine()
     engine = analyzer.nlp_engine
-    if ner:
-        docs = nlp.pipe(texts, batch_size=NER_BATCH)
-        entities = _TEXT_ENTITIES
-    else:
-        docs = (nlp.make_doc(text) for text in texts)
-        entities = _ID_ENTITIES
+    entities = _TEXT_ENTITIES if ner else _ID_ENTITIES
+    docs = _docs(nlp, texts, ner)
     return [
         _findings(
             text,
