@@ -20,6 +20,7 @@ from pipeline.pii.rules import (
     _known_if_alone,
     _plausible_phone,
     may_hold_name,
+    may_hold_pii,
 )
 
 
@@ -106,24 +107,26 @@ def _docs(nlp: Any, texts: list[str], ner: bool) -> Iterator[Any]:
 
 def detect(texts: list[str], ner: bool = True) -> list[list[Span]]:
     """The PII spans of each text; `ner=False` (identifiers) skips the NER and the name and
-    address kinds."""
+    address kinds. Texts that cannot hold PII (`may_hold_pii`) are not analysed."""
+    candidates = [text for text in texts if may_hold_pii(text, names=ner)]
+    found = dict(zip(candidates, _analysed(candidates, ner), strict=True))
+    return [found.get(text, []) for text in texts]
+
+
+def _analysed(texts: list[str], ner: bool) -> Iterator[list[Span]]:
+    """presidio's findings over each text, filtered and merged by `_findings`."""
     analyzer, nlp = _engine()
     engine = analyzer.nlp_engine
     entities = _TEXT_ENTITIES if ner else _ID_ENTITIES
-    docs = _docs(nlp, texts, ner)
-    return [
-        _findings(
+    for text, doc in zip(texts, _docs(nlp, texts, ner), strict=True):
+        results = analyzer.analyze(
             text,
-            analyzer.analyze(
-                text,
-                language="en",
-                entities=entities,
-                nlp_artifacts=engine._doc_to_nlp_artifact(doc, "en"),
-                score_threshold=SCORE_THRESHOLD,
-            ),
+            language="en",
+            entities=entities,
+            nlp_artifacts=engine._doc_to_nlp_artifact(doc, "en"),
+            score_threshold=SCORE_THRESHOLD,
         )
-        for text, doc in zip(texts, docs, strict=True)
-    ]
+        yield _findings(text, results)
 
 
 def analyse(texts: list[str], ner: bool = True) -> list[tuple[str, list[str]]]:

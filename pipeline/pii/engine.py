@@ -41,13 +41,39 @@ from pipeline.pii.rules import (
 
 
 class NerOnlyEngine(SpacyNlpEngine):  # type: ignore[misc]
-    """spaCy NER only; context words are matched on lower-cased tokens (no lemmatizer)."""
+    """spaCy NER only; context words are matched on lower-cased tokens (no lemmatizer). The
+    artifacts are built once per text (presidio's own builds its keywords, then we rebuilt them
+    from our lemmas: a quarter of a text's analysis), and a word's stop/punct flags are looked
+    up once per process, not once per token."""
+
+    _flags: dict[str, tuple[bool, bool]]
 
     def _doc_to_nlp_artifact(self, doc: Any, language: str) -> Any:
-        artifacts = super()._doc_to_nlp_artifact(doc, language)
-        artifacts.lemmas = [token.lower_ for token in doc]
-        artifacts.keywords = NlpArtifacts.set_keywords(self, artifacts.lemmas, language)
-        return artifacts
+        entities, scores = self._get_updated_entities(
+            self._get_entities(doc), self._get_scores_for_entities(doc)
+        )
+        return NlpArtifacts(
+            entities=entities,
+            tokens=doc,
+            tokens_indices=[token.idx for token in doc],
+            lemmas=[token.lower_ for token in doc],
+            nlp_engine=self,
+            language=language,
+            scores=scores,
+        )
+
+    def _lexeme_flags(self, word: str, language: str) -> tuple[bool, bool]:
+        flags = self.__dict__.setdefault("_flags", {})
+        if word not in flags:
+            lexeme = self.get_nlp(language).vocab[word]
+            flags[word] = (lexeme.is_stop, lexeme.is_punct)
+        return flags[word]
+
+    def is_stopword(self, word: str, language: str) -> bool:
+        return self._lexeme_flags(word, language)[0]
+
+    def is_punct(self, word: str, language: str) -> bool:
+        return self._lexeme_flags(word, language)[1]
 
 
 class NameListRecognizer(EntityRecognizer):  # type: ignore[misc]

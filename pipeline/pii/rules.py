@@ -209,3 +209,14 @@ def _known_if_alone(candidate: str) -> bool:
     words = candidate.split()
     first, last = _faker_names()
     return len(words) > 1 or words[0] in first or words[0] in last
+
+
+def may_hold_pii(text: str, names: bool = True) -> bool:
+    """Whether any recognizer could find something `_findings` keeps: every card, IBAN, SSN,
+    phone, IPv4 and street address holds a digit, an e-mail an @, an IPv6 address a colon, a
+    person or place a proper word (`may_hold_name`; `names=False` for identifiers). The rest
+    ("Thank them for the feedback.") skip presidio altogether: its recognizers and context
+    words cost ~0.3 ms a text for nothing."""
+    if "@" in text or ":" in text or any(char.isdigit() for char in text):
+        return True
+    return names and may_hold_name(text)
