@@ -264,6 +264,9 @@ def test_first_runs_racing_for_the_key_agree_on_one(tmp_path: Path, monkeypatch)
         ("Priya called yesterday.", True),  # a known name opening the text
         ("Thanks. Lopez will call.", True),  # a known last name opening a sentence
         ('He wrote: "Meet me in Lyon"', True),
+        ("Berlin is cold this week.", True),  # a known place opening the text
+        ("Texas", True),  # a tag
+        ("Zorblatt called.", False),  # what the gate gives up: an unknown name opening a sentence
         ("all lower case, no names at all", False),
     ],
 )
@@ -285,3 +288,16 @@ def test_gated_texts_keep_every_other_kind_and_sentence_initial_names() -> None:
         "[PERSON] called yesterday.",
         "Ship it to [ADDRESS] today.",
     ]
+
+
+def test_plain_ids_skip_analysis_and_the_other_shapes_do_not() -> None:
+    from pipeline.pii.rules import may_hold_pii
+
+    assert not any(may_hold_pii(i, names=False) for i in ("m0000042", "i0000042", "evt4155550132"))
+    # Two letters could open an IBAN; an underscore or dash lets a phone start after it.
+    assert all(
+        may_hold_pii(i, names=False)
+        for i in ("de89370400440532013000", "u_4155550132", "a-536904399")
+    )
+    found = detect(["u_4155550132", "m4155550132", "de89370400440532013000"], ner=False)
+    assert [[s.kind for s in spans] for spans in found] == [["phone"], [], ["iban"]]

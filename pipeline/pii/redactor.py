@@ -3,7 +3,6 @@ result kept in the lake), identifier columns pseudonymized per tenant."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections import Counter
 from collections.abc import Iterable
@@ -70,7 +69,9 @@ class Redactor:
     def _hash(self, texts: pl.Series) -> pl.Series:
         return pl.Series(
             "text_hash",
-            [hmac.new(self.key, t.encode(), hashlib.sha256).hexdigest() for t in texts.to_list()],
+            # hmac.digest: the same HMAC-SHA256 as hmac.new(…).hexdigest(), in one C call (a night
+            # hashes every distinct text and id of the tenant, ~230,000 at 100,000 memories).
+            [hmac.digest(self.key, t.encode(), "sha256").hex() for t in texts.to_list()],
             dtype=pl.String,
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import pkgutil
 import re
 from functools import lru_cache
 
@@ -109,7 +110,7 @@ _STREET_PATTERNS = (
     r"\b\d{1,5},?\s+(?:rue|avenue|boulevard|bd|place|allée|chemin|impasse|quai)\s+(?:(?:de|du|des|la|le|l')\s*)*[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)*",
     r"\b(?:Calle|Avenida|Via|Viale|Piazza|Rua|Plaza)\s+(?:(?:de|del|la|dei|della)\s+)*[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)*,?\s+\d{1,5}\b",
 )
-_RULES_VERSION = "2"  # 2: the NER runs only where `may_hold_name`
+_RULES_VERSION = "2"  # 2: the NER runs only where `may_hold_name`, presidio where `may_hold_pii`
 
 
 def detector_version() -> str:
@@ -187,18 +188,41 @@ def _starts_sentence(text: str, start: int) -> bool:
     return before[-1] in ".!?" and len(before) < len(window)
 
 
+_PLACE_LISTS = ("cities", "city_names", "states", "provinces", "regions", "counties", "countries")
+
+
+@lru_cache(maxsize=1)
+def _faker_places() -> frozenset[str]:
+    """One-word place names (cities, states, regions, countries) of Faker's address providers in
+    every locale it ships: "Berlin", "Lyon", "Texas"."""
+    import faker.providers.address as address
+
+    places: set[str] = set()
+    for module in pkgutil.iter_modules(address.__path__):
+        provider = importlib.import_module(f"{address.__name__}.{module.name}").Provider
+        for attribute in _PLACE_LISTS:
+            for place in getattr(provider, attribute, ()):
+                if isinstance(place, str) and " " not in place:
+                    places.add(place)
+    return frozenset(places)
+
+
 def may_hold_name(text: str) -> bool:
     """Whether the NER could find a person or place here that `_findings` would keep. A kept NER
     span holds a proper word (`_has_proper_word`), so a text without one needs no NER; a proper
     word that only opens a sentence ("Thank them…", "Decide…") counts only if it is a known
-    first or last name ("Priya called."). The NER is ~85 % of a text's analysis and most answers
-    and many prompts have no such word; the labelled corpus's detections are unchanged."""
+    first or last name or place ("Priya called.", "Berlin is cold."). The NER is ~85 % of a
+    text's analysis and most answers and many prompts have no such word. What this gives up: a
+    name or place opening a sentence that no list knows ("Zorblatt called.")."""
     first, last = _faker_names()
+    places = _faker_places()
     for match in _WORD.finditer(text):
         word = match.group()
         if not _is_proper(word):
             continue
-        if not _starts_sentence(text, match.start()) or word in first or word in last:
+        if not _starts_sentence(text, match.start()):
+            return True
+        if word in first or word in last or word in places:
             return True
     return False
 
@@ -211,12 +235,21 @@ def _known_if_alone(candidate: str) -> bool:
     return len(words) > 1 or words[0] in first or words[0] in last
 
 
+# One ASCII letter, or three or more, then only digits ("m0000042", "evt123"): every digit is glued
+# to a letter, so no card, SSN or phone can start there (their patterns and phonenumbers' matcher
+# need a non-word character or a non-letter before the first digit), and no IBAN (two letters
+# exactly, then two digits) nor e-mail or IP address fits. Most ids of a night are of this shape.
+_PLAIN_ID = re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+")
+
+
 def may_hold_pii(text: str, names: bool = True) -> bool:
     """Whether any recognizer could find something `_findings` keeps: every card, IBAN, SSN,
     phone, IPv4 and street address holds a digit, an e-mail an @, an IPv6 address a colon, a
-    person or place a proper word (`may_hold_name`; `names=False` for identifiers). The rest
-    ("Thank them for the feedback.") skip presidio altogether: its recognizers and context
+    person or place a proper word (`may_hold_name`; `names=False` for identifiers), and a plain
+    id (`_PLAIN_ID`) none of them. The rest ("Thank them for the feedback.") skip presidio altogether: its recognizers and context
     words cost ~0.3 ms a text for nothing."""
+    if _PLAIN_ID.fullmatch(text):
+        return False
     if "@" in text or ":" in text or any(char.isdigit() for char in text):
         return True
     return names and may_hold_name(text)
