@@ -134,6 +134,23 @@ def test_latest_is_swapped_by_compare_and_swap_and_never_back(paths: Paths) -> N
     assert MemoryPack.load(tenant).version == first.version
 
 
+def test_a_fresh_load_from_s3_refuses_a_rolled_back_latest(paths: Paths, tmp_path: Path) -> None:
+    """The app's seen-versions file is local; the packs are on S3: a restart after LATEST was
+    pointed back refuses the older pack, an operator's rollback is accepted with allow_older."""
+    first = _publish(paths)
+    _change_lake(paths, 0.5)
+    second = _publish(paths, days=1)
+    tenant = paths.packs / "acme"
+    seen = tmp_path / "app" / "packs-seen.json"
+    assert MemoryPack.load(tenant, seen=seen).version == second.version
+    assert rollback(tenant, first.version) == first.version
+    with pytest.raises(PackError, match="published before") as caught:
+        MemoryPack.load(tenant, seen=seen)
+    assert "\n" not in str(caught.value) and "allow_older=True" in str(caught.value)
+    assert MemoryPack.load(tenant, seen=seen, allow_older=True).version == first.version
+    assert MemoryPack.load(tenant, seen=seen).version == first.version  # the new floor
+
+
 def test_retention_removes_old_versions_from_the_store(paths: Paths) -> None:
     published = []
     for day, confidence in enumerate((0.9, 0.8, 0.7)):

@@ -9,7 +9,15 @@ import polars as pl
 import pytest
 
 from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
-from pipeline.pii import PSEUDONYM, RedactionCache, Redactor, detect, pseudonym, redact_text
+from pipeline.pii import (
+    PSEUDONYM,
+    RedactionCache,
+    Redactor,
+    analyse,
+    detect,
+    pseudonym,
+    redact_text,
+)
 from pipeline.pii_guard import find_pii, iban_valid, luhn_valid
 
 KEY = b"test-key"
@@ -244,3 +252,52 @@ def test_first_runs_racing_for_the_key_agree_on_one(tmp_path: Path, monkeypatch)
             keys = set(pool.map(_first_key, [home] * 8))
             assert len(keys) == 1 and len(keys.pop()) == 64
             assert [p.name for p in (tmp_path / str(round_) / "secrets").iterdir()] == ["pii.key"]
+
+
+@pytest.mark.parametrize(
+    ("text", "needs_ner"),
+    [
+        ("Thank them for the feedback and ask for one concrete example.", False),
+        ("Decide your boundary first. Then call them back (#12).", False),
+        ("My landlord cancelled again. How should I respond?", False),
+        ("Their name is Carlos. What do I say?", True),  # a proper word inside a sentence
+        ("Priya called yesterday.", True),  # a known name opening the text
+        ("Thanks. Lopez will call.", True),  # a known last name opening a sentence
+        ('He wrote: "Meet me in Lyon"', True),
+        ("Berlin is cold this week.", True),  # a known place opening the text
+        ("Texas", True),  # a tag
+        ("Zorblatt called.", False),  # what the gate gives up: an unknown name opening a sentence
+        ("all lower case, no names at all", False),
+    ],
+)
+def test_ner_runs_only_where_a_name_could_be_kept(text: str, needs_ner: bool) -> None:
+    from pipeline.pii.rules import may_hold_name
+
+    assert may_hold_name(text) is needs_ner
+
+
+def test_gated_texts_keep_every_other_kind_and_sentence_initial_names() -> None:
+    """Texts the NER skips still get the pattern kinds; a name opening a sentence still goes."""
+    texts = [
+        "Thank them and mail bob@example.com or call +33 6 12 34 56 78.",
+        "Priya Lopez called yesterday.",
+        "Ship it to 221B Baker Street today.",
+    ]
+    assert [r for r, _ in analyse(texts)] == [
+        "Thank them and mail [EMAIL] or call [PHONE].",
+        "[PERSON] called yesterday.",
+        "Ship it to [ADDRESS] today.",
+    ]
+
+
+def test_plain_ids_skip_analysis_and_the_other_shapes_do_not() -> None:
+    from pipeline.pii.rules import may_hold_pii
+
+    assert not any(may_hold_pii(i, names=False) for i in ("m0000042", "i0000042", "evt4155550132"))
+    # Two letters could open an IBAN; an underscore or dash lets a phone start after it.
+    assert all(
+        may_hold_pii(i, names=False)
+        for i in ("de89370400440532013000", "u_4155550132", "a-536904399")
+    )
+    found = detect(["u_4155550132", "m4155550132", "de89370400440532013000"], ner=False)
+    assert [[s.kind for s in spans] for spans in found] == [["phone"], [], ["iban"]]

@@ -50,6 +50,7 @@ from memorypack.results import (
     SkillChoice,
     Template,
 )
+from memorypack.seen import accept
 from memorypack.selector import Selector, SelectorFailed, call_with_timeout, parse_choices
 
 log = logging.getLogger(__name__)
@@ -297,6 +298,7 @@ class MemoryPack:
         self.as_of = datetime.fromisoformat(manifest["as_of"].replace("Z", "+00:00"))
         self.refresh_error: str | None = None  # why the last `refreshed()` kept this pack
         self._key: str | bytes | None = None
+        self._seen: str | os.PathLike[str] | None = None  # the app's seen-versions file
         self.memories = _read(folder, "memories.parquet", manifest)
         self.embeddings: np.ndarray = _embeddings(folder, self.memories.num_rows)
         self.dim = int(self.embeddings.shape[1])
@@ -319,9 +321,16 @@ class MemoryPack:
         version: str | None = None,
         verify: bool = True,
         key: str | bytes | None = None,
+        seen: str | os.PathLike[str] | None = None,
+        allow_older: bool = False,
     ) -> MemoryPack:
         """Resolve LATEST (or `version`), check the manifest's seal (and signature, with a `key` or
         MEMORYPACK_PACK_KEY), its fields and folder, every file's size and sha256, and index.
+
+        `seen`: a local file where this app records the newest pack it accepted per tenant
+        (`memorypack.seen`); a pack published before it, or with an older `as_of`, is refused
+        unless `allow_older=True` (an operator's rollback, which becomes the new floor). Without
+        it a fresh process follows whatever LATEST names, a rolled-back one included.
 
         Any malformed or foreign pack raises PackError with one line. `verify=False` skips only
         the data files' sha256 (the manifest, sizes and contents are still checked). The files
@@ -347,7 +356,9 @@ class MemoryPack:
                 raise PackError(f"pack {folder} cannot be indexed: {_one_line(error)}") from None
             for job in hashed:
                 job.result()
-        pack._key = key
+        if seen is not None:
+            accept(seen, pack.tenant_id, pack.version, pack.as_of, allow_older)
+        pack._key, pack._seen = key, seen
         return pack
 
     def refreshed(self, allow_older: bool = False) -> MemoryPack:
@@ -372,7 +383,9 @@ class MemoryPack:
                     f"the loaded {self.version} (a rollback: refreshed(allow_older=True) follows it)"
                 )
             # The version checked above, not whatever LATEST says by the time it is read again.
-            fresh = MemoryPack.load(tenant_dir, version=latest, key=self._key)
+            fresh = MemoryPack.load(
+                tenant_dir, version=latest, key=self._key, seen=self._seen, allow_older=allow_older
+            )
             if not allow_older and fresh.as_of < self.as_of:
                 raise PackError(
                     f"pack {latest} of {tenant_dir} is as of {fresh.as_of.isoformat()}, older "

