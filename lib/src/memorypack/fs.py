@@ -13,6 +13,7 @@ S3-compatible store (e.g. `http://127.0.0.1:8333` for a local SeaweedFS).
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import os
 from collections.abc import Iterator
@@ -126,8 +127,6 @@ class ObjectPath:
     def glob(self, pattern: str) -> Iterator[ObjectPath]:
         """Objects and prefixes below this one whose relative key matches `pattern` (`*` within
         one level, `**/` any levels), as `Path.glob` matches names."""
-        import fnmatch
-
         depth = pattern.count("/") + 1
         found: set[ObjectPath] = set()
         for obj in self.walk_files():
@@ -135,7 +134,7 @@ class ObjectPath:
             # the object itself and every prefix above it that lies below this one
             for n in range(1, len(parts) + 1):
                 candidate = "/".join(parts[:n])
-                if _glob_match(fnmatch, candidate, pattern, depth):
+                if _glob_match(candidate, pattern, depth):
                     found.add(self / candidate)
         yield from sorted(found, key=lambda p: p.key)
 
@@ -231,14 +230,14 @@ class ObjectPath:
 Location = Path | ObjectPath
 
 
-def _glob_match(fnmatch: Any, candidate: str, pattern: str, depth: int) -> bool:
+def _glob_match(candidate: str, pattern: str, depth: int) -> bool:
     """`Path.glob` semantics for the patterns the pipeline uses: `**/x` matches x at any depth,
     otherwise each `/`-separated level of the pattern matches one level of the key."""
     if pattern.startswith("**/"):
         rest = pattern[3:]
         levels = candidate.split("/")
         width = rest.count("/") + 1
-        return len(levels) >= width and _glob_match(fnmatch, "/".join(levels[-width:]), rest, width)
+        return len(levels) >= width and _glob_match("/".join(levels[-width:]), rest, width)
     levels = candidate.split("/")
     return len(levels) == depth and all(
         fnmatch.fnmatchcase(level, part)
