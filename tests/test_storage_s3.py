@@ -160,3 +160,16 @@ def test_an_s3_write_is_one_whole_object(homes: tuple[Paths, Paths]) -> None:
     assert isinstance(path, ObjectPath)
     assert [p.name for p in path.parent.walk_files()] == ["data.parquet"]
     assert read_file(path).equals(frame)
+
+
+def test_forget_on_an_s3_home_refuses_in_one_line(
+    homes: tuple[Paths, Paths], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.cli import main
+
+    s3, _ = homes
+    Lake(s3.for_tenant("acme")).write("feedback_scores", _frame("acme", 1))
+    code = main(["forget", "--home", str(s3.home), "--tenant", "acme", "--contact", "c1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert err.startswith("memorypack: forget and export do not work on an object-store home")
