@@ -23,6 +23,7 @@ from pipeline.erasure import Tombstones, forget
 from pipeline.homelock import ANALYTICS, tenant_locks
 from pipeline.ingest import TYPED_TABLES, ingest_folder
 from pipeline.layout import build_typed_tables, migrate_layout
+from pipeline.storage import scan_files
 from pipeline.tables import COMMENTS, table_name
 
 CONSERVATION = "lines_read_equals_accepted_plus_duplicates_plus_quarantined"
@@ -57,8 +58,9 @@ def _ingest_partition(
     folder = home.landing_dir / key
     others = [k for k in lake.partition_keys("events") if k != key]
     existing = (
-        pl.scan_parquet([home.paths.partition("events", k) for k in others]).select(
-            "tenant_id", "event_id", "content_hash"
+        scan_files(
+            [home.paths.partition("events", k) for k in others],
+            columns=["tenant_id", "event_id", "content_hash"],
         )
         if others
         else None
@@ -97,7 +99,7 @@ def _carry_out_erasures(
     for tenant, contact in asked:
         if done.erased(tenant, contact):
             continue
-        with tenant_locks(home.paths.home, "erasure request", tenant, ANALYTICS):
+        with tenant_locks(home.paths.local, "erasure request", tenant, ANALYTICS):
             report = forget(home.paths, tenant, contact, source="log")
         erased += 1
         log.info(f"erasure request of tenant {tenant} carried out: " + "; ".join(report.lines()))
@@ -205,7 +207,7 @@ def typed_event_tables(
     if moved:
         context.log.info(f"moved tables of the earlier layout into tenant folders: {moved}")
     built = build_typed_tables(
-        home.paths, lock=lambda t: tenant_locks(home.paths.home, "ingest", t)
+        home.paths, lock=lambda t: tenant_locks(home.paths.local, "ingest", t)
     )
     known = set(context.instance.get_dynamic_partitions(TENANTS.name))
     new = sorted(set(built.tenants) - known)

@@ -24,7 +24,7 @@ from pipeline.decay import (
     snapshot,
     snapshot_problems,
 )
-from pipeline.storage import Lake
+from pipeline.storage import Lake, read_file
 from pipeline.tables import COMMENTS
 
 SNAPSHOT_CHECKS = ("confidence_in_range", "every_memory_present", "status_consistent")
@@ -49,7 +49,7 @@ def _snapshot_one(
         settings.stage("scoring"),
     )
     path = home.paths.partition("decay_snapshots", key)
-    changed = not (path.exists() and pl.read_parquet(path).equals(snap))
+    changed = not (path.exists() and read_file(path).equals(snap))
     if changed:
         lake.write_partition("decay_snapshots", key, snap)
     return snap, known_memory_count(interactions, statements, as_of), changed
@@ -210,7 +210,7 @@ def memory_audit(
         raise dg.Failure(
             "memory_audit: no decay snapshot in the lake yet; materialize decay_snapshots first"
         )
-    snap = pl.read_parquet(home.paths.partition("decay_snapshots", key))
+    snap = read_file(home.paths.partition("decay_snapshots", key))
     conflicts = home.optional("memory_conflicts")
     conflicts = conflicts.select(*CONFLICT_SCHEMA) if conflicts is not None else None
     statements = lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA)

@@ -11,7 +11,7 @@ import dagster as dg
 import polars as pl
 from pydantic import PrivateAttr
 
-from pipeline.config import DEFAULT_HOME, Paths
+from pipeline.config import DEFAULT_HOME, Paths, scratch_in_local
 from pipeline.homelock import ANALYTICS, clean_leftovers, home_lock
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache, TextVectors
@@ -54,7 +54,8 @@ class MemorypackHome(dg.ConfigurableResource):
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[MemorypackHome]:
-        home, log = self.paths.home, context.log
+        home, log = self.paths.local, context.log  # locks are local files (see homelock)
+        scratch_in_local(self.paths)
         run = context.dagster_run
         self._scope = run_scope(run, context.instance)
         partition = run.tags.get("dagster/partition", "") if run else ""

@@ -32,7 +32,8 @@ def rendered_config() -> str:
 
 
 def dagster_home(home: Path) -> Path:
-    """DAGSTER_HOME when set, else `<home>/dagster`, with the packaged dagster.yaml in it.
+    """DAGSTER_HOME when set, else `<home>/dagster` (`home`: the home's local folder, see
+    `Paths.local`), with the packaged dagster.yaml in it.
 
     `<home>/dagster` is memorypack's: its dagster.yaml is rewritten whenever it differs from the
     packaged one. A DAGSTER_HOME set explicitly is the user's: its dagster.yaml is written only
@@ -51,4 +52,4 @@ def dagster_home(home: Path) -> Path:
 
 
 if __name__ == "__main__":
-    print(dagster_home(Paths.from_env().home))
+    print(dagster_home(Paths.from_env().local))

@@ -17,6 +17,7 @@ import dagster as dg
 
 from assets.resources import TENANTS_NAME, MemorypackHome
 from jobs.instance import dagster_home
+from memorypack.fs import ObjectPath
 from pipeline.config import Paths, offline_environment
 from pipeline.errors import one_line
 
@@ -88,7 +89,7 @@ def _step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]
 
 def _instance(paths: Paths) -> dg.DagsterInstance:
     """The instance `make ui` shows too (DAGSTER_HOME, else `<home>/dagster`; jobs/instance.py)."""
-    return dg.DagsterInstance.from_config(str(dagster_home(paths.home)))
+    return dg.DagsterInstance.from_config(str(dagster_home(paths.local)))
 
 
 def _execute(
@@ -137,7 +138,7 @@ def _execute(
 
 
 def run_tenant(
-    home: Path,
+    home: str | Path | ObjectPath,
     landing: Path,
     tenant: str,
     load_dates: list[str],
@@ -200,7 +201,7 @@ def _tenant_runs(
 
 
 def run_nightly(
-    home: Path,
+    home: str | Path | ObjectPath,
     landing: Path,
     start: str,
     end: str,
@@ -240,7 +241,7 @@ def run_nightly(
             changed = dict(materialization.metadata["changed"].value)  # type: ignore[arg-type]
     outcome.tenants = {}
     calls = [
-        (home, landing, tenant, dates, log_level, settings, fast)
+        (str(paths.home), landing, tenant, dates, log_level, settings, fast)
         for tenant, dates in sorted(changed.items())
     ]
     for tenant, tenant_outcome in _tenant_runs(calls, workers, instance):

@@ -17,7 +17,7 @@ from pipeline import tables
 from pipeline.config import Paths
 from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions, tenant_folders
-from pipeline.storage import LOADED_FILES, Lake, Warehouse, parquet_source, sql_quote
+from pipeline.storage import LOADED_FILES, Lake, Warehouse, lake_source, sql_quote
 from pipeline.tables import COMMENTS
 
 # The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
@@ -110,10 +110,14 @@ def _sql(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[object, ...]]:
     return con.execute(sql).fetchall()
 
 
-def _source(paths: Paths, name: str) -> str | None:
-    """DuckDB's reader of a lake table's files, or None when it has none yet."""
+def _load_from_lake(con: duckdb.DuckDBPyConnection, paths: Paths, name: str) -> bool:
+    """Create table `name` from its lake files; False when the lake has none yet."""
     files = Lake(paths).files(name)
-    return parquet_source(list(files.values()), hive="" not in files) if files else None
+    if not files:
+        return False
+    with lake_source(con, list(files.values()), hive="" not in files) as source:
+        _sql(con, f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
+    return True
 
 
 def pack_versions_frame(paths: Paths) -> pl.DataFrame:
@@ -213,7 +217,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     never opens the live file for writing, so it can never be blocked by one.
     """
     began = datetime.now(UTC)
-    paths.home.mkdir(parents=True, exist_ok=True)
+    paths.local.mkdir(parents=True, exist_ok=True)
     target = paths.analytics
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     readable = temp.with_name(temp.name.replace(".tmp", ".v1.tmp"))
@@ -231,15 +235,11 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                 if name == "pack_versions":
                     con.register("pack_versions_frame", pack_versions_frame(paths).to_arrow())
                     source = "pack_versions_frame"
-                elif name not in present:
-                    source = _source(paths, name)
-                    if source is None:
-                        if name in TABLES:  # an analysts' table; the others are extras
-                            report.missing.append(name)
-                            notes.append(
-                                (name, "missing", None, "not in the lake yet (stage not run)")
-                            )
-                        continue
+                elif name not in present and not _load_from_lake(con, paths, name):
+                    if name in TABLES:  # an analysts' table; the others are extras
+                        report.missing.append(name)
+                        notes.append((name, "missing", None, "not in the lake yet (stage not run)"))
+                    continue
                 if source is not None:
                     _sql(con, f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
                 _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')

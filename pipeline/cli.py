@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from memorypack import PackError
+from memorypack.fs import Location
 from pipeline import __version__
-from pipeline.config import Paths, first_partition_date, offline_environment
+from pipeline.config import Paths, first_partition_date, offline_environment, scratch_in_local
 from pipeline.errors import UserError
 from pipeline.homelock import ANALYTICS, clean_leftovers, home_lock, tenant_locks
 
@@ -69,7 +70,7 @@ EXIT_NOT_PUBLISHED = 3
 
 
 def _run(
-    home: Path,
+    home: Location,
     landing: Path,
     start: str,
     end: str,
@@ -94,8 +95,10 @@ def _run(
     def busy(holder: str) -> None:
         print(f"memorypack: home {home} is busy: {holder}; waiting for it", flush=True)
 
-    with home_lock(home, command, wait=wait, on_busy=busy):
-        leftovers = clean_leftovers(home)
+    local = Paths.from_env(home).local  # locks are local files (one host; see README)
+    scratch_in_local(Paths.from_env(home))
+    with home_lock(local, command, wait=wait, on_busy=busy):
+        leftovers = clean_leftovers(local)
         if leftovers:
             print(f"memorypack: removed {len(leftovers)} leftover(s) of a killed run")
             log.info("removed %s", ", ".join(map(str, leftovers)))
@@ -270,10 +273,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
     command = f"memorypack forget --tenant {args.tenant}"
     with (
-        home_lock(paths.home, command, args.wait, busy),
-        tenant_locks(paths.home, command, args.tenant, ANALYTICS),
+        home_lock(paths.local, command, args.wait, busy),
+        tenant_locks(paths.local, command, args.tenant, ANALYTICS),
     ):
-        clean_leftovers(paths.home)
+        clean_leftovers(paths.local)
         report = forget(paths, args.tenant, args.contact, source="cli")
     for line in report.lines():
         print(f"memorypack: {line}")
@@ -318,7 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="generate sample logs, run the nightly job, publish packs")
     demo.add_argument(
-        "--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)"
+        "--home",
+        default=None,
+        help="memorypack home: a folder or s3://bucket/prefix (default MEMORYPACK_HOME or ./data)",
     )
     demo.add_argument("--days", type=int, default=DEMO_DAYS)
     demo.add_argument("--interactions", type=int, default=1500)
@@ -327,7 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="one Dagster run of the nightly job (no daemon needed)")
     run.add_argument(
-        "--home", default=None, help="memorypack home (default MEMORYPACK_HOME or ./data)"
+        "--home",
+        default=None,
+        help="memorypack home: a folder or s3://bucket/prefix (default MEMORYPACK_HOME or ./data)",
     )
     run.add_argument("--landing", default=None, help="landing folder (default <home>/landing)")
     run.add_argument("--date", type=_date, help="one load date")

@@ -1,17 +1,22 @@
-"""Where things live: the home folder (MEMORYPACK_HOME) and every path under it."""
+"""Where things live: the home (MEMORYPACK_HOME, a folder or an `s3://bucket/prefix` URL) and
+every location under it, plus the local work folder for what must be a local file."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from memorypack.fs import Location, StorageError, location
+from memorypack.fs import Location, ObjectPath, StorageError, location
 from pipeline.errors import UserError
 from pipeline.tables import PARTITION_COLUMNS as PARTITION_COLUMNS
 from pipeline.tables import SHARED_TABLES as SHARED_TABLES
 
 DEFAULT_HOME = "./data"
+# On an object-store home: the local folder for what must be a local file (DuckDB files, locks,
+# model working copies, the Dagster instance, pack staging, landing by default).
+LOCAL_ENV = "MEMORYPACK_LOCAL_DIR"
 # Where packs are published, when not under the home: a folder or an s3://bucket/prefix URL.
 PACKS_ENV = "MEMORYPACK_PACKS"
 # The hive column of each partitioned lake table (the key is always a load date), and the lake
@@ -37,47 +42,67 @@ def offline_environment() -> None:
 
 @dataclass(frozen=True)
 class Paths:
-    """Every location under one home folder (SPEC §1), seen by the whole home (`tenant=None`:
-    every tenant's rows) or by one tenant's run (`for_tenant`: only that tenant's folders)."""
+    """Every location under one home (SPEC §1), seen by the whole home (`tenant=None`: every
+    tenant's rows) or by one tenant's run (`for_tenant`: only that tenant's folders).
 
-    home: Path
+    The home is a local folder or an object-store prefix (`ObjectPath`): the lake (tables,
+    caches, tombstones) and the packs live there. What must be a local file lives in `local`: the
+    home itself when it is a folder, else a work folder of this host (MEMORYPACK_LOCAL_DIR)."""
+
+    home: Location
     tenant: str | None = None
 
     @classmethod
-    def from_env(cls, home: str | os.PathLike[str] | None = None) -> Paths:
-        return cls(Path(home or os.environ.get("MEMORYPACK_HOME", DEFAULT_HOME)).resolve())
+    def from_env(cls, home: str | os.PathLike[str] | ObjectPath | None = None) -> Paths:
+        return cls(home_location(home or os.environ.get("MEMORYPACK_HOME") or DEFAULT_HOME))
 
     def for_tenant(self, tenant: str | None) -> Paths:
         return Paths(self.home, tenant)
 
     @property
-    def landing(self) -> Path:
-        env = os.environ.get("MEMORYPACK_LANDING")
-        return Path(env).resolve() if env else self.home / "landing"
+    def on_object_store(self) -> bool:
+        return isinstance(self.home, ObjectPath)
 
     @property
-    def lake(self) -> Path:
+    def local(self) -> Path:
+        """Where this host keeps what must be a local file: the home folder itself, or for an
+        object-store home MEMORYPACK_LOCAL_DIR (default: a folder of the user's cache named after
+        the home's URL). Everything in it is derived or host-bound: it can be deleted."""
+        if isinstance(self.home, Path):
+            return self.home
+        return local_dir(self.home)
+
+    @property
+    def landing(self) -> Path:
+        """MEMORYPACK_LANDING, else `<home>/landing` (on an object-store home `<local>/landing`:
+        landing files are read from a local folder, the host's inbox)."""
+        env = os.environ.get("MEMORYPACK_LANDING")
+        return Path(env).resolve() if env else self.local / "landing"
+
+    @property
+    def lake(self) -> Location:
         return self.home / "lake"
 
     @property
-    def embedding_cache(self) -> Path:
+    def embedding_cache(self) -> Location:
         return self.table_root("embedding_cache")
 
     @property
-    def pii_cache(self) -> Path:
+    def pii_cache(self) -> Location:
         return self.table_root("pii_cache")
 
     @property
     def warehouse(self) -> Path:
-        return self.home / "warehouse.duckdb"
+        return self.local / "warehouse.duckdb"
 
     @property
     def analytics(self) -> Path:
-        return self.home / "analytics.duckdb"
+        return self.local / "analytics.duckdb"
 
     @property
     def models(self) -> Path:
-        return self.home / "models"
+        """Model working copies (ONNX exports, DPO policies): torch and onnxruntime read files."""
+        return self.local / "models"
 
     @property
     def packs(self) -> Location:
@@ -85,7 +110,7 @@ class Paths:
         settings from the AWS environment variables, see `memorypack.fs`)."""
         return packs_location(os.environ.get(PACKS_ENV) or self.home / "packs")
 
-    def table_root(self, name: str) -> Path:
+    def table_root(self, name: str) -> Location:
         """The folder of table `name` this view writes: the tenant's own, for a tenant's view of
         a table laid out by tenant."""
         root = self.lake / name
@@ -93,20 +118,55 @@ class Paths:
             return root
         return root / f"{TENANT_COLUMN}={self.tenant}"
 
-    def table(self, name: str) -> Path:
+    def table(self, name: str) -> Location:
         """A whole (non-partitioned) lake table: one Parquet file (per tenant)."""
         return self.table_root(name) / "data.parquet"
 
-    def partition(self, name: str, key: str, column: str | None = None) -> Path:
+    def partition(self, name: str, key: str, column: str | None = None) -> Location:
         """One partition of a partitioned lake table (hive layout, one file per partition)."""
         column = column or PARTITION_COLUMNS.get(name, "load_date")
         return self.table_root(name) / f"{column}={key}" / "data.parquet"
 
 
-def packs_location(where: str | os.PathLike[str]) -> Location:
+def packs_location(where: str | os.PathLike[str] | ObjectPath) -> Location:
     """A packs root from a path or URL; a bad URL is a one-line UserError."""
     try:
         found = location(where)
     except StorageError as error:
         raise UserError(str(error)) from None
     return found.resolve() if isinstance(found, Path) else found
+
+
+def scratch_in_local(paths: Paths) -> None:
+    """On an object-store home, this process's temporary files (pack staging, training scratch,
+    libraries' temp files) go to `<local>/tmp`: nothing of the home lands on local disk outside
+    the local work folder. A folder home keeps the system's temp folder."""
+    if not paths.on_object_store:
+        return
+    import tempfile
+
+    folder = paths.local / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = str(folder)
+
+
+def home_location(where: str | os.PathLike[str] | ObjectPath) -> Location:
+    """A home from a path or an `s3://bucket/prefix` URL; a bad URL is a one-line UserError."""
+    try:
+        found = location(where)
+    except StorageError as error:
+        raise UserError(f"home {error}") from None
+    if isinstance(found, ObjectPath) and "/" not in found.key:
+        raise UserError(f"home {found} names a bucket only: use s3://bucket/prefix")
+    return found.resolve() if isinstance(found, Path) else found
+
+
+def local_dir(home: ObjectPath) -> Path:
+    """MEMORYPACK_LOCAL_DIR, else `<user cache>/memorypack/<bucket>-<hash of the home URL>`."""
+    env = os.environ.get(LOCAL_ENV)
+    if env:
+        return Path(env).resolve()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
+    return (cache / "memorypack" / f"{home.bucket}-{digest}").resolve()

@@ -25,7 +25,7 @@ from pipeline.erasure_files import scrub_dagster_history, scrub_landing
 from pipeline.errors import UserError
 from pipeline.pii import pii_key, pseudonym
 from pipeline.scrub import FRAGMENT_CHARS, MIN_FRAGMENT_CHARS, Needles, scrub_frame
-from pipeline.storage import Lake, Warehouse, write_parquet_atomic
+from pipeline.storage import Lake, Warehouse, read_file, write_parquet_atomic
 from pipeline.tables import COMMENTS
 
 # Where tombstones live: a lake table only the ingest and this module read (not in the warehouse:
@@ -40,6 +40,17 @@ TEXT_FIELDS = ("input", "output", "summary", "comment", "corrected_output", "con
 INGEST_TABLES = ("events", "quarantine", "ingest_stats")
 CACHES = ("pii_cache", "embedding_cache")
 _JSON_ID = r'"{field}"\s*:\s*"((?:[^"\\]|\\.)*)"'
+
+
+def _lake_dir(paths: Paths) -> Path:
+    """The lake folder erasure rewrites file by file; an object-store home is refused in one line
+    (erasure there is not built yet: packs on S3 are, `MEMORYPACK_PACKS=s3://…`)."""
+    if not isinstance(paths.lake, Path):
+        raise UserError(
+            f"forget and export do not work on an object-store home yet ({paths.home}): "
+            "see README, Scaling out"
+        )
+    return paths.lake
 
 
 def tombstone_hash(key: bytes, tenant_id: str, kind: str, value: str) -> str:
@@ -177,7 +188,7 @@ def _fragments(candidates: Iterable[str], others: set[str]) -> tuple[str, ...]:
 def _cached_redactions(paths: Paths, hashes: set[str]) -> set[str]:
     """What packs and the analytics snapshot hold for their texts: their redacted forms, read from
     the redaction cache (every detector version's) by the keyed hash of the text."""
-    parts = sorted((paths.lake / "pii_cache").glob("**/part-*.parquet"))
+    parts = sorted((_lake_dir(paths) / "pii_cache").glob("**/part-*.parquet"))
     if not parts or not hashes:
         return set()
     found = (
@@ -266,7 +277,7 @@ class Tombstones:
         key = pii_key(paths.home)
         if not path.exists():
             return cls(key)
-        frame = pl.read_parquet(path)
+        frame = read_file(path)
         pairs = {
             kind: frozenset(
                 frame.filter(pl.col("kind") == kind).select("tenant_id", "subject_hash").iter_rows()
@@ -344,7 +355,7 @@ def record_tombstone(paths: Paths, key: bytes, subject: Subject, source: str, no
         schema=TOMBSTONE_SCHEMA,
     )
     path = paths.table(TOMBSTONES)
-    old = pl.read_parquet(path) if path.exists() else pl.DataFrame(schema=TOMBSTONE_SCHEMA)
+    old = read_file(path) if path.exists() else pl.DataFrame(schema=TOMBSTONE_SCHEMA)
     new = fresh.join(old, on=["tenant_id", "kind", "subject_hash"], how="anti")
     if new.height:
         write_parquet_atomic(pl.concat([old, new]), path)
@@ -383,7 +394,7 @@ def _scrub_ingest_partition(lake: Lake, key: str, needles: Needles) -> dict[str,
     erased = []
     moved = 0
     if events_path.exists():
-        scrubbed = scrub_frame(pl.read_parquet(events_path), needles)
+        scrubbed = scrub_frame(read_file(events_path), needles)
         if scrubbed.changed:
             write_parquet_atomic(scrubbed.frame, events_path)
             moved = scrubbed.removed.height
@@ -394,7 +405,7 @@ def _scrub_ingest_partition(lake: Lake, key: str, needles: Needles) -> dict[str,
                 )
             )
     quarantine = (
-        pl.read_parquet(quarantine_path)
+        read_file(quarantine_path)
         if quarantine_path.exists()
         else pl.DataFrame(schema=QUARANTINE_SCHEMA)
     )
@@ -410,7 +421,7 @@ def _scrub_ingest_partition(lake: Lake, key: str, needles: Needles) -> dict[str,
         write_parquet_atomic(frame.sort("file", "line_no"), quarantine_path)
     stats_path = paths.partition("ingest_stats", key)
     if moved and stats_path.exists():
-        stats = pl.read_parquet(stats_path).with_columns(
+        stats = read_file(stats_path).with_columns(
             (pl.col("accepted") - moved).alias("accepted"),
             (pl.col("quarantined") + moved).alias("quarantined"),
         )
@@ -432,8 +443,8 @@ def scrub_lake(paths: Paths, needles: Needles) -> dict[str, int]:
     for key in sorted(set(lake.partition_keys("events")) | set(lake.partition_keys("quarantine"))):
         for name, n in _scrub_ingest_partition(lake, key, needles).items():
             add(name, n)
-    for path in sorted(paths.lake.rglob("*.parquet")):
-        table = path.relative_to(paths.lake).parts[0]
+    for path in sorted(_lake_dir(paths).rglob("*.parquet")):
+        table = path.relative_to(_lake_dir(paths)).parts[0]
         if table in (*INGEST_TABLES, TOMBSTONES, POLICY_WITHDRAWALS) or path.name.startswith("."):
             continue
         scrubbed = scrub_frame(pl.read_parquet(path), needles)
@@ -448,8 +459,8 @@ def _lake_text_hashes(paths: Paths, key: bytes) -> set[str]:
     """Keyed hashes of every text (and list item) the lake holds outside its caches: the texts a
     pack or the analytics snapshot can still ask the redaction cache for."""
     hashes: set[str] = set()
-    for path in sorted(paths.lake.rglob("*.parquet")):
-        if path.relative_to(paths.lake).parts[0] in CACHES or path.name.startswith("."):
+    for path in sorted(_lake_dir(paths).rglob("*.parquet")):
+        if path.relative_to(_lake_dir(paths)).parts[0] in CACHES or path.name.startswith("."):
             continue
         frame = pl.read_parquet(path)
         for name, dtype in frame.schema.items():
@@ -466,7 +477,7 @@ def sweep_redaction_cache(paths: Paths, key: bytes) -> int:
     all: a derived text (a conflict's subject, an audit detail) holds the person's words without
     being one of their texts. Texts still in use keep their row; the rest would only be analysed
     again if they came back. Returns rows dropped."""
-    parts = sorted((paths.lake / "pii_cache").glob("**/part-*.parquet"))
+    parts = sorted((_lake_dir(paths) / "pii_cache").glob("**/part-*.parquet"))
     if not parts:
         return 0
     live = list(_lake_text_hashes(paths, key))
@@ -505,7 +516,7 @@ def withdraw_policies(paths: Paths, subject: Subject, now: datetime) -> list[str
             withdrawn.append(folder.name)
     if withdrawn:
         path = paths.table(POLICY_WITHDRAWALS)
-        old = pl.read_parquet(path) if path.exists() else pl.DataFrame(schema=WITHDRAWAL_SCHEMA)
+        old = read_file(path) if path.exists() else pl.DataFrame(schema=WITHDRAWAL_SCHEMA)
         new = pl.DataFrame(
             {
                 "tenant_id": [subject.tenant_id] * len(withdrawn),
@@ -610,6 +621,7 @@ def forget(
     from pipeline.pack.erase import erase_from_packs
 
     check_request(tenant_id, contact_id)
+    _lake_dir(paths)
     reachable_packs(paths)
     began = time.perf_counter()
     now = now or datetime.now(UTC)
@@ -623,7 +635,7 @@ def forget(
     )
     report.removed = scrub_lake(paths, subject.needles)
     report.landing = scrub_landing(paths.landing, subject.needles)
-    report.history = scrub_dagster_history(paths.home / "dagster", subject.needles)
+    report.history = scrub_dagster_history(paths.local / "dagster", subject.needles)
     swept = sweep_redaction_cache(paths, key)
     if swept:
         report.removed["pii_cache:unused"] = swept
@@ -662,12 +674,13 @@ def export(paths: Paths, tenant_id: str, contact_id: str) -> dict[str, Any]:
     from pipeline.pack.erase import pack_mentions
 
     check_request(tenant_id, contact_id)
+    _lake_dir(paths)
     key = pii_key(paths.home)
     tombstones = Tombstones.load(paths)
     subject = find_subject(paths, tenant_id, contact_id, key)
     lake: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(paths.lake.rglob("*.parquet")):
-        table = path.relative_to(paths.lake).parts[0]
+    for path in sorted(_lake_dir(paths).rglob("*.parquet")):
+        table = path.relative_to(_lake_dir(paths)).parts[0]
         if table in (*INGEST_TABLES, TOMBSTONES, POLICY_WITHDRAWALS) or path.name.startswith("."):
             continue
         removed = scrub_frame(pl.read_parquet(path), subject.needles).removed

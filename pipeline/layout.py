@@ -12,12 +12,13 @@ import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 
 from pipeline.config import SHARED_TABLES, TENANT_COLUMN, Paths
 from pipeline.ingest import TYPED_TABLES, typed_tables
-from pipeline.storage import Lake, write_parquet_atomic
+from pipeline.storage import Lake, read_file, scan_file, write_parquet_atomic
 from pipeline.tables import empty as empty_table
 
 TYPED = "typed"  # the consumer name of the events partitions the typed tables were built from
@@ -46,7 +47,7 @@ def build_typed_tables(
     build = TypedBuild(dates=lake.stale_partitions("events", TYPED))
     written: dict[str, list[pl.DataFrame]] = {name: [] for name in TYPED_TABLES}
     for day in build.dates:
-        tables = typed_tables(pl.scan_parquet(paths.partition("events", day)))
+        tables = typed_tables(scan_file(paths.partition("events", day)))
         present = {t for frame in tables.values() for t in frame[TENANT_COLUMN].unique()}
         before = {t for name in TYPED_TABLES for t in _tenants_with(paths, name, day)}
         for tenant in sorted(present | before):
@@ -75,7 +76,7 @@ def _tenants_with(paths: Paths, name: str, day: str) -> list[str]:
 
 def _same(paths: Paths, name: str, day: str, frame: pl.DataFrame) -> bool:
     path = paths.partition(name, day)
-    return path.exists() and pl.read_parquet(path, hive_partitioning=False).equals(frame)
+    return path.exists() and read_file(path).equals(frame)
 
 
 def migrate_layout(paths: Paths) -> list[str]:
@@ -84,6 +85,8 @@ def migrate_layout(paths: Paths) -> list[str]:
     tables (rebuilt from the events). Returns the tables moved; a home of this layout: []."""
     moved: list[str] = []
     root = paths.lake
+    if not isinstance(root, Path):  # object-store homes began in this layout: nothing to move
+        return moved
     done = root / LAYOUT_MARKER
     if done.exists():  # moved once; the home's own caches (the snapshot's redactions) stay
         return moved

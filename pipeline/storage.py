@@ -1,7 +1,13 @@
-"""The lake (Parquet, the source of truth) and the warehouse (DuckDB, rebuildable from the lake)."""
+"""The lake (Parquet, the source of truth) and the warehouse (DuckDB, rebuildable from the lake).
+
+The lake is a local folder or an object store prefix (`s3://bucket/prefix/lake`): every file
+operation goes through the helpers below, which take a `memorypack.fs.Location` (a `Path` or an
+`ObjectPath` over `pyarrow.fs`). A write is always one whole file: a rename on a local disk, one
+PUT on an object store, so a reader sees the old version or the new, never half of one."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -9,11 +15,13 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
+from memorypack.fs import Location, ObjectPath
 from pipeline import tables
 from pipeline.config import PARTITION_COLUMNS, TENANT_COLUMN, Paths
 from pipeline.errors import UserError
@@ -22,8 +30,14 @@ from pipeline.errors import UserError
 DERIVED_MARKER = "_derived_by_{consumer}"
 
 
-def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> Path:
-    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
+def write_parquet_atomic(frame: pl.DataFrame, path: Location) -> Location:
+    """Write to a temporary file in the same folder, then rename: readers never see half a file.
+    On an object store: the whole file in memory, then one PUT (atomic per object)."""
+    if isinstance(path, ObjectPath):
+        buffer = io.BytesIO()
+        frame.write_parquet(buffer, compression="zstd", statistics=True)
+        path.write_bytes(buffer.getvalue())
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     frame.write_parquet(tmp, compression="zstd", statistics=True)
@@ -31,9 +45,86 @@ def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> Path:
     return path
 
 
-def file_identity(path: Path) -> str:
+def write_text_atomic(path: Location, text: str) -> None:
+    """A small text file (a marker), written whole."""
+    if isinstance(path, ObjectPath):
+        path.write_text(text)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_file(
+    path: Location, hive: bool = False, columns: Sequence[str] | None = None
+) -> pl.DataFrame:
+    """One Parquet file of the lake (`hive`: the folders' `name=value` columns it lacks added;
+    `columns`: only these are read)."""
+    if isinstance(path, ObjectPath):
+        import pyarrow.parquet as pq
+
+        with path.filesystem.open_input_file(path.key) as source:
+            table = pq.read_table(source, columns=list(columns) if columns else None)
+        frame = pl.DataFrame(pl.from_arrow(table))
+        return _with_hive(frame, path.key) if hive else frame
+    return pl.read_parquet(path, hive_partitioning=hive, columns=list(columns) if columns else None)
+
+
+def scan_file(path: Location, hive: bool = False) -> pl.LazyFrame:
+    """A lazy scan of one lake file (an object is read whole: object stores have no mmap)."""
+    if isinstance(path, ObjectPath):
+        return read_file(path, hive).lazy()
+    return pl.scan_parquet(path, hive_partitioning=hive)
+
+
+def scan_files(paths: Sequence[Location], columns: Sequence[str] | None = None) -> pl.LazyFrame:
+    """Several files of one table as one scan (no hive columns; same columns in each)."""
+    local = [p for p in paths if isinstance(p, Path)]
+    if len(local) == len(paths):
+        scan = pl.scan_parquet(local)
+        return scan.select(columns) if columns else scan
+    frames = [read_file(p, columns=columns) for p in paths]
+    return pl.concat(frames, how="diagonal_relaxed").lazy()
+
+
+def _hive_value(text: str) -> pl.Expr:
+    """A folder's value typed as polars types it when it reads hive folders (Date, Int64, String),
+    so a table reads the same from a local lake and from an object store."""
+    try:
+        return pl.lit(date.fromisoformat(text), dtype=pl.Date)
+    except ValueError:
+        pass
+    if re.fullmatch(r"-?\d+", text):
+        return pl.lit(int(text), dtype=pl.Int64)
+    return pl.lit(text, dtype=pl.String)
+
+
+def _with_hive(frame: pl.DataFrame, key: str) -> pl.DataFrame:
+    values = hive_values(key.rsplit("/", 1)[0])
+    missing = [_hive_value(v).alias(c) for c, v in values.items() if c not in frame.columns]
+    return frame.with_columns(missing) if missing else frame
+
+
+def remove(path: Location) -> None:
+    """A file or a whole folder (a prefix, on an object store); nothing when it is not there."""
+    if isinstance(path, ObjectPath):
+        if path.is_file():
+            path.unlink(missing_ok=True)
+        else:
+            path.remove_tree()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def file_identity(path: Location) -> str:
     """Names one version of a lake file: atomic writes give every version a new inode, so
-    (inode, size, mtime) changes whenever the file is rewritten."""
+    (inode, size, mtime) changes whenever the file is rewritten; an object's ETag (its content
+    hash) changes whenever its bytes do."""
+    if isinstance(path, ObjectPath):
+        return path.etag()
     stat = path.stat()
     return f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
 
@@ -51,14 +142,14 @@ class Lake:
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
 
-    def write(self, name: str, frame: pl.DataFrame) -> Path:
+    def write(self, name: str, frame: pl.DataFrame) -> Location:
         """Write a whole table; a frame that does not match its declaration in pipeline.tables
         (a column missing, undeclared or of another type) is refused, naming table and column."""
         return write_parquet_atomic(tables.conform(name, frame), self.paths.table(name))
 
     def write_partition(
         self, name: str, key: str, frame: pl.DataFrame, column: str | None = None
-    ) -> Path:
+    ) -> Location:
         """Write one partition, checked like `write`."""
         return write_parquet_atomic(
             tables.conform(name, frame), self.paths.partition(name, key, column)
@@ -74,10 +165,10 @@ class Lake:
         if not files:
             raise FileNotFoundError(f"lake table {name!r} has not been materialized yet")
         if list(files) == [""]:
-            return tables.as_declared(name, pl.scan_parquet(files[""]))
+            return tables.as_declared(name, scan_file(files[""]))
         # One scan per file, unified by name: each tenant's file was written on its own, so a
         # column that is all null in one has no type there.
-        scans = [pl.scan_parquet(path, hive_partitioning=True) for path in files.values()]
+        scans = [scan_file(path, hive=True) for path in files.values()]
         frame = scans[0] if len(scans) == 1 else pl.concat(scans, how="diagonal_relaxed")
         return tables.as_declared(name, frame)
 
@@ -91,10 +182,14 @@ class Lake:
         except FileNotFoundError:
             return pl.LazyFrame(schema=tables.schema(name))
 
-    def files(self, name: str) -> dict[str, Path]:
+    def files(self, name: str) -> dict[str, Location]:
         """The files `read` reads: their folder below the table's (e.g. `load_date=2026-11-01` or
         `tenant_id=acme`, "" for the table's own data.parquet) → file."""
         root, base = self.paths.table_root(name), self.paths.lake / name
+        if isinstance(root, ObjectPath) and isinstance(base, ObjectPath):
+            objects = [p for p in root.walk_files() if p.name == "data.parquet"]
+            return {p.parent.relative_to(base): p for p in sorted(objects, key=lambda p: p.key)}
+        assert isinstance(root, Path) and isinstance(base, Path)
         found = sorted(root.rglob("data.parquet")) if root.is_dir() else []
         return {path.parent.relative_to(base).as_posix().strip("."): path for path in found}
 
@@ -108,16 +203,19 @@ class Lake:
         """The tenants with a folder in a table laid out by tenant."""
         root = self.paths.lake / name
         prefix = f"{TENANT_COLUMN}="
+        if isinstance(root, ObjectPath):  # one listing; prefixes exist only while they hold objects
+            names = {p.name for p in root.iterdir()}
+            return sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
         found = root.glob(f"{prefix}*") if root.is_dir() else []
         return sorted(p.name[len(prefix) :] for p in found if p.is_dir())
 
-    def _marker(self, source: str, key: str, consumer: str) -> Path:
+    def _marker(self, source: str, key: str, consumer: str) -> Location:
         return self.paths.partition(source, key).parent / DERIVED_MARKER.format(consumer=consumer)
 
     def mark_derived(self, source: str, key: str, consumer: str) -> None:
         """Record that `consumer` has built its tables from this version of the partition."""
-        self._marker(source, key, consumer).write_text(
-            file_identity(self.paths.partition(source, key))
+        write_text_atomic(
+            self._marker(source, key, consumer), file_identity(self.paths.partition(source, key))
         )
 
     def stale_partitions(self, source: str, consumer: str) -> list[str]:
@@ -136,7 +234,7 @@ class Lake:
         if not keys:
             self.paths.table(name).unlink(missing_ok=True)
         for key in keys:
-            shutil.rmtree(self.paths.partition(name, key).parent, ignore_errors=True)
+            remove(self.paths.partition(name, key).parent)
 
 
 # Per warehouse table and lake file (partition key, "" for an unpartitioned table): the identity of
@@ -151,6 +249,26 @@ LOCK_WAIT_SECONDS = 5.0
 def sql_quote(text: str) -> str:
     """A SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
+
+
+@contextmanager
+def lake_source(
+    con: duckdb.DuckDBPyConnection, files: Sequence[Location], hive: bool
+) -> Iterator[str]:
+    """SQL naming exactly these lake files' rows. Local files: DuckDB reads them itself. Objects:
+    read through pyarrow (DuckDB's own S3 reader is an extension it would download) and handed
+    to DuckDB as an Arrow table for the statement's lifetime."""
+    if not any(isinstance(f, ObjectPath) for f in files):
+        yield parquet_source([f for f in files if isinstance(f, Path)], hive)
+        return
+    frames = [read_file(f, hive=hive) for f in files]
+    table = pl.concat(frames, how="diagonal_relaxed").to_arrow()
+    view = f"_lake_objects_{uuid.uuid4().hex[:8]}"
+    con.register(view, table)
+    try:
+        yield view
+    finally:
+        con.unregister(view)
 
 
 def parquet_source(files: Sequence[Path], hive: bool) -> str:
@@ -191,7 +309,7 @@ class Warehouse:
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection; raises a one-line `UserError` when another process holds the file."""
-        self.paths.home.mkdir(parents=True, exist_ok=True)
+        self.paths.local.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             try:
@@ -265,7 +383,7 @@ class Warehouse:
         self,
         con: duckdb.DuckDBPyConnection,
         name: str,
-        files: dict[str, Path],
+        files: dict[str, Location],
         current: dict[str, str],
         loaded: dict[str, str],
         comment: str | None,
@@ -283,8 +401,8 @@ class Warehouse:
                 with _transaction(con):
                     con.execute(f'DELETE FROM "{name}" WHERE {where}')
                     if changed:
-                        source = parquet_source([files[key] for key in changed], hive=True)
-                        con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
+                        with lake_source(con, [files[k] for k in changed], hive=True) as source:
+                            con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
                     _record(con, name, current)
                     _comment(con, name, comment)
                 return
@@ -292,8 +410,8 @@ class Warehouse:
                 pass
         with _transaction(con):
             if files:
-                source = parquet_source(list(files.values()), hive=partitioned)
-                con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
+                with lake_source(con, list(files.values()), hive=partitioned) as source:
+                    con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
                 _comment(con, name, comment)
             else:
                 con.execute(f'DROP TABLE IF EXISTS "{name}"')

@@ -8,12 +8,12 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from pipeline.storage import write_parquet_atomic
+from memorypack.fs import Location
+from pipeline.storage import read_file, scan_files, write_parquet_atomic
 
 # Parts a model's folder may hold before they are compacted into one (a night adds one part).
 MAX_PARTS = 32
@@ -74,19 +74,19 @@ class PartsCache:
     """`<root>/<key>/part-*.parquet`: rows by text_hash, only ever added (a night writes what it
     computed, nothing else) and compacted when a key has more than MAX_PARTS parts."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Location) -> None:
         self.root = root
 
-    def _folder(self, key: str) -> Path:
+    def _folder(self, key: str) -> Location:
         return self.root / re.sub(r"[^A-Za-z0-9._+-]", "_", key)
 
-    def _parts(self, key: str) -> list[Path]:
-        return sorted(self._folder(key).glob("part-*.parquet"))
+    def _parts(self, key: str) -> list[Location]:
+        return sorted(self._folder(key).glob("part-*.parquet"), key=str)
 
     def scan(self, key: str) -> pl.LazyFrame | None:
         """The key's cached rows, or None when it has none."""
         parts = self._parts(key)
-        return pl.scan_parquet(parts) if parts else None
+        return scan_files(parts) if parts else None
 
     def hashes(self, key: str) -> pl.Series:
         scan = self.scan(key)
@@ -102,7 +102,9 @@ class PartsCache:
         write_parquet_atomic(rows, folder / f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet")
         parts = self._parts(key)
         if len(parts) > MAX_PARTS:
-            merged = pl.read_parquet(parts).unique("text_hash", keep="first", maintain_order=True)
+            merged = (
+                scan_files(parts).collect().unique("text_hash", keep="first", maintain_order=True)
+            )
             write_parquet_atomic(merged, folder / f"part-{stamp}-compacted.parquet")
             for part in parts:
                 part.unlink()
@@ -119,7 +121,7 @@ class EmbeddingCache(PartsCache):
         """The earlier layout, one data.parquet for every model: split into model folders."""
         legacy = self.root / "data.parquet"
         if legacy.exists():
-            frame = pl.read_parquet(legacy)
+            frame = read_file(legacy)
             for (model,), rows in frame.partition_by("model", as_dict=True).items():
                 self.append(str(model), rows)
             legacy.unlink()

@@ -9,16 +9,20 @@ from typing import Any
 from memorypack.encoder import check_model_files
 from memorypack.format import PackError, is_version, read_latest, verify_pack
 from memorypack.fs import Location
-from pipeline.config import Paths, packs_location
+from pipeline.config import Paths, packs_location, scratch_in_local
 from pipeline.errors import UserError
 from pipeline.pack.store import list_versions, rollback, tenants
 
 
 def _packs_root(args: argparse.Namespace) -> Location:
     """--packs (a folder or an s3:// URL), else the home's packs (MEMORYPACK_PACKS or <home>/packs)."""
+    paths = Paths.from_env(args.home)
+    # Publish locks of object-store packs are files in the temp folder: the same one the night
+    # of an object-store home uses (its work folder), so a rollback waits for a publish.
+    scratch_in_local(paths)
     if args.packs:
         return packs_location(args.packs)
-    return Paths.from_env(args.home).packs
+    return paths.packs
 
 
 def _tenant_dirs(args: argparse.Namespace) -> list[Location]:

@@ -10,7 +10,7 @@ import polars as pl
 from pipeline.ingest import TYPED_TABLES
 from pipeline.pack.content import PackInputs
 from pipeline.pii import Redactor
-from pipeline.storage import Lake
+from pipeline.storage import Lake, read_file, scan_file
 from pipeline.vectors import EmbeddingCache
 
 # Lake tables a pack reads; any may be absent while a stage has not landed yet.
@@ -35,9 +35,9 @@ def _decay_snapshot(lake: Lake, run_date: date) -> tuple[pl.LazyFrame | None, st
     """The latest decay snapshot taken on or before the run's date."""
     keys = [k for k in lake.partition_keys("decay_snapshots") if k <= run_date.isoformat()]
     if keys:
-        return pl.scan_parquet(lake.paths.partition("decay_snapshots", keys[-1])), keys[-1]
+        return scan_file(lake.paths.partition("decay_snapshots", keys[-1])), keys[-1]
     if lake.paths.table("decay_snapshots").exists():
-        frame = pl.read_parquet(lake.paths.table("decay_snapshots"))
+        frame = read_file(lake.paths.table("decay_snapshots"))
         if "as_of" in frame.columns and frame.height:
             limit = datetime.combine(run_date + timedelta(days=1), datetime.min.time())
             eligible = frame.filter(pl.col("as_of").dt.replace_time_zone(None) <= limit)

@@ -6,18 +6,29 @@ import hashlib
 import hmac
 import os
 import secrets
-from pathlib import Path
+
+from memorypack.fs import Location, ObjectPath
 
 KEY_ENV = "MEMORYPACK_PII_KEY"
 PSEUDONYM_PREFIX = "pii-"
 PSEUDONYM = rf"^{PSEUDONYM_PREFIX}[0-9a-f]{{24}}$"  # what `pseudonym` returns, as a regex
 
 
-def pii_key(home: Path) -> bytes:
+def pii_key(home: Location) -> bytes:
     """The home's secret for pseudonyms and cache keys: $MEMORYPACK_PII_KEY, or
-    `<home>/secrets/pii.key` (32 random bytes as hex, mode 0600, created on first use)."""
+    `<home>/secrets/pii.key` (32 random bytes as hex, mode 0600, created on first use).
+
+    On an object-store home the key is an object beside the lake (every host must pseudonymize
+    alike), readable by whoever can read the bucket: prefer MEMORYPACK_PII_KEY from a secret
+    store there. Its first creation happens in ingest, which the run queue runs one at a time."""
     if os.environ.get(KEY_ENV):
         return os.environ[KEY_ENV].encode()
+    if isinstance(home, ObjectPath):
+        remote = home / "secrets" / "pii.key"
+        if not remote.is_file():
+            remote.mkdir(parents=True, exist_ok=True)
+            remote.write_text(secrets.token_hex(32) + "\n")
+        return remote.read_text().strip().encode()
     path = home / "secrets" / "pii.key"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

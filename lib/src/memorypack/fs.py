@@ -13,6 +13,7 @@ S3-compatible store (e.g. `http://127.0.0.1:8333` for a local SeaweedFS).
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import os
 from collections.abc import Iterator
@@ -114,6 +115,57 @@ class ObjectPath:
         for info in self.filesystem.get_file_info(selector):
             yield ObjectPath(self.filesystem, info.path, self.scheme)
 
+    def walk_files(self) -> Iterator[ObjectPath]:
+        """Every object under this prefix, at any depth (one recursive listing)."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self.key, recursive=True, allow_not_found=True)
+        for info in self.filesystem.get_file_info(selector):
+            if info.type == pafs.FileType.File:
+                yield ObjectPath(self.filesystem, info.path, self.scheme)
+
+    def glob(self, pattern: str) -> Iterator[ObjectPath]:
+        """Objects and prefixes below this one whose relative key matches `pattern` (`*` within
+        one level, `**/` any levels), as `Path.glob` matches names."""
+        depth = pattern.count("/") + 1
+        found: set[ObjectPath] = set()
+        for obj in self.walk_files():
+            parts = obj.relative_to(self).split("/")
+            # the object itself and every prefix above it that lies below this one
+            for n in range(1, len(parts) + 1):
+                candidate = "/".join(parts[:n])
+                if _glob_match(candidate, pattern, depth):
+                    found.add(self / candidate)
+        yield from sorted(found, key=lambda p: p.key)
+
+    def rglob(self, pattern: str) -> Iterator[ObjectPath]:
+        return self.glob(f"**/{pattern}")
+
+    def relative_to(self, other: ObjectPath) -> str:
+        """This key below `other`'s, as a `/`-separated string."""
+        if self.key == other.key:
+            return ""
+        if not self.key.startswith(other.key + "/"):
+            raise ValueError(f"{self} is not below {other}")
+        return self.key[len(other.key) + 1 :]
+
+    def with_name(self, name: str) -> ObjectPath:
+        return self.parent / name
+
+    def resolve(self) -> ObjectPath:
+        return self
+
+    def etag(self) -> str:
+        """The store's version tag of this object (one HEAD request): it changes whenever the
+        object's bytes do, which an object's mtime (whole seconds) does not promise."""
+        with self.filesystem.open_input_file(self.key) as handle:
+            meta = handle.metadata()
+        tag = meta.get("ETag") or meta.get(b"ETag") if isinstance(meta, dict) else None
+        if tag is None:
+            stat = self.stat()
+            return f"{stat.st_size}:{stat.st_mtime}"
+        return (tag.decode() if isinstance(tag, bytes) else str(tag)).strip('"')
+
     def stat(self) -> ObjectStat:
         import pyarrow.fs as pafs
 
@@ -176,6 +228,21 @@ class ObjectPath:
 
 
 Location = Path | ObjectPath
+
+
+def _glob_match(candidate: str, pattern: str, depth: int) -> bool:
+    """`Path.glob` semantics for the patterns the pipeline uses: `**/x` matches x at any depth,
+    otherwise each `/`-separated level of the pattern matches one level of the key."""
+    if pattern.startswith("**/"):
+        rest = pattern[3:]
+        levels = candidate.split("/")
+        width = rest.count("/") + 1
+        return len(levels) >= width and _glob_match("/".join(levels[-width:]), rest, width)
+    levels = candidate.split("/")
+    return len(levels) == depth and all(
+        fnmatch.fnmatchcase(level, part)
+        for level, part in zip(levels, pattern.split("/"), strict=True)
+    )
 
 
 def is_url(where: str | os.PathLike[str]) -> bool:
