@@ -13,10 +13,12 @@ import polars as pl
 import pytest
 
 from memorypack.fs import ObjectPath
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.errors import UserError
 from pipeline.storage import Lake, Warehouse, file_identity, read_file
 from pipeline.vectors import MAX_PARTS, EmbeddingCache
+from tests.tenant_runs import declared
 
 
 @pytest.fixture
@@ -29,9 +31,13 @@ def homes(seaweedfs: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tu
 
 
 def _frame(tenant: str, n: int) -> pl.DataFrame:
-    return pl.DataFrame(
-        {"tenant_id": [tenant] * n, "memory_id": [f"{tenant}-{i}" for i in range(n)]}
-    )
+    ids = [f"{tenant}-{i}" for i in range(n)]
+    return pl.DataFrame({"tenant_id": [tenant] * n, "memory_id": ids, "event_id": ids})
+
+
+def _table(name: str, tenant: str, n: int) -> pl.DataFrame:
+    """`n` rows of lake table `name` (the other columns null), without its folders' columns."""
+    return declared(name, _frame(tenant, n)).drop(tables.table(name).hive_columns, strict=False)
 
 
 def test_an_s3_home_keeps_its_lake_on_the_store_and_local_files_in_the_work_folder(
@@ -58,10 +64,10 @@ def test_lake_tables_read_the_same_from_s3_as_from_a_folder(homes: tuple[Paths, 
     for where, paths in zip(("s3", "local"), homes, strict=True):
         for tenant, n in (("acme", 3), ("globex", 2)):
             lake = Lake(paths.for_tenant(tenant))
-            lake.write("feedback_scores", _frame(tenant, n))
+            lake.write("feedback_scores", _table("feedback_scores", tenant, n))
             for day in ("2026-11-01", "2026-11-02"):
-                lake.write_partition("interactions", day, _frame(tenant, n).drop("tenant_id"))
-        Lake(paths).write_partition("events", "2026-11-01", _frame("acme", 4))
+                lake.write_partition("interactions", day, _table("interactions", tenant, n))
+        Lake(paths).write_partition("events", "2026-11-01", _table("events", "acme", 4))
         whole = Lake(paths)
         read[where] = {
             name: whole.read(name).collect().sort(pl.all())
@@ -84,12 +90,14 @@ def test_lake_tables_read_the_same_from_s3_as_from_a_folder(homes: tuple[Paths, 
 def test_markers_identities_and_drops_on_s3(homes: tuple[Paths, Paths]) -> None:
     s3, _ = homes
     lake = Lake(s3)
-    lake.write_partition("events", "2026-11-01", _frame("acme", 2))
+    lake.write_partition("events", "2026-11-01", _table("events", "acme", 2))
     assert lake.stale_partitions("events", "typed") == ["2026-11-01"]
     lake.mark_derived("events", "2026-11-01", "typed")
     assert lake.stale_partitions("events", "typed") == []
     first = file_identity(s3.partition("events", "2026-11-01"))
-    lake.write_partition("events", "2026-11-01", _frame("acme", 3))  # same second, new bytes
+    lake.write_partition(
+        "events", "2026-11-01", _table("events", "acme", 3)
+    )  # same second, new bytes
     assert file_identity(s3.partition("events", "2026-11-01")) != first
     assert lake.stale_partitions("events", "typed") == ["2026-11-01"]
     lake.drop("events", ["2026-11-01"])
@@ -122,12 +130,12 @@ def test_the_warehouse_loads_an_s3_lake_into_the_local_work_folder(
     for paths in homes:
         for tenant, n in (("acme", 3), ("globex", 2)):
             for day in ("2026-11-01", "2026-11-02"):
-                frame = _frame(tenant, n).drop("tenant_id")
+                frame = _table("interactions", tenant, n)
                 Lake(paths.for_tenant(tenant)).write_partition("interactions", day, frame)
         Warehouse(paths).converge(Lake(paths), {"interactions": "test"})
     # A rewritten partition is reloaded alone, found again by its hive values.
     Lake(s3.for_tenant("globex")).write_partition(
-        "interactions", "2026-11-02", _frame("globex", 5).drop("tenant_id")
+        "interactions", "2026-11-02", _table("interactions", "globex", 5)
     )
     counts = Warehouse(s3).converge(Lake(s3))
     assert counts == {"interactions": 3 + 3 + 2 + 5}
@@ -155,7 +163,7 @@ def test_the_warehouse_loads_an_s3_lake_into_the_local_work_folder(
 def test_an_s3_write_is_one_whole_object(homes: tuple[Paths, Paths]) -> None:
     """No temp objects, no half objects: the key holds the whole file once the write returns."""
     s3, _ = homes
-    frame = _frame("acme", 1000)
+    frame = _table("few_shot_sets", "acme", 1000)
     path = Lake(s3.for_tenant("acme")).write("few_shot_sets", frame)
     assert isinstance(path, ObjectPath)
     assert [p.name for p in path.parent.walk_files()] == ["data.parquet"]
@@ -168,7 +176,7 @@ def test_forget_on_an_s3_home_refuses_in_one_line(
     from pipeline.cli import main
 
     s3, _ = homes
-    Lake(s3.for_tenant("acme")).write("feedback_scores", _frame("acme", 1))
+    Lake(s3.for_tenant("acme")).write("feedback_scores", _table("feedback_scores", "acme", 1))
     code = main(["forget", "--home", str(s3.home), "--tenant", "acme", "--contact", "c1"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
