@@ -14,7 +14,7 @@ from pipeline import contracts
 from pipeline.erasure import Tombstones
 from pipeline.homelock import tenant_locks
 from pipeline.ingest import TYPED_TABLES
-from pipeline.ingest_partitions import carry_out_erasures, ingest_partition
+from pipeline.ingest_partitions import carry_out_erasures, ingest_partition, stats_frame
 from pipeline.layout import build_typed_tables, migrate_layout
 from pipeline.tables import COMMENTS
 
@@ -46,7 +46,12 @@ class PartitionSummary:
 def _ingest_partition(
     home: MemorypackHome, key: str, log: dg.DagsterLogManager, tombstones: Tombstones
 ) -> PartitionSummary:
-    result = ingest_partition(home.lake, home.landing_dir, key, tombstones, log)
+    lake = home.lake
+    result = ingest_partition(lake, home.landing_dir, key, tombstones, log)
+    lake.write_partition("events", key, result.events)
+    lake.write_partition("quarantine", key, result.quarantine)
+    lake.write_partition("ingest_stats", key, stats_frame(result))
+    log.info(f"ingested {key}: {result.stats}")
     return PartitionSummary(
         stats=result.stats,
         conserved=result.conserved,

@@ -1,5 +1,5 @@
-"""One ingest run over several daily partitions: each landing folder into the lake, deduplicated
-against every other partition, then the erasure requests the night's events carried."""
+"""One ingest run over several daily partitions: each landing folder deduplicated against the
+lake's other partitions, then the erasure requests the night's events carried."""
 
 from __future__ import annotations
 
@@ -30,22 +30,20 @@ def other_partitions_events(lake: Lake, key: str) -> pl.LazyFrame | None:
 def ingest_partition(
     lake: Lake, landing: Path, key: str, tombstones: Tombstones, log: logging.Logger
 ) -> IngestResult:
-    """Ingest the landing folder of load date `key` and write its events, quarantine and
-    ingest_stats partitions (a missing folder is an empty partition, with a warning)."""
+    """Ingest the landing folder of load date `key` against the events the lake already holds in
+    its other partitions (a missing folder is an empty partition, with a warning). The caller
+    writes the result (`events`, `quarantine`, `stats_frame`) before the next partition, which
+    deduplicates against it."""
     folder = landing / key
-    existing = other_partitions_events(lake, key)
     if not folder.is_dir():
         log.warning(f"no landing folder {folder}: partition {key} is empty")
-    result = ingest_folder(folder, date.fromisoformat(key), existing, tombstones)
-    lake.write_partition("events", key, result.events)
-    lake.write_partition("quarantine", key, result.quarantine)
-    lake.write_partition(
-        "ingest_stats",
-        key,
-        pl.DataFrame([result.stats]).with_columns(pl.col("load_date").str.to_date()),
-    )
-    log.info(f"ingested {key}: {result.stats}")
-    return result
+    existing = other_partitions_events(lake, key)
+    return ingest_folder(folder, date.fromisoformat(key), existing, tombstones)
+
+
+def stats_frame(result: IngestResult) -> pl.DataFrame:
+    """The partition's row of `ingest_stats`."""
+    return pl.DataFrame([result.stats]).with_columns(pl.col("load_date").str.to_date())
 
 
 def carry_out_erasures(lake: Lake, requests: Iterable[tuple[str, str]], log: logging.Logger) -> int:
