@@ -2,7 +2,6 @@
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date
 
 import dagster as dg
 import polars as pl
@@ -19,11 +18,11 @@ from assets.partitions import (
 )
 from assets.resources import MemorypackHome
 from pipeline import contracts, tables
-from pipeline.erasure import Tombstones, forget
-from pipeline.homelock import ANALYTICS, tenant_locks
-from pipeline.ingest import TYPED_TABLES, ingest_folder
+from pipeline.erasure import Tombstones
+from pipeline.homelock import tenant_locks
+from pipeline.ingest import TYPED_TABLES
+from pipeline.ingest_partitions import carry_out_erasures, ingest_partition, stats_frame
 from pipeline.layout import build_typed_tables, migrate_layout
-from pipeline.storage import scan_files
 from pipeline.tables import COMMENTS, table_name
 
 CONSERVATION = "lines_read_equals_accepted_plus_duplicates_plus_quarantined"
@@ -55,27 +54,11 @@ def _ingest_partition(
     home: MemorypackHome, key: str, log: dg.DagsterLogManager, tombstones: Tombstones
 ) -> PartitionSummary:
     lake = home.lake
-    folder = home.landing_dir / key
-    others = [k for k in lake.partition_keys("events") if k != key]
-    existing = (
-        scan_files(
-            [home.paths.partition("events", k) for k in others],
-            columns=["tenant_id", "event_id", "content_hash"],
-        )
-        if others
-        else None
-    )
-    if not folder.is_dir():
-        log.warning(f"no landing folder {folder}: partition {key} is empty")
-    result = ingest_folder(folder, date.fromisoformat(key), existing, tombstones)
+    result = ingest_partition(lake, home.landing_dir, key, tombstones, log)
     contract = _contract_problems("raw_events", result.events)
     lake.write_partition("events", key, result.events)
     lake.write_partition("quarantine", key, result.quarantine)
-    lake.write_partition(
-        "ingest_stats",
-        key,
-        pl.DataFrame([result.stats]).with_columns(pl.col("load_date").str.to_date()),
-    )
+    lake.write_partition("ingest_stats", key, stats_frame(result))
     log.info(f"ingested {key}: {result.stats}")
     return PartitionSummary(
         stats=result.stats,
@@ -85,25 +68,6 @@ def _ingest_partition(
         contract=contract,
         erasures=result.erasures,
     )
-
-
-def _carry_out_erasures(
-    home: MemorypackHome, summaries: list[PartitionSummary], log: dg.DagsterLogManager
-) -> int:
-    """Erase every person an erasure event asked for and no tombstone covers yet (a re-ingested
-    request is already done). Runs after the night's partitions are in the lake, so their lines
-    of that night go too; the warehouse and snapshot are rebuilt by `forget`."""
-    done = Tombstones.load(home.paths)
-    asked = dict.fromkeys(pair for s in summaries for pair in s.erasures)
-    erased = 0
-    for tenant, contact in asked:
-        if done.erased(tenant, contact):
-            continue
-        with tenant_locks(home.paths.local, "erasure request", tenant, ANALYTICS):
-            report = forget(home.paths, tenant, contact, source="log")
-        erased += 1
-        log.info(f"erasure request of tenant {tenant} carried out: " + "; ".join(report.lines()))
-    return erased
 
 
 @dg.multi_asset(
@@ -130,7 +94,9 @@ def raw_events(
     keys = sorted(context.partition_keys)
     tombstones = Tombstones.load(home.paths)
     summaries = [_ingest_partition(home, key, context.log, tombstones) for key in keys]
-    erased = _carry_out_erasures(home, summaries, context.log)
+    erased = carry_out_erasures(
+        home.lake, [pair for s in summaries for pair in s.erasures], context.log
+    )
     # Each partition carries its own day's figures, not the range's (one step, several partitions).
     for key, summary in zip(keys, summaries, strict=True):
         metadata = frame_metadata(

@@ -5,62 +5,56 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import dagster as dg
-import numpy as np
 import polars as pl
 
 from assets import groups
 from assets.config import StageSettings
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec
+from assets.preference_checks import (  # noqa: F401 (re-exported: the checks of these assets)
+    CHECKS,
+    current_template_per_skill,
+    eval_accuracy_recorded,
+    interaction_tenants,
+    learning_beats_baselines,
+    no_split_leakage,
+    pair_format_valid,
+)
 from assets.resources import MemorypackHome
 from pipeline import contracts, tables
 from pipeline.dpo import (
     DPO_RUNS_HISTORY_SCHEMA,
     STATUS_FAILED,
     STATUS_SKIPPED,
-    STATUS_TRAINED,
-    PolicyScorer,
-    held_out_pairs,
-    record_runs,
     runs_frame,
     sft_examples_from,
-    short_of_baselines,
     train_policies,
 )
+from pipeline.dpo.report import failed_tenants, run_figures
+from pipeline.dpo.runs import extend_history
 from pipeline.neighbors import (
     NeighborIndex,
     edge_schema,
     index_schema,
-    texts_to_vectorize,
-    update_index,
 )
 from pipeline.pairs import (
     PAIR_SCHEMA,
     PROMPT_KEYS,
     SCORE_SCHEMA,
     PairConfig,
-    format_problems,
     mine_pairs,
-    prompt_texts,
-    split_leakage,
 )
+from pipeline.pairs.prompt_index import embedding_model, refresh_prompt_index
 from pipeline.templates import (
     TEMPLATE_HISTORY_SCHEMA,
     TEMPLATE_SCORE_SCHEMA,
-    RewardFn,
     gather_evidence,
     load_registry,
-    missing_current,
     refine_templates,
 )
+from pipeline.templates.rewards import held_out_samples, latest_trained, policy_rewards
 
 FEW_SHOT_SCHEMA = tables.schema("few_shot_sets", ["tenant_id", "skill_id", "rank", "output"])
-
-
-def _tenants(home: MemorypackHome) -> list[str]:
-    return sorted(
-        home.table("interactions", contracts.INTERACTION_SCHEMA)["tenant_id"].unique().to_list()
-    )
 
 
 PAIR_DEPS = ["interactions", "feedback", "feedback_scores", "memory_embeddings"]
@@ -132,25 +126,22 @@ def _prompt_index(
     home: MemorypackHome, interactions: pl.DataFrame, config: PairConfig
 ) -> NeighborIndex:
     """The near-identical prompt index, updated for the prompts it has not searched yet."""
-    lake = home.lake
     keys = list(PROMPT_KEYS)
     embeddings = home.embeddings("interaction")
-    models = embeddings["model"].drop_nulls().unique().sort()
-    if models.is_empty():
+    model = embedding_model(embeddings)
+    if model is None:
         return NeighborIndex.empty(keys)
-    model = str(models[0])
-    texts = prompt_texts(interactions, embeddings)
     previous = None
-    if lake.exists("prompt_index"):
+    if home.lake.exists("prompt_index"):
         previous = NeighborIndex(
             home.table("prompt_index", index_schema(keys)),
             home.table("prompt_neighbors", edge_schema(keys)),
         )
-    needed = texts_to_vectorize(texts, previous, keys, model)
-    vectors = home.embedding_cache.vectors(model, needed)
-    index = update_index(texts, vectors, previous, keys, config.similarity_threshold, model)
-    lake.write("prompt_index", index.texts)
-    lake.write("prompt_neighbors", index.edges)
+    index = refresh_prompt_index(
+        interactions, embeddings, previous, home.embedding_cache.vectors, model, config
+    )
+    home.lake.write("prompt_index", index.texts)
+    home.lake.write("prompt_neighbors", index.edges)
     return index
 
 
@@ -191,48 +182,24 @@ def dpo_policy(
         home.table("feedback_scores", SCORE_SCHEMA),
         pairs,
     )
-    runs = train_policies(pairs, sft, policy_config, home.paths.models, tenants=_tenants(home))
+    runs = train_policies(
+        pairs, sft, policy_config, home.paths.models, tenants=interaction_tenants(home)
+    )
     current = runs_frame(runs)
-    previous = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).select(list(DPO_RUNS_HISTORY_SCHEMA))
-    history = record_runs(previous, current, datetime.now(UTC))
-    recorded = history.height - previous.height
+    history, recorded = extend_history(
+        home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA), current, datetime.now(UTC)
+    )
     if recorded or not home.lake.exists("dpo_runs"):
         home.lake.write("dpo_runs", history)
-    failed = {run.tenant_id: str(run.skipped_reason) for run in runs if run.status == STATUS_FAILED}
+    failed = failed_tenants(runs)
     for run in runs:
         if run.status in (STATUS_SKIPPED, STATUS_FAILED):
             context.log.warning(
                 f"dpo_policy {run.status} for {run.tenant_id}: {run.skipped_reason}"
             )
-    trained = current.filter(pl.col("status") == STATUS_TRAINED)
-    short = trained.filter(short_of_baselines())
+    figures, short = run_figures(runs, current, policy_config.loss_type, recorded)
     for tenant, verdict in short.select("tenant_id", "verdict").iter_rows():
         context.log.warning(f"dpo_policy {tenant}: {verdict}")
-    figures: dict[str, object] = {
-        "runs_recorded": recorded,  # 0: every tenant's policy is the one dpo_runs already has
-        "loss_type": policy_config.loss_type,
-        "tenants_trained": trained.height,
-        "tenants_skipped": current.height - trained.height,
-        "per_tenant": [{k: v for k, v in r.row().items() if k in PER_TENANT_FIGURES} for r in runs],
-    }
-    if trained.height:
-        figures |= {
-            "learning": _learning_summary(trained, short),
-            **{
-                name: float(mean)  # type: ignore[arg-type]
-                for name in (
-                    "eval_accuracy",
-                    "reference_accuracy",
-                    "length_rule_accuracy",
-                    "eval_margin",
-                    "train_loss",
-                )
-                if (mean := trained[name].mean()) is not None
-            },
-            "n_eval": int(trained["n_eval"].sum()),
-            "steps": int(trained["steps"].sum()),
-            "seconds": float(trained["seconds"].sum()),
-        }
     ran = dg.AssetCheckResult(
         asset_key="dpo_policy",
         check_name=TRAINING_RAN,
@@ -267,63 +234,6 @@ def dpo_policy(
     )
 
 
-PER_TENANT_FIGURES = (
-    "tenant_id",
-    "policy_id",
-    "status",
-    "skipped_reason",
-    "n_eval",
-    "eval_accuracy",
-    "eval_accuracy_low",
-    "eval_accuracy_high",
-    "reference_accuracy",
-    "length_rule_accuracy",
-    "verdict",
-    "eval_margin",
-    "steps",
-    "seconds",
-)
-
-
-def _learning_summary(trained: pl.DataFrame, short: pl.DataFrame) -> str:
-    """Says plainly, for the whole run, whether learning holds against the baselines."""
-    judged = trained.filter(pl.col("verdict").is_not_null()).height
-    if not judged:
-        return "not measured: no trained policy has eval pairs"
-    if short.is_empty():
-        return (
-            "learning beats the length rule, and is not below chance, "
-            f"for every policy ({judged} judged)"
-        )
-    return (
-        f"learning does not beat the length rule or chance for {short.height} of {judged} "
-        f"policies: {'; '.join(short['verdict'].to_list())}"
-    )
-
-
-def _scorers(runs: pl.DataFrame) -> dict[str, tuple[str, RewardFn]]:
-    """tenant → (policy_id, reward fn); a policy is loaded on its first use only, so a night whose
-    scores all come from the memo loads none."""
-    loaded: dict[str, PolicyScorer] = {}
-
-    def reward_fn(model_dir: str) -> RewardFn:
-        def reward(
-            prompts: list[str], chosen: list[str], rejected: list[str]
-        ) -> tuple[np.ndarray, np.ndarray]:
-            if model_dir not in loaded:
-                loaded[model_dir] = PolicyScorer.load(model_dir)
-            return loaded[model_dir](prompts, chosen, rejected)
-
-        return reward
-
-    return {
-        tenant: (policy_id, reward_fn(model_dir))
-        for tenant, policy_id, model_dir in runs.select(
-            "tenant_id", "policy_id", "model_dir"
-        ).iter_rows()
-    }
-
-
 TEMPLATE_DEPS = [
     "dpo_policy",
     "dpo_runs",
@@ -352,22 +262,10 @@ def refined_templates(
     context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
 ) -> Iterator[dg.MaterializeResult]:
     registry = load_registry()
-    tenants = _tenants(home)
+    tenants = interaction_tenants(home)
     policy_config, config = settings.stage("dpo"), settings.stage("templates")
-    runs = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
-        pl.col("is_latest")
-        & (pl.col("status") == STATUS_TRAINED)
-        & pl.col("model_dir").is_not_null()
-    )
+    runs = latest_trained(home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA))
     evals = home.table("preference_pairs", PAIR_SCHEMA).filter(pl.col("split") == "eval")
-    # Each tenant's candidates are scored on its policy's own held-out sample (the pairs its
-    # eval accuracy was measured on), which also keeps the stage bounded whatever the volume.
-    held_out = [
-        held_out_pairs(
-            model_dir, tenant, evals.filter(pl.col("tenant_id") == tenant), policy_config
-        )
-        for tenant, model_dir in runs.select("tenant_id", "model_dir").iter_rows()
-    ]
     evidence = gather_evidence(
         home.table("interactions", contracts.INTERACTION_SCHEMA),
         home.table("feedback", contracts.FEEDBACK_SCHEMA),
@@ -381,8 +279,8 @@ def refined_templates(
         registry,
         tenants,
         evidence,
-        pl.concat(held_out) if held_out else evals.clear(),
-        _scorers(runs.filter(pl.col("tenant_id").is_in([t for t, _ in evidence]))),
+        held_out_samples(runs, evals, policy_config),
+        policy_rewards(runs.filter(pl.col("tenant_id").is_in([t for t, _ in evidence]))),
         datetime.now(UTC),
         config,
         home.table("template_scores", TEMPLATE_SCORE_SCHEMA),
@@ -418,110 +316,4 @@ def refined_templates(
     yield dg.MaterializeResult(asset_key="template_scores", metadata=frame_metadata(result.scores))
 
 
-@dg.asset_check(
-    partitions_def=TENANTS,
-    asset="preference_pairs",
-    blocking=True,
-    description="Every pair is well-formed.",
-)
-def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
-    problems = format_problems(home.table("preference_pairs", PAIR_SCHEMA))
-    return dg.AssetCheckResult(passed=not any(problems.values()), metadata={"problems": problems})
-
-
-@dg.asset_check(
-    partitions_def=TENANTS,
-    asset="preference_pairs",
-    blocking=True,
-    description="No prompt in both train and eval.",
-)
-def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
-    leaked = split_leakage(home.table("preference_pairs", PAIR_SCHEMA))
-    return dg.AssetCheckResult(
-        passed=not leaked, metadata={"leaked_prompts": len(leaked), "examples": leaked[:5]}
-    )
-
-
-@dg.asset_check(
-    partitions_def=TENANTS,
-    asset="dpo_policy",
-    additional_deps=["dpo_runs"],
-    description="Trained policies record eval accuracy; skips record why.",
-)
-def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
-    latest = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(pl.col("is_latest"))
-    trained = latest.filter(pl.col("status") == STATUS_TRAINED)
-    bad_trained = trained.filter(
-        (pl.col("n_eval") > 0) & ~pl.col("eval_accuracy").is_between(0.0, 1.0).fill_null(False)
-    ).height
-    bad_skipped = latest.filter(
-        (pl.col("status") == STATUS_SKIPPED) & pl.col("skipped_reason").is_null()
-    ).height
-    return dg.AssetCheckResult(
-        passed=bad_trained == 0 and bad_skipped == 0,
-        metadata={
-            "trained": trained.height,
-            "without_accuracy": bad_trained,
-            "skipped_without_reason": bad_skipped,
-            "eval_accuracy": [
-                {"tenant_id": t, "eval_accuracy": a}
-                for t, a in trained.select("tenant_id", "eval_accuracy").iter_rows()
-            ],
-        },
-    )
-
-
-@dg.asset_check(
-    partitions_def=TENANTS,
-    asset="dpo_policy",
-    additional_deps=["dpo_runs"],
-    description="Learning holds against simple baselines: warns (never blocks) when a policy's eval "
-    "accuracy is below chance (its 95 % interval under 0.5) or does not beat the length rule's.",
-)
-def learning_beats_baselines(home: MemorypackHome) -> dg.AssetCheckResult:
-    latest = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
-        pl.col("is_latest") & (pl.col("status") == STATUS_TRAINED)
-    )
-    short = latest.filter(short_of_baselines())
-    return dg.AssetCheckResult(
-        passed=short.is_empty(),
-        severity=dg.AssetCheckSeverity.WARN,
-        description="; ".join(
-            f"{t}: {v}" for t, v in short.select("tenant_id", "verdict").iter_rows()
-        )
-        or "every trained policy beats the length rule and none is below chance",
-        metadata={
-            "trained": latest.height,
-            "short_of_baselines": short.height,
-            "runs": [
-                {k: v for k, v in row.items() if k in PER_TENANT_FIGURES}
-                for row in latest.iter_rows(named=True)
-            ],
-        },
-    )
-
-
-@dg.asset_check(
-    partitions_def=TENANTS,
-    asset="refined_templates",
-    additional_deps=["template_history"],
-    blocking=True,
-    description="Every tenant × skill has one current template.",
-)
-def current_template_per_skill(home: MemorypackHome) -> dg.AssetCheckResult:
-    missing = missing_current(
-        home.table("template_history", TEMPLATE_HISTORY_SCHEMA), load_registry(), _tenants(home)
-    )
-    return dg.AssetCheckResult(
-        passed=not missing, metadata={"missing": len(missing), "examples": missing[:10]}
-    )
-
-
 ASSETS = [preference_pairs, dpo_policy, refined_templates]
-CHECKS = [
-    pair_format_valid,
-    no_split_leakage,
-    eval_accuracy_recorded,
-    learning_beats_baselines,
-    current_template_per_skill,
-]

@@ -158,39 +158,11 @@ def _finding(frame: pl.LazyFrame, check: AuditCheck, detail: pl.Expr) -> pl.Lazy
     ).select(AUDIT_COLUMNS)
 
 
-def audit(
-    snapshot: pl.DataFrame | pl.LazyFrame,
-    conflicts: pl.DataFrame | pl.LazyFrame | None = None,
-    statements: pl.DataFrame | pl.LazyFrame | None = None,
-    config: AuditConfig = AuditConfig(),
-    decay: DecayConfig = DEFAULT_DECAY,
-) -> pl.DataFrame:
-    """Findings of the monthly review for one snapshot (statements about people; interactions are logs)."""
-    memories = snapshot.lazy().filter(pl.col("memory_kind") == "statement")
-    live = memories.filter(pl.col("status") != "archived")
-    high = _finding(
-        live.filter(pl.col("confidence") > config.high_confidence_above),
-        AuditCheck.HIGH_CONFIDENCE_REVIEW,
-        fmt("confidence {}: still accurate?", pl.col("confidence").round(2)),
-    )
-    stale_patterns = _finding(
-        live.filter(
-            pl.col("memory_type").is_in(PATTERN_TYPES)
-            & (pl.col("age_days") >= config.stale_pattern_days)
-        ),
-        AuditCheck.STALE_PATTERN,
-        fmt("not reinforced or confirmed for {} days: still relevant?", pl.col("age_days").floor()),
-    )
-    reconfirm = _finding(
-        live.filter(pl.col("needs_reconfirmation")),
-        AuditCheck.NEEDS_RECONFIRMATION,
-        fmt("high impact, confidence {}: ask before acting", pl.col("confidence").round(2)),
-    )
-    conflict_rows = _finding(
-        memories.join(conflicted_ids(conflicts), on=["tenant_id", "memory_id"], how="inner"),
-        AuditCheck.CONFLICT,
-        fmt("conflicts with {}: which should win?", pl.col("conflicts_with")),
-    )
+def _archive_findings(
+    memories: pl.LazyFrame, config: AuditConfig, decay: DecayConfig
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """The single inferences archived this period, one finding each, and one summary row per
+    contact saying how many went."""
     # A single inference is archived the moment its age passes the limit: this period's archive is
     # the ones whose moment fell within the last `period_days`.
     archive_age = decay.single_inference_archive_days
@@ -230,6 +202,43 @@ def audit(
         )
         .select(AUDIT_COLUMNS)
     )
+    return archived_rows, summary
+
+
+def audit(
+    snapshot: pl.DataFrame | pl.LazyFrame,
+    conflicts: pl.DataFrame | pl.LazyFrame | None = None,
+    statements: pl.DataFrame | pl.LazyFrame | None = None,
+    config: AuditConfig = AuditConfig(),
+    decay: DecayConfig = DEFAULT_DECAY,
+) -> pl.DataFrame:
+    """Findings of the monthly review for one snapshot (statements about people; interactions are logs)."""
+    memories = snapshot.lazy().filter(pl.col("memory_kind") == "statement")
+    live = memories.filter(pl.col("status") != "archived")
+    high = _finding(
+        live.filter(pl.col("confidence") > config.high_confidence_above),
+        AuditCheck.HIGH_CONFIDENCE_REVIEW,
+        fmt("confidence {}: still accurate?", pl.col("confidence").round(2)),
+    )
+    stale_patterns = _finding(
+        live.filter(
+            pl.col("memory_type").is_in(PATTERN_TYPES)
+            & (pl.col("age_days") >= config.stale_pattern_days)
+        ),
+        AuditCheck.STALE_PATTERN,
+        fmt("not reinforced or confirmed for {} days: still relevant?", pl.col("age_days").floor()),
+    )
+    reconfirm = _finding(
+        live.filter(pl.col("needs_reconfirmation")),
+        AuditCheck.NEEDS_RECONFIRMATION,
+        fmt("high impact, confidence {}: ask before acting", pl.col("confidence").round(2)),
+    )
+    conflict_rows = _finding(
+        memories.join(conflicted_ids(conflicts), on=["tenant_id", "memory_id"], how="inner"),
+        AuditCheck.CONFLICT,
+        fmt("conflicts with {}: which should win?", pl.col("conflicts_with")),
+    )
+    archived_rows, summary = _archive_findings(memories, config, decay)
     promotions = promotion_candidates(snapshot, conflicts, statements, config, decay).lazy()
     promotion_rows = _finding(
         snapshot.lazy().join(

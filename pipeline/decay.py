@@ -163,41 +163,48 @@ def _rule_expr(config: DecayConfig, attribute: str) -> pl.Expr:
 DAYS_PER_US = 1 / 86_400e6
 
 
-def snapshot(
-    interactions: pl.DataFrame | pl.LazyFrame,
-    statements: pl.DataFrame | pl.LazyFrame,
-    feedback: pl.DataFrame | pl.LazyFrame,
-    reinforcement: pl.DataFrame | pl.LazyFrame | None,
-    as_of: datetime,
-    config: DecayConfig = DecayConfig(),
-    scoring: ScoringConfig = DEFAULT_SCORING,
-) -> pl.DataFrame:
-    """Every memory created before `as_of`, with its confidence, status and flags as of that instant.
+# The snapshot's columns, in order: the memory, each step of its confidence, the verdicts.
+SNAPSHOT_COLUMNS = (
+    "as_of",
+    "tenant_id",
+    "memory_id",
+    "memory_kind",
+    "memory_type",
+    "contact_id",
+    "impact_level",
+    "category",
+    "created_at",
+    "base_confidence",
+    "reinforcement_count",
+    "reinforced_confidence",
+    "last_reinforced_at",
+    "last_validated_at",
+    "last_confirmed",
+    "age_days",
+    "decay_factor",
+    "reputation",
+    "quality_score",
+    "n_feedback",
+    "confidence",
+    "status",
+    "needs_reconfirmation",
+    "stale",
+)
 
-    Only what was known before `as_of` counts (memories, feedback, validations, reinforcement), so
-    the reputation is recomputed from that feedback rather than taken from today's scores.
-    """
-    as_of = as_of.replace(tzinfo=UTC) if as_of.tzinfo is None else as_of.astimezone(UTC)
-    interactions_known = _known_by(interactions.lazy(), as_of)
-    statements_known = _known_by(statements.lazy(), as_of)
-    feedback_known = _known_by(feedback.lazy(), as_of)
-    scores = compute_scores(interactions_known, statements_known, feedback_known, scoring).lazy()
-    validations = (
+
+def _last_validations(feedback_known: pl.LazyFrame) -> pl.LazyFrame:
+    """(tenant_id, memory_id, last_validated_at): the newest `validate` signal on each memory."""
+    return (
         feedback_known.filter(pl.col("signal") == Signal.VALIDATE.value)
         .group_by("tenant_id", "target_id")
         .agg(last_validated_at=pl.col("ts").max().cast(_TS))
         .rename({"target_id": "memory_id"})
     )
-    reinforced = _reinforcement_as_of(reinforcement, as_of)
-    keys = ["tenant_id", "memory_id"]
-    cap = _rule_expr(config, "cap")
-    base = pl.coalesce(pl.col("stated_confidence"), _rule_expr(config, "base")).clip(0.0, cap)
-    # Times a constant, not divided by one: polars divides a column by a scalar as a multiplication
-    # by its reciprocal, but a one-row chunk (or the streaming engine) by true division, so a
-    # memory's age could differ by an ulp from one run to the next; one multiplication is the same
-    # in every path (identical input → identical snapshot and pack, SPEC §5).
-    age_days = (pl.lit(as_of) - pl.col("last_confirmed")).dt.total_microseconds() * DAYS_PER_US
-    decay = _rule_expr(config, "factor").pow(pl.col("age_days") / _rule_expr(config, "period_days"))
+
+
+def _status(config: DecayConfig) -> pl.Expr:
+    """archived (a single inference or temporary memory past its life), inactive (confidence
+    under its type's floor) or active."""
     inactive_below = _rule_expr(config, "inactive_below")
     archived = (
         (pl.col("memory_type") == MemoryType.SINGLE_INFERENCE.value)
@@ -208,14 +215,27 @@ def snapshot(
     )
     inactive = inactive_below.is_not_null() & (pl.col("confidence") < inactive_below)
     return (
-        _memories(interactions_known, statements_known)
-        .pipe(distinct, keys)
-        .join(
-            scores.select(*keys, "reputation", "quality_score", "n_feedback"), on=keys, how="left"
-        )
-        .join(validations, on=keys, how="left")
-        .join(reinforced, on=keys, how="left")
-        .with_columns(
+        pl.when(archived)
+        .then(pl.lit("archived"))
+        .when(inactive)
+        .then(pl.lit("inactive"))
+        .otherwise(pl.lit("active"))
+    )
+
+
+def _decayed(memories: pl.LazyFrame, config: DecayConfig, as_of: datetime) -> pl.LazyFrame:
+    """Each memory's confidence as of `as_of`: base (stated, or its type's), plus reinforcement,
+    times decay over its age and the reputation of its feedback; then its status and flags."""
+    cap = _rule_expr(config, "cap")
+    base = pl.coalesce(pl.col("stated_confidence"), _rule_expr(config, "base")).clip(0.0, cap)
+    # Times a constant, not divided by one: polars divides a column by a scalar as a multiplication
+    # by its reciprocal, but a one-row chunk (or the streaming engine) by true division, so a
+    # memory's age could differ by an ulp from one run to the next; one multiplication is the same
+    # in every path (identical input → identical snapshot and pack, SPEC §5).
+    age_days = (pl.lit(as_of) - pl.col("last_confirmed")).dt.total_microseconds() * DAYS_PER_US
+    decay = _rule_expr(config, "factor").pow(pl.col("age_days") / _rule_expr(config, "period_days"))
+    return (
+        memories.with_columns(
             pl.col("reinforcement_count").fill_null(0),
             pl.col("reputation").fill_null(1.0),
             base_confidence=base,
@@ -237,11 +257,7 @@ def snapshot(
             ).clip(0.0, cap)
         )
         .with_columns(
-            status=pl.when(archived)
-            .then(pl.lit("archived"))
-            .when(inactive)
-            .then(pl.lit("inactive"))
-            .otherwise(pl.lit("active")),
+            status=_status(config),
             needs_reconfirmation=(
                 (pl.col("impact_level") == config.reconfirm_impact)
                 & (pl.col("confidence") < config.reconfirm_below)
@@ -249,32 +265,41 @@ def snapshot(
             stale=pl.col("age_days") > config.stale_after_days,
             as_of=pl.lit(as_of).cast(_TS),
         )
-        .select(
-            "as_of",
-            "tenant_id",
-            "memory_id",
-            "memory_kind",
-            "memory_type",
-            "contact_id",
-            "impact_level",
-            "category",
-            "created_at",
-            "base_confidence",
-            "reinforcement_count",
-            "reinforced_confidence",
-            "last_reinforced_at",
-            "last_validated_at",
-            "last_confirmed",
-            "age_days",
-            "decay_factor",
-            "reputation",
-            "quality_score",
-            "n_feedback",
-            "confidence",
-            "status",
-            "needs_reconfirmation",
-            "stale",
+    )
+
+
+def snapshot(
+    interactions: pl.DataFrame | pl.LazyFrame,
+    statements: pl.DataFrame | pl.LazyFrame,
+    feedback: pl.DataFrame | pl.LazyFrame,
+    reinforcement: pl.DataFrame | pl.LazyFrame | None,
+    as_of: datetime,
+    config: DecayConfig = DecayConfig(),
+    scoring: ScoringConfig = DEFAULT_SCORING,
+) -> pl.DataFrame:
+    """Every memory created before `as_of`, with its confidence, status and flags as of that instant.
+
+    Only what was known before `as_of` counts (memories, feedback, validations, reinforcement), so
+    the reputation is recomputed from that feedback rather than taken from today's scores.
+    """
+    as_of = as_of.replace(tzinfo=UTC) if as_of.tzinfo is None else as_of.astimezone(UTC)
+    interactions_known = _known_by(interactions.lazy(), as_of)
+    statements_known = _known_by(statements.lazy(), as_of)
+    feedback_known = _known_by(feedback.lazy(), as_of)
+    scores = compute_scores(interactions_known, statements_known, feedback_known, scoring).lazy()
+    keys = ["tenant_id", "memory_id"]
+    memories = (
+        _memories(interactions_known, statements_known)
+        .pipe(distinct, keys)
+        .join(
+            scores.select(*keys, "reputation", "quality_score", "n_feedback"), on=keys, how="left"
         )
+        .join(_last_validations(feedback_known), on=keys, how="left")
+        .join(_reinforcement_as_of(reinforcement, as_of), on=keys, how="left")
+    )
+    return (
+        _decayed(memories, config, as_of)
+        .select(SNAPSHOT_COLUMNS)
         .sort("tenant_id", "memory_id")
         .collect()
     )

@@ -193,14 +193,11 @@ def orphan_feedback(
     )
 
 
-def compute_scores(
-    interactions: pl.DataFrame | pl.LazyFrame,
-    statements: pl.DataFrame | pl.LazyFrame,
-    feedback: pl.DataFrame | pl.LazyFrame,
-    config: ScoringConfig = ScoringConfig(),
-) -> pl.DataFrame:
-    """One row per memory (also those without feedback): counts, quality_score, quality_lower, reputation."""
-    # Feedback about unknown memories drops out in the final join onto the memory keys.
+def _feedback_per_memory(
+    feedback: pl.DataFrame | pl.LazyFrame, config: ScoringConfig
+) -> pl.LazyFrame:
+    """Per (tenant_id, target_id): the count of each signal and of votes, the votes' positive and
+    negative mass, the mean rating, whether a correction came, the last feedback and validation."""
     votes = vote_values(deduplicate_votes(feedback), config).with_columns(
         positive_mass=pl.col("vote_weight") * (1 + pl.col("vote_value")) / 2,
         negative_mass=pl.col("vote_weight") * (1 - pl.col("vote_value")) / 2,
@@ -208,7 +205,7 @@ def compute_scores(
     )
     positive = list(config.positive_weights)
     negative = list(config.negative_weights)
-    per_memory = votes.group_by("tenant_id", "target_id").agg(
+    return votes.group_by("tenant_id", "target_id").agg(
         *[(pl.col("signal") == s).sum().cast(pl.Int64).alias(f"n_{s}") for s in SIGNALS],
         pl.col("is_vote").sum().cast(pl.Int64).alias("n_feedback"),
         pl.col("signal").is_in(positive).sum().cast(pl.Int64).alias("n_positive"),
@@ -223,6 +220,17 @@ def compute_scores(
         .max()
         .alias("last_validated_at"),
     )
+
+
+def compute_scores(
+    interactions: pl.DataFrame | pl.LazyFrame,
+    statements: pl.DataFrame | pl.LazyFrame,
+    feedback: pl.DataFrame | pl.LazyFrame,
+    config: ScoringConfig = ScoringConfig(),
+) -> pl.DataFrame:
+    """One row per memory (also those without feedback): counts, quality_score, quality_lower, reputation."""
+    # Feedback about unknown memories drops out in the final join onto the memory keys.
+    per_memory = _feedback_per_memory(feedback, config)
     count_columns = [f"n_{s}" for s in SIGNALS] + ["n_feedback", "n_positive", "n_negative"]
     a = pl.col("positive_mass") + config.prior_positive
     b = pl.col("negative_mass") + config.prior_negative

@@ -91,6 +91,16 @@ def record_runs(history: pl.DataFrame, current: pl.DataFrame, now: datetime) -> 
     )
 
 
+def extend_history(
+    previous: pl.DataFrame, current: pl.DataFrame, now: datetime
+) -> tuple[pl.DataFrame, int]:
+    """`record_runs` on the stored history (read with at least its columns): the new history and
+    how many runs it recorded (0 when every tenant's policy is the one already recorded)."""
+    previous = previous.select(list(DPO_RUNS_HISTORY_SCHEMA))
+    history = record_runs(previous, current, now)
+    return history, history.height - previous.height
+
+
 def saved_run(model_dir: Path) -> dict[str, Any] | None:
     path = model_dir / RUN_FILE
     return json.loads(path.read_text()) if path.exists() else None

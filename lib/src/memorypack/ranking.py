@@ -1,0 +1,284 @@
+"""Rank a pack's memories for an app: relevance × confidence plus the seed design's boosts."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+import numpy as np
+import pyarrow as pa
+
+from memorypack.indexes import _OVERRULED
+from memorypack.results import ScoredMemory, Selection
+from memorypack.selector import Selector, SelectorFailed, call_with_timeout, parse_choices
+from memorypack.tables import _EMPTY, _SECONDS_PER_DAY, _has_text
+from memorypack.text_queries import TextQueries
+
+log = logging.getLogger("memorypack.loader")
+
+# Relevance boosts from the seed design (000): same contact, same kind, tags, recency, feedback.
+SAME_CONTACT_BOOST = 0.3
+SAME_KIND_BOOST = 0.2
+TAG_BOOST = 0.1
+RECENCY_BOOST = 0.2
+RECENCY_DECAY_PER_DAY = 0.02
+POSITIVE_FEEDBACK_WEIGHT = 0.2
+NEGATIVE_FEEDBACK_WEIGHT = 0.1
+DEFAULT_SELECTOR_TIMEOUT_MS = 800.0
+
+
+class Ranking(TextQueries):
+    """`memories_for`, `search` and `select`: the memories an app puts in a prompt."""
+
+    def _rank(
+        self,
+        rows: np.ndarray,
+        k: int,
+        contact_id: str | None,
+        kind: str | None,
+        tags: Sequence[str] | None,
+        query_vector: Sequence[float] | np.ndarray | None,
+        now: datetime | None,
+        min_score: float | None = None,
+        query: str | None = None,
+        retrieval: str = "hybrid",
+        boosts: bool = True,
+    ) -> list[ScoredMemory]:
+        if rows.size == 0 or k <= 0:
+            return []
+        confidence = self._confidence[rows]
+        parts: dict[str, np.ndarray] = {"confidence": confidence}
+        found = self._relevance(rows, query, query_vector, retrieval)
+        parts.update(found)
+        relevance = found.get("relevance", found.get("similarity"))
+        parts["semantic"] = relevance * confidence if relevance is not None else confidence
+        if not boosts:  # pure retrieval (`search`): the relevance alone
+            del parts["semantic"]
+            return self._scored(rows, k, relevance, parts, min_score)
+        code = self._contact_code.get(contact_id, -2) if contact_id is not None else -2
+        parts["same_contact"] = SAME_CONTACT_BOOST * (self._contact_codes[rows] == code)
+        kind_code = self._kind_code.get(kind, -2) if kind is not None else -2
+        parts["same_kind"] = SAME_KIND_BOOST * (self._kind_codes[rows] == kind_code)
+        overlap = np.zeros(rows.size)
+        if tags:
+            counts = np.zeros(self._n, dtype=np.int32)
+            for tag in set(tags):
+                counts[self._tag_rows.get(tag, _EMPTY)] += 1
+            overlap = counts[rows].astype(np.float64)
+        parts["tags"] = TAG_BOOST * overlap
+        shift = (now - self.as_of).total_seconds() / _SECONDS_PER_DAY if now is not None else 0.0
+        parts["recency"] = np.maximum(
+            0.0, RECENCY_BOOST - RECENCY_DECAY_PER_DAY * (self._age_days[rows] + shift)
+        )
+        quality = self._quality[rows]
+        parts["feedback"] = np.where(
+            quality >= 0, POSITIVE_FEEDBACK_WEIGHT * quality, NEGATIVE_FEEDBACK_WEIGHT * quality
+        )
+        # An overruled memory's confidence counts for nothing (the part is named by the reason).
+        overruled = self._overruled[rows]
+        demotion = np.where(overruled > 0, -parts["semantic"], 0.0)
+        total = (
+            parts["semantic"]
+            + parts["same_contact"]
+            + parts["same_kind"]
+            + parts["tags"]
+            + parts["recency"]
+            + parts["feedback"]
+            + demotion
+        )
+        return self._scored(rows, k, total, parts, min_score, overruled, demotion)
+
+    def _scored(
+        self,
+        rows: np.ndarray,
+        k: int,
+        total: np.ndarray | None,
+        parts: dict[str, np.ndarray],
+        min_score: float | None,
+        overruled: np.ndarray | None = None,
+        demotion: np.ndarray | None = None,
+    ) -> list[ScoredMemory]:
+        """The k best rows by `total` (ties: pack order) as records with their score parts."""
+        if total is None:
+            return []
+        if overruled is None or demotion is None:
+            overruled, demotion = np.zeros(rows.size, dtype=np.int8), np.zeros(rows.size)
+        eligible = np.arange(rows.size) if min_score is None else np.flatnonzero(total >= min_score)
+        best = (
+            eligible[np.argpartition(-total[eligible], k - 1)[:k]]
+            if eligible.size > k
+            else eligible
+        )
+        best = best[np.lexsort((rows[best], -total[best]))]
+        picked = self.memories.take(pa.array(rows[best])).to_pylist()
+        return [
+            ScoredMemory(
+                memory_id=row["memory_id"],
+                text=row["text"] or "",
+                contact_id=row["contact_id"],
+                memory_type=row["memory_type"],
+                kind=row.get("kind"),
+                confidence=float(row["confidence"]),
+                status=row["status"],
+                stale=bool(row.get("stale")),
+                needs_reconfirmation=bool(row.get("needs_reconfirmation")),
+                has_conflict=bool(row.get("has_conflict")),
+                last_confirmed=row.get("last_confirmed"),
+                tags=list(row.get("tags") or []),
+                score=float(total[i]),
+                parts={
+                    **{name: float(values[i]) for name, values in parts.items()},
+                    **({_OVERRULED[overruled[i]]: float(demotion[i])} if overruled[i] else {}),
+                },
+                overruled_by=self._overruled_by.get(int(rows[i])),
+            )
+            for row, i in zip(picked, best, strict=True)
+        ]
+
+    def _rows_for(
+        self,
+        contact_id: str | None,
+        include_inactive: bool = False,
+        include_superseded: bool = False,
+        min_confidence: float = 0.0,
+    ) -> np.ndarray:
+        if contact_id is None:
+            rows = np.arange(self._n)
+        else:
+            code = self._contact_code.get(contact_id)
+            own = self._contact_rows.get(code, _EMPTY) if code is not None else _EMPTY
+            # A contact's memories plus the general ones; never another person's.
+            rows = np.concatenate([own, self._general_rows])
+        keep = np.ones(rows.size, dtype=bool)
+        if not include_inactive:
+            keep &= self._active[rows]
+        if not include_superseded:
+            keep &= self._overruled[rows] == 0
+        if min_confidence > 0:
+            keep &= self._confidence[rows] >= min_confidence
+        return rows[keep]
+
+    def memories_for(
+        self,
+        contact_id: str | None,
+        k: int = 10,
+        tags: Sequence[str] | None = None,
+        query_vector: Sequence[float] | np.ndarray | None = None,
+        kind: str | None = None,
+        include_inactive: bool = False,
+        now: datetime | None = None,
+        include_superseded: bool = False,
+        min_confidence: float = 0.0,
+        min_score: float | None = None,
+        query: str | None = None,
+        retrieval: str = "hybrid",
+    ) -> list[ScoredMemory]:
+        """The k most relevant active memories about a contact (plus general ones), with score
+        parts; an unknown contact gets the general ones. Overruled memories (the losing side of
+        a resolved conflict) only with `include_superseded`, ranked without their confidence.
+        Floors: `confidence` ≥ min_confidence, `score` ≥ min_score.
+
+        Relevance to a `query` text (see `search` and `retrieval`) or a `query_vector` multiplies
+        the confidence (the `semantic` part); the boosts add to it."""
+        rows = self._rows_for(contact_id, include_inactive, include_superseded, min_confidence)
+        return self._rank(
+            rows, k, contact_id, kind, tags, query_vector, now, min_score, query, retrieval
+        )
+
+    def search(
+        self,
+        query: str | None = None,
+        k: int = 10,
+        contact_id: str | None = None,
+        retrieval: str = "hybrid",
+        query_vector: Sequence[float] | np.ndarray | None = None,
+        include_inactive: bool = False,
+        include_superseded: bool = False,
+    ) -> list[ScoredMemory]:
+        """Pure retrieval: the k memories most relevant to `query` (of `contact_id` plus the
+        general ones, or of the whole pack), by relevance alone — no confidence, no boosts.
+
+        `retrieval`: "hybrid" (default) fuses the keyword channel (BM25 over the pack's texts)
+        and the vector channel (the pack's own embedding model on the query, or `query_vector`)
+        by reciprocal rank fusion, so an exact name, order number or rare term is found when the
+        embedding misses it, and a paraphrase when the words differ; "keyword" and "vector" use
+        one channel. Without an encoder (`memorypack[embed]` not installed, or a pack that ships
+        none) and without `query_vector`, "hybrid" runs the keyword channel alone (logged once;
+        `encoder_error` says why). Parts: `keyword` (BM25), `similarity` (cosine),
+        `keyword_rank` / `vector_rank` (1 = best, 0 = not in the channel's best RRF_DEPTH) and
+        `relevance` (the fused score, 1.0 = first in every channel); a fused search returns only
+        memories some channel ranked."""
+        if contact_id is None:
+            rows = np.arange(self._n)
+            keep = np.ones(self._n, dtype=bool)
+            if not include_inactive:
+                keep &= self._active
+            if not include_superseded:
+                keep &= self._overruled == 0
+            rows = rows[keep]
+        else:
+            rows = self._rows_for(contact_id, include_inactive, include_superseded)
+        fused = retrieval != "vector" and _has_text(query)
+        return self._rank(
+            rows,
+            k,
+            contact_id,
+            None,
+            None,
+            query_vector,
+            None,
+            1e-12 if fused else None,
+            query,
+            retrieval,
+            boosts=False,
+        )
+
+    def candidates(
+        self,
+        query_vector: Sequence[float] | np.ndarray,
+        k: int = 50,
+        contact_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str | None = None,
+    ) -> list[ScoredMemory]:
+        """The broad candidate pool a custom selector chooses from (vector search + boosts)."""
+        return self.memories_for(contact_id, k=k, tags=tags, query_vector=query_vector, kind=kind)
+
+    def select(
+        self,
+        query_vector: Sequence[float] | np.ndarray,
+        k: int = 10,
+        selector: Selector | None = None,
+        timeout_ms: float = DEFAULT_SELECTOR_TIMEOUT_MS,
+        contact_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str | None = None,
+        pool: int = 50,
+    ) -> Selection:
+        """Let `selector` pick among the candidates; on error, timeout or malformed output use the ranking."""
+        began = time.perf_counter()
+        pooled = self.candidates(
+            query_vector, k=max(pool, k), contact_id=contact_id, tags=tags, kind=kind
+        )
+        if selector is None:
+            return Selection(pooled[:k], "algorithmic", None, (time.perf_counter() - began) * 1000)
+        try:
+            raw = call_with_timeout(selector, pooled, timeout_ms)
+            choices = parse_choices(raw, {m.memory_id for m in pooled})
+        except SelectorFailed as failure:
+            log.warning("memory selector fell back to the algorithmic ranking: %s", failure)
+            return Selection(
+                pooled[:k], "algorithmic", str(failure), (time.perf_counter() - began) * 1000
+            )
+        by_id = {m.memory_id: m for m in pooled}
+        chosen = []
+        for choice in choices[:k]:
+            memory = by_id[choice.memory_id]
+            parts = dict(memory.parts)
+            if choice.relevance is not None:
+                parts["selector_relevance"] = choice.relevance
+            chosen.append(replace(memory, parts=parts, selector_reason=choice.reason))
+        return Selection(chosen, "selector", None, (time.perf_counter() - began) * 1000)

@@ -1,0 +1,131 @@
+"""Text queries: the pack's own encoder (the vector channel) and BM25 (the keyword channel), fused."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Self
+
+import numpy as np
+
+from memorypack import keyword as _channels
+from memorypack.encoder import EncoderUnavailable, TextEncoder, encoder_spec
+from memorypack.indexes import PackIndexes
+from memorypack.keyword import LazyKeywordIndex, fuse, top_ranks
+from memorypack.tables import _has_text, _strings, _unit
+
+log = logging.getLogger("memorypack.loader")
+RETRIEVALS = ("hybrid", "keyword", "vector")
+
+
+class TextQueries(PackIndexes):
+    """How relevant each memory is to a query text or vector (`_relevance`)."""
+
+    def _init_text_queries(self) -> None:
+        self._keyword = LazyKeywordIndex(_strings(self.memories, "text"))
+        self._encoder: TextEncoder | None = None
+        self.encoder_error: str | None = None  # why text queries run without the vector channel
+        self._encoder_lock = threading.Lock()
+
+    def encoder(self) -> TextEncoder:
+        """The pack's embedding model (loaded and sha256-checked on first use, then kept).
+
+        EncoderUnavailable (a PackError) when the pack ships none or `memorypack[embed]` is not
+        installed; PackError when a model file does not match the manifest."""
+        with self._encoder_lock:
+            if self._encoder is None:
+                if self.encoder_error is not None:
+                    raise EncoderUnavailable(self.encoder_error)
+                spec = encoder_spec(self.manifest)
+                try:
+                    if spec is None:
+                        raise EncoderUnavailable(
+                            f"pack {self.version} ships no embedding model (published before "
+                            "text queries, or its model could not be exported)"
+                        )
+                    self._encoder = TextEncoder(self.path.parent, spec, self.dim)
+                except EncoderUnavailable as error:
+                    self.encoder_error = str(error)
+                    raise
+            return self._encoder
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length vectors of `texts` by the pack's model, comparable to `embeddings`."""
+        return self.encoder().encode(list(texts))
+
+    def warm(self, keyword: bool = True, encoder: bool = True) -> Self:
+        """Build the keyword index and load the encoder now rather than on the first text query
+        (an encoder that cannot load is only noted in `encoder_error`)."""
+        if keyword:
+            self._keyword.get()
+        if encoder:
+            with contextlib.suppress(EncoderUnavailable):
+                self.encoder()
+        return self
+
+    def _query_vector(self, query: str, required: bool) -> np.ndarray | None:
+        try:
+            encoder = self.encoder()
+        except EncoderUnavailable as error:
+            if required:
+                raise
+            if not self._warned_keyword_only:
+                log.warning("text queries use the keyword channel only: %s", error)
+                self._warned_keyword_only = True
+            return None
+        return encoder.encode([query])[0]
+
+    _warned_keyword_only = False
+
+    def _relevance(
+        self,
+        rows: np.ndarray,
+        query: str | None,
+        query_vector: Sequence[float] | np.ndarray | None,
+        retrieval: str,
+    ) -> dict[str, np.ndarray]:
+        """The relevance parts of `rows` for a query (see `search`); {} without a query."""
+        if retrieval not in RETRIEVALS:
+            raise ValueError(f"retrieval must be one of {', '.join(RETRIEVALS)}, not {retrieval!r}")
+        if query is not None and not isinstance(query, str):
+            raise ValueError(f"query must be text, not {type(query).__name__}")
+        text = query if _has_text(query) else None
+        if text is None and query_vector is None:
+            return {}
+        parts: dict[str, np.ndarray] = {}
+        if retrieval != "keyword" and self.dim:
+            vector = (
+                _unit(query_vector, self.dim)
+                if query_vector is not None
+                else self._query_vector(str(text), required=retrieval == "vector")
+            )
+            if vector is not None:
+                parts["similarity"] = self._similarities(rows, vector).astype(np.float64)
+        if text is None or retrieval == "vector":
+            return parts  # the cosine is the relevance, as before text queries
+        keyword = self._keyword.get().scores(text)[rows].astype(np.float64)
+        best = float(keyword.max()) if keyword.size else 0.0
+        ranks = [top_ranks(keyword, (keyword > 0) & (keyword >= _channels.KEYWORD_FLOOR * best))]
+        parts["keyword"] = keyword
+        parts["keyword_rank"] = ranks[0].astype(np.float64)
+        if "similarity" in parts:
+            # A memory without an embedding has a zero row: no cosine to rank it by.
+            similarity = parts["similarity"]
+            ceiling = float(similarity.max()) if similarity.size else 0.0
+            ranks.append(
+                top_ranks(
+                    similarity,
+                    (similarity != 0) & (similarity >= ceiling - _channels.VECTOR_MARGIN),
+                )
+            )
+            parts["vector_rank"] = ranks[1].astype(np.float64)
+        parts["relevance"] = fuse(ranks)
+        return parts
+
+    def _similarities(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+        # Gathering a few rows is cheaper than a full scan; past a quarter of the pack it is not.
+        if rows.size * 4 > self._n:
+            return np.asarray(self.embeddings @ q)[rows]
+        return np.asarray(self.embeddings[rows] @ q)
