@@ -18,7 +18,8 @@ def _ingest_once(folder: Path, home: Path, split: dict[str, float]) -> dict[str,
     """What the `raw_events` asset does: parse, validate, quarantine, dedupe, Parquet, DuckDB."""
     from pipeline.config import Paths
     from pipeline.ingest import ingest_folder
-    from pipeline.storage import Lake, Warehouse
+    from pipeline.storage import Lake
+    from pipeline.warehouse import Warehouse
 
     paths = Paths.from_env(home)
     lake, warehouse = Lake(paths), Warehouse(paths)

@@ -17,8 +17,9 @@ from pipeline import tables
 from pipeline.config import Paths
 from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions, tenant_folders
-from pipeline.storage import LOADED_FILES, Lake, Warehouse, lake_source, sql_quote
+from pipeline.storage import Lake
 from pipeline.tables import COMMENTS
+from pipeline.warehouse import LOADED_FILES, Warehouse, lake_source, sql_quote
 
 # The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
 TABLES: dict[str, str] = {

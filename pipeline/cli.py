@@ -15,9 +15,10 @@ from typing import Any
 from memorypack import PackError
 from memorypack.fs import Location
 from pipeline import __version__
+from pipeline.cli_people import add_people_commands
 from pipeline.config import Paths, first_partition_date, offline_environment, scratch_in_local
 from pipeline.errors import UserError
-from pipeline.homelock import ANALYTICS, clean_leftovers, home_lock, tenant_locks
+from pipeline.homelock import clean_leftovers, home_lock
 
 log = logging.getLogger("memorypack")
 
@@ -209,17 +210,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_import_oasst(args: argparse.Namespace) -> int:
-    from pipeline.importers.oasst import import_oasst
-
-    source = Path(args.file)
-    if not source.is_file():
-        raise UserError(f"{source} is not a file")
-    counts = import_oasst(source, Path(args.out))
-    print(f"memorypack: imported {source.name}: {counts}")
-    return 0
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     paths = Paths.from_env(args.home)
     landing = paths.landing
@@ -260,45 +250,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_forget(args: argparse.Namespace) -> int:
-    from pipeline.erasure import check_request, forget
-
-    check_request(args.tenant, args.contact)
-    paths = Paths.from_env(args.home)
-    if not paths.home.is_dir():
-        raise UserError(f"home {paths.home} does not exist")
-
-    def busy(holder: str) -> None:
-        print(f"memorypack: home {paths.home} is busy: {holder}; waiting for it", flush=True)
-
-    command = f"memorypack forget --tenant {args.tenant}"
-    with (
-        home_lock(paths.local, command, args.wait, busy),
-        tenant_locks(paths.local, command, args.tenant, ANALYTICS),
-    ):
-        clean_leftovers(paths.local)
-        report = forget(paths, args.tenant, args.contact, source="cli")
-    for line in report.lines():
-        print(f"memorypack: {line}")
-    return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from pipeline.erasure import check_request, export, write_export
-
-    check_request(args.tenant, args.contact)
-    paths = Paths.from_env(args.home)
-    if not paths.home.is_dir():
-        raise UserError(f"home {paths.home} does not exist")
-    document = export(paths, args.tenant, args.contact)
-    out = None if args.out in (None, "-") else Path(args.out)
-    write_export(document, out)
-    if out is not None:
-        found = len(document["events"]) + sum(len(v) for v in document["derived"].values())
-        print(f"memorypack: wrote {found} rows held about the person to {out}")
-    return 0
-
-
 def _show_packs(paths: Paths) -> None:
     try:
         showcase = importlib.import_module("pipeline.pack.showcase")
@@ -318,7 +269,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memorypack {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="show details and tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_night_commands(sub)
+    add_people_commands(sub)
+    try:
+        pack_commands = importlib.import_module("pipeline.pack.commands")
+    except ImportError:
+        pack_commands = None
+    if pack_commands is not None:
+        pack_commands.register(sub)
+    return parser
 
+
+def _add_night_commands(sub: Any) -> None:
+    """demo, run, generate: the night and its sample logs."""
     demo = sub.add_parser("demo", help="generate sample logs, run the nightly job, publish packs")
     demo.add_argument(
         "--home",
@@ -371,40 +334,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="mean random feedback events per interaction (default and minimum 1.1)",
     )
     gen.set_defaults(func=cmd_generate)
-
-    imp = sub.add_parser("import", help="turn another log format into contract events")
-    imp_sub = imp.add_subparsers(dest="format", required=True)
-    oasst = imp_sub.add_parser("oasst", help="OpenAssistant message-tree export (.jsonl)")
-    oasst.add_argument("file")
-    oasst.add_argument("--out", required=True, help="landing folder to write")
-    oasst.set_defaults(func=cmd_import_oasst)
-
-    person = {"help": "the person's contact id, as the apps send it (raw, not a pii- pseudonym)"}
-    forget = sub.add_parser(
-        "forget", help="erase one person everywhere under the home and tombstone their id"
-    )
-    forget.add_argument("--home", default=None, help="memorypack home (default MEMORYPACK_HOME)")
-    forget.add_argument("--tenant", required=True)
-    forget.add_argument("--contact", required=True, **person)
-    forget.add_argument(
-        "--wait", action="store_true", help="if a run holds this home, queue behind it"
-    )
-    forget.set_defaults(func=cmd_forget)
-
-    export = sub.add_parser("export", help="write everything held about one person as JSON")
-    export.add_argument("--home", default=None, help="memorypack home (default MEMORYPACK_HOME)")
-    export.add_argument("--tenant", required=True)
-    export.add_argument("--contact", required=True, **person)
-    export.add_argument("--out", default=None, help="file to write (default: standard output)")
-    export.set_defaults(func=cmd_export)
-
-    try:
-        pack_commands = importlib.import_module("pipeline.pack.commands")
-    except ImportError:
-        pack_commands = None
-    if pack_commands is not None:
-        pack_commands.register(sub)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,8 +10,6 @@ from pathlib import Path
 
 from memorypack.fs import Location, ObjectPath, StorageError, location
 from pipeline.errors import UserError
-from pipeline.tables import PARTITION_COLUMNS as PARTITION_COLUMNS
-from pipeline.tables import SHARED_TABLES as SHARED_TABLES
 
 DEFAULT_HOME = "./data"
 # On an object-store home: the local folder for what must be a local file (DuckDB files, locks,
@@ -113,6 +111,8 @@ class Paths:
     def table_root(self, name: str) -> Location:
         """The folder of table `name` this view writes: the tenant's own, for a tenant's view of
         a table laid out by tenant."""
+        from pipeline.tables import SHARED_TABLES  # polars: not loaded by the light CLI paths
+
         root = self.lake / name
         if self.tenant is None or name in SHARED_TABLES:
             return root
@@ -124,6 +124,8 @@ class Paths:
 
     def partition(self, name: str, key: str, column: str | None = None) -> Location:
         """One partition of a partitioned lake table (hive layout, one file per partition)."""
+        from pipeline.tables import PARTITION_COLUMNS
+
         column = column or PARTITION_COLUMNS.get(name, "load_date")
         return self.table_root(name) / f"{column}={key}" / "data.parquet"
 

@@ -17,8 +17,9 @@ from pipeline.contracts import QUARANTINE_SCHEMA
 from pipeline.erasure_subject import Subject, lake_dir
 from pipeline.erasure_tombstones import TOMBSTONES, erased_quarantine_rows
 from pipeline.scrub import Needles, scrub_frame
-from pipeline.storage import Lake, Warehouse, read_file, write_parquet_atomic
+from pipeline.storage import Lake, read_file, write_parquet_atomic
 from pipeline.tables import COMMENTS
+from pipeline.warehouse import Warehouse
 
 POLICY_WITHDRAWALS = "policy_withdrawals"
 WITHDRAWAL_SCHEMA = tables.schema(POLICY_WITHDRAWALS)

@@ -16,7 +16,7 @@ from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.config import SHARED_TABLES, TENANT_COLUMN
+from pipeline.config import TENANT_COLUMN
 from pipeline.errors import UserError
 
 LOCK_NAME = ".memorypack.lock"  # ingest and whole-home commands
@@ -90,6 +90,8 @@ def clean_leftovers(home: Path, scope: str | None = None) -> list[Path]:
     Pack temp folders are cleaned by the publisher under each tenant's publish lock."""
     lake = home / "lake"
     if scope is None:
+        from pipeline.tables import SHARED_TABLES  # polars: only when cleaning up
+
         found = [p for name in SHARED_TABLES for p in (lake / name).rglob(".*.tmp")]
     elif scope == ANALYTICS:
         found = [*home.glob(".analytics.duckdb.*.tmp*")]

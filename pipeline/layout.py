@@ -16,9 +16,10 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.config import SHARED_TABLES, TENANT_COLUMN, Paths
+from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.ingest import TYPED_TABLES, typed_tables
 from pipeline.storage import Lake, read_file, scan_file, write_parquet_atomic
+from pipeline.tables import SHARED_TABLES
 from pipeline.tables import empty as empty_table
 
 TYPED = "typed"  # the consumer name of the events partitions the typed tables were built from

@@ -1,4 +1,4 @@
-"""The lake (Parquet, the source of truth) and the warehouse (DuckDB, rebuildable from the lake).
+"""The lake (Parquet, the source of truth); the warehouse built from it is pipeline/warehouse.py.
 
 The lake is a local folder or an object store prefix (`s3://bucket/prefix/lake`): every file
 operation goes through the helpers below, which take a `memorypack.fs.Location` (a `Path` or an
@@ -11,20 +11,17 @@ import io
 import os
 import re
 import shutil
-import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from memorypack.fs import Location, ObjectPath
 from pipeline import tables
-from pipeline.config import PARTITION_COLUMNS, TENANT_COLUMN, Paths
-from pipeline.errors import UserError
+from pipeline.config import TENANT_COLUMN, Paths
+from pipeline.tables import PARTITION_COLUMNS
 
 # Beside a source partition: which version of it each consumer (e.g. "typed") was built from.
 DERIVED_MARKER = "_derived_by_{consumer}"
@@ -239,207 +236,3 @@ class Lake:
 
 # Per warehouse table and lake file (partition key, "" for an unpartitioned table): the identity of
 # the file version the table holds. Bookkeeping, not a lake table: analysts' snapshots leave it out.
-LOADED_FILES = "_lake_files"
-_LOADED_COLUMNS = "(table_name VARCHAR, part VARCHAR, identity VARCHAR)"
-# How long opening the warehouse waits for another process's connection to close (another step's
-# short refresh) before the step fails in one line.
-LOCK_WAIT_SECONDS = 5.0
-
-
-def sql_quote(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-@contextmanager
-def lake_source(
-    con: duckdb.DuckDBPyConnection, files: Sequence[Location], hive: bool
-) -> Iterator[str]:
-    """SQL naming exactly these lake files' rows. Local files: DuckDB reads them itself. Objects:
-    read through pyarrow (DuckDB's own S3 reader is an extension it would download) and handed
-    to DuckDB as an Arrow table for the statement's lifetime."""
-    if not any(isinstance(f, ObjectPath) for f in files):
-        yield parquet_source([f for f in files if isinstance(f, Path)], hive)
-        return
-    frames = [read_file(f, hive=hive) for f in files]
-    table = pl.concat(frames, how="diagonal_relaxed").to_arrow()
-    view = f"_lake_objects_{uuid.uuid4().hex[:8]}"
-    con.register(view, table)
-    try:
-        yield view
-    finally:
-        con.unregister(view)
-
-
-def parquet_source(files: Sequence[Path], hive: bool) -> str:
-    """DuckDB's reader of exactly these lake files (a partition's key restored from its folder)."""
-    listed = ", ".join(sql_quote(str(f)) for f in files)
-    return (
-        f"read_parquet([{listed}], hive_partitioning = {str(hive).lower()}, union_by_name = true)"
-    )
-
-
-def _busy(path: Path, error: duckdb.Error) -> str:
-    """One line for a warehouse another process holds: who holds it and what to do."""
-    holder = re.search(r"held in (.+?) \(PID (\d+)\)", str(error))
-    who = f"pid {holder[2]} ({Path(holder[1]).name})" if holder else "another process"
-    return (
-        f"warehouse {path} is held open by {who}: close that connection and run again"
-        " (analysts: query analytics.duckdb, which never blocks a run)"
-    )
-
-
-@contextmanager
-def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    con.execute("BEGIN")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
-
-
-class Warehouse:
-    """The pipeline's own DuckDB file (single writer, SPEC §6): tables mirror lake tables."""
-
-    def __init__(self, paths: Paths) -> None:
-        self.paths = paths
-
-    @contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection; raises a one-line `UserError` when another process holds the file."""
-        self.paths.local.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
-            try:
-                con = duckdb.connect(str(self.paths.warehouse), read_only=read_only)
-                break
-            except duckdb.IOException as error:
-                if "Could not set lock" not in str(error):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise UserError(_busy(self.paths.warehouse, error)) from None
-                time.sleep(0.1)
-        try:
-            yield con
-        finally:
-            con.close()
-
-    def refresh(self, name: str, lake: Lake, comment: str | None = None) -> int:
-        """Make one warehouse table equal its lake table; returns its row count.
-
-        The warehouse records which version of each lake file every table holds (`LOADED_FILES`:
-        inode, size, mtime). A refresh reloads only what differs from the lake, whichever run
-        wrote it: partitions added or rewritten are replaced, partitions the lake no longer has
-        are deleted, an unpartitioned table is rebuilt when its file changed, a table the lake no
-        longer has is dropped. So what a killed or blocked run wrote to the lake but not here is
-        caught up by the next refresh, and a night does not re-read unchanged load dates. A table
-        without a record or whose columns changed is rebuilt whole. Rows and record change in one
-        transaction. Without `comment` the table keeps the one it has.
-        """
-        with self.connect() as con:
-            con.execute(f"CREATE TABLE IF NOT EXISTS {LOADED_FILES} {_LOADED_COLUMNS}")
-            return self._refresh(con, name, lake, comment)
-
-    def converge(self, lake: Lake, comments: Mapping[str, str] | None = None) -> dict[str, int]:
-        """Refresh every table of `comments` (name → comment) and every table the warehouse holds
-        lake files of, then checkpoint (the file alone then holds everything, nothing waits in
-        the WAL); returns table → rows."""
-        comments = comments or {}
-        with self.connect() as con:
-            con.execute(f"CREATE TABLE IF NOT EXISTS {LOADED_FILES} {_LOADED_COLUMNS}")
-            recorded = con.execute(f"SELECT DISTINCT table_name FROM {LOADED_FILES}").fetchall()
-            names = sorted({row[0] for row in recorded} | set(comments))
-            counts = {name: self._refresh(con, name, lake, comments.get(name)) for name in names}
-            con.execute("CHECKPOINT")
-        return counts
-
-    def _refresh(
-        self, con: duckdb.DuckDBPyConnection, name: str, lake: Lake, comment: str | None = None
-    ) -> int:
-        files = lake.files(name)
-        current = {key: file_identity(path) for key, path in files.items()}
-        table = con.execute(
-            "SELECT comment FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?",
-            [name],
-        ).fetchone()
-        loaded: dict[str, str] = {}
-        if table is not None:
-            query = f"SELECT part, identity FROM {LOADED_FILES} WHERE table_name = ?"
-            loaded = dict(con.execute(query, [name]).fetchall())
-        previous = table[0] if table else None
-        comment = comment or previous
-        if table is None or not loaded or current != loaded:
-            self._load(con, name, files, current, loaded, comment)
-        elif comment != previous:
-            _comment(con, name, comment)
-        if not files:
-            return 0
-        row = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()
-        return int(row[0]) if row else 0
-
-    def _load(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        name: str,
-        files: dict[str, Location],
-        current: dict[str, str],
-        loaded: dict[str, str],
-        comment: str | None,
-    ) -> None:
-        partitioned = bool(current) and "" not in current
-        # Rows of a partition are found again by its folder's hive values (an earlier layout's
-        # record, without them, rebuilds the table).
-        if partitioned and loaded and all(hive_values(key) for key in loaded):
-            changed = sorted(
-                key for key, identity in current.items() if loaded.get(key) != identity
-            )
-            gone = sorted(set(loaded) - set(current))
-            where = " OR ".join(_matches(key) for key in changed + gone)
-            try:
-                with _transaction(con):
-                    con.execute(f'DELETE FROM "{name}" WHERE {where}')
-                    if changed:
-                        with lake_source(con, [files[k] for k in changed], hive=True) as source:
-                            con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
-                    _record(con, name, current)
-                    _comment(con, name, comment)
-                return
-            except duckdb.Error:  # the columns changed: rebuild the whole table instead
-                pass
-        with _transaction(con):
-            if files:
-                with lake_source(con, list(files.values()), hive=partitioned) as source:
-                    con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
-                _comment(con, name, comment)
-            else:
-                con.execute(f'DROP TABLE IF EXISTS "{name}"')
-            _record(con, name, current)
-
-
-def _matches(key: str) -> str:
-    """SQL that is true for the rows of the partition in folder `key`."""
-    return (
-        "("
-        + " AND ".join(
-            f'CAST("{column}" AS VARCHAR) = {sql_quote(value)}'
-            for column, value in hive_values(key).items()
-        )
-        + ")"
-    )
-
-
-def _record(con: duckdb.DuckDBPyConnection, name: str, current: dict[str, str]) -> None:
-    """Which lake file versions table `name` now holds."""
-    con.execute(f"DELETE FROM {LOADED_FILES} WHERE table_name = ?", [name])
-    if current:
-        con.execute(
-            f"INSERT INTO {LOADED_FILES} SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
-            [name, list(current), list(current.values())],
-        )
-
-
-def _comment(con: duckdb.DuckDBPyConnection, name: str, comment: str | None) -> None:
-    if comment:
-        con.execute(f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')

@@ -11,7 +11,8 @@ from pipeline.analytics import TABLES, VIEWS, WAREHOUSE_TABLES, build_snapshot
 from pipeline.config import Paths
 from pipeline.pack.build import build_pack, load_inputs
 from pipeline.pack.writer import publish
-from pipeline.storage import Lake, Warehouse
+from pipeline.storage import Lake
+from pipeline.warehouse import Warehouse
 from tests.tenant_runs import declared
 from tests.test_pack_support import AS_OF, make_lake
 

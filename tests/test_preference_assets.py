@@ -24,8 +24,9 @@ from pipeline.dpo import (
     wilson_interval,
 )
 from pipeline.generate.preference import planted_mined_pairs
-from pipeline.storage import Lake, Warehouse
+from pipeline.storage import Lake
 from pipeline.templates import load_registry
+from pipeline.warehouse import Warehouse
 from tests.tenant_runs import build_analytics, declared, materialize_tenant, write_by_tenant
 
 TENANTS = ("acme", "tiny")

@@ -14,7 +14,8 @@ import pytest
 from pipeline import tables
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.storage import LOADED_FILES, Lake, Warehouse, write_parquet_atomic
+from pipeline.storage import Lake, write_parquet_atomic
+from pipeline.warehouse import LOADED_FILES, Warehouse
 
 HOLDER = """
 import sys, duckdb
