@@ -46,7 +46,11 @@ def run(sizes: Sizes) -> list[Figure]:
     import duckdb
     import polars as pl
 
-    for module in ("pipeline.ingest", "pipeline.storage"):  # imported before timing
+    for module in (
+        "pipeline.ingest",
+        "pipeline.storage",
+        "pipeline.warehouse",
+    ):  # imported before timing
         importlib.import_module(module)
     from pipeline.contracts import FIELDS
 

@@ -124,7 +124,7 @@ def test_converge_refreshes_every_table_and_drops_what_the_lake_lost(tmp_path: P
 def test_a_held_warehouse_fails_in_one_line_and_the_next_refresh_converges(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("pipeline.storage.LOCK_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr("pipeline.warehouse.LOCK_WAIT_SECONDS", 0.3)
     lake, warehouse = _home(tmp_path)
     lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
     warehouse.refresh("events", lake)
