@@ -263,3 +263,9 @@ def offline_env() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def dpo_smoke(max_steps: int) -> dict[str, dict[str, Any]] | None:
+    """The night's settings for a smoke-sized DPO policy (`max_steps`, no SFT; the shape of
+    assets/config.py FAST), or None (the default policy) when `max_steps` is 0."""
+    return {"dpo": {"max_steps": max_steps, "sft_epochs": 0.0}} if max_steps > 0 else None

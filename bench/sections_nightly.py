@@ -27,6 +27,7 @@ from bench.common import (
     MIB,
     Figure,
     Sizes,
+    dpo_smoke,
     python_child,
     ratio,
     rounded,
@@ -211,8 +212,7 @@ def _child(argv: list[str]) -> int:
     from jobs.runner import run_nightly
 
     date.fromisoformat(args.start)
-    smoke = {"max_steps": args.dpo_max_steps, "sft_epochs": 0.0}
-    dpo = {"dpo": smoke} if args.dpo_max_steps > 0 else None
+    dpo = dpo_smoke(args.dpo_max_steps)
     outcome = run_nightly(
         args.home, args.landing, args.start, args.end, log_level="WARNING", settings=dpo
     )

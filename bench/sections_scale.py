@@ -39,6 +39,7 @@ from bench.common import (
     MIB,
     Figure,
     Sizes,
+    dpo_smoke,
     python_child,
     ratio,
     rounded,
@@ -634,8 +635,7 @@ def _child(argv: list[str]) -> int:
     from jobs.runner import run_nightly
 
     date.fromisoformat(args.start)
-    smoke = {"max_steps": args.dpo_max_steps, "sft_epochs": 0.0}
-    dpo = {"dpo": smoke} if args.dpo_max_steps > 0 else None
+    dpo = dpo_smoke(args.dpo_max_steps)
     ended: dict[str, float] = {}
     samples: dict[int, int] = {}
     stop = threading.Event()

@@ -23,13 +23,21 @@ def cmd_import_oasst(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_forget(args: argparse.Namespace) -> int:
-    from pipeline.erasure import check_request, forget
+def _person_request(args: argparse.Namespace) -> Paths:
+    """The home of a `forget` or `export` request, after checking the tenant and contact."""
+    from pipeline.erasure import check_request
 
     check_request(args.tenant, args.contact)
     paths = Paths.from_env(args.home)
     if not paths.home.is_dir():
         raise UserError(f"home {paths.home} does not exist")
+    return paths
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    from pipeline.erasure import forget
+
+    paths = _person_request(args)
 
     def busy(holder: str) -> None:
         print(f"memorypack: home {paths.home} is busy: {holder}; waiting for it", flush=True)
@@ -47,12 +55,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from pipeline.erasure import check_request, export, write_export
+    from pipeline.erasure import export, write_export
 
-    check_request(args.tenant, args.contact)
-    paths = Paths.from_env(args.home)
-    if not paths.home.is_dir():
-        raise UserError(f"home {paths.home} does not exist")
+    paths = _person_request(args)
     document = export(paths, args.tenant, args.contact)
     out = None if args.out in (None, "-") else Path(args.out)
     write_export(document, out)

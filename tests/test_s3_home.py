@@ -28,9 +28,9 @@ from memorypack.fs import Location, ObjectPath, location
 from pipeline.cli import main
 from pipeline.generate import generate
 from pipeline.pack.remote import LOCKS_FOLDER
+from tests.test_tenants_apart import NO_DPO
 
 START, END = "2026-11-01", "2026-11-02"
-NO_DPO = {"dpo": {"min_pairs": 10_000}}  # as tests/test_tenants_apart.py: no training
 TENANTS = ["acme", "globex"]
 KEY = "s3-home-test-key"
 # Columns that hold the wall-clock time of the run (or a name made of it): they differ between
