@@ -714,6 +714,10 @@ class SchemaMismatch(ValueError):
     """A frame written to a lake table does not have the table's declared columns and types."""
 
 
+class KeyViolation(ValueError):
+    """A frame written to a lake table holds two rows with one primary key."""
+
+
 def table(name: str) -> Table:
     """The declaration of lake table `name`."""
     try:
@@ -802,11 +806,30 @@ def conform(name: str, frame: pl.DataFrame) -> pl.DataFrame:
     ]
     if wrong:
         raise SchemaMismatch(f"lake table {name!r}: " + "; ".join(wrong))
+    _check_key(declared, frame)
     kept = [c for c in declared.columns if c in present]
     return frame.select(
         pl.col(c) if present[c] == declared.columns[c] else pl.col(c).cast(declared.columns[c])
         for c in kept
     )
+
+
+def _check_key(declared: Table, frame: pl.DataFrame) -> None:
+    """`KeyViolation` when two rows share the primary key (nulls compare equal). A hive column of
+    the key the frame leaves out, or holds only nulls, is the folder's: one value for every row."""
+    hive = set(declared.hive_columns)
+    key = [
+        c
+        for c in declared.primary_key
+        if c not in hive or (c in frame.columns and frame[c].null_count() < frame.height)
+    ]
+    if not key or frame.height < 2:
+        return
+    repeated = frame.height - frame.select(key).n_unique()
+    if repeated:
+        raise KeyViolation(
+            f"lake table {declared.name!r}: {repeated} row(s) repeat a key ({', '.join(key)})"
+        )
 
 
 def as_declared(name: str, frame: pl.LazyFrame) -> pl.LazyFrame:

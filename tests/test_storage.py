@@ -207,6 +207,23 @@ def test_a_frame_of_the_wrong_type_or_without_a_column_is_refused_naming_both(
     assert not lake.exists("memory_conflicts")  # nothing written by a refused frame
 
 
+def test_a_frame_that_repeats_a_primary_key_is_refused(tmp_path: Path) -> None:
+    lake = Lake(Paths.from_env(tmp_path).for_tenant("acme"))
+    pair = _rows_of("memory_conflicts", memory_id_a=["a", "a"], memory_id_b=["b", "b"])
+    with pytest.raises(tables.KeyViolation) as caught:
+        lake.write("memory_conflicts", pair)
+    # tenant_id is the folder's (absent here): the key checked is what the frame holds.
+    assert str(caught.value) == (
+        "lake table 'memory_conflicts': 1 row(s) repeat a key (memory_id_a, memory_id_b)"
+    )
+    assert not lake.exists("memory_conflicts")
+    nulls = pair.with_columns(memory_id_b=pl.lit(None, pl.String))  # nulls compare equal
+    with pytest.raises(tables.KeyViolation):
+        lake.write("memory_conflicts", nulls)
+    lake.write("memory_conflicts", pair.with_columns(memory_id_b=pl.Series(["b", "c"])))
+    assert lake.read("memory_conflicts").collect()["memory_id_b"].to_list() == ["b", "c"]
+
+
 def test_a_write_casts_only_all_null_columns_and_keeps_the_declared_order(tmp_path: Path) -> None:
     lake = Lake(Paths.from_env(tmp_path).for_tenant("acme"))
     frame = pl.DataFrame(
