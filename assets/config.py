@@ -115,7 +115,7 @@ class StageSettings(dg.ConfigurableResource):
 
 
 # What `tenant_nightly_fast` (tests, the demo, the quick bench) changes: a smoke-sized policy.
-FAST: dict[str, dict[str, Any]] = {"dpo": {"max_steps": 10, "sft_epochs": 0.0}}
+FAST: dict[str, dict[str, Any]] = {"dpo": {"max_steps": 10, "sft_num_train_epochs": 0.0}}
 
 
 def settings_config(*trees: dict[str, dict[str, Any]] | None) -> dict[str, Any]:

@@ -268,4 +268,4 @@ def offline_env() -> None:
 def dpo_smoke(max_steps: int) -> dict[str, dict[str, Any]] | None:
     """The night's settings for a smoke-sized DPO policy (`max_steps`, no SFT; the shape of
     assets/config.py FAST), or None (the default policy) when `max_steps` is 0."""
-    return {"dpo": {"max_steps": max_steps, "sft_epochs": 0.0}} if max_steps > 0 else None
+    return {"dpo": {"max_steps": max_steps, "sft_num_train_epochs": 0.0}} if max_steps > 0 else None

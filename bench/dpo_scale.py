@@ -59,13 +59,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="synthetic pairs")
     parser.add_argument("--oasst", type=Path, default=None, help="OASST tree export instead")
-    parser.add_argument("--epochs", type=float, default=DPOPolicyConfig.epochs)
+    parser.add_argument("--epochs", type=float, default=DPOPolicyConfig.num_train_epochs)
     args = parser.parse_args()
     pairs = oasst_pairs(args.oasst) if args.oasst else synthetic_pairs(args.n)
     train = pairs.filter(pl.col("split") == "train")
     evals = pairs.filter(pl.col("split") == "eval")
     sft = train.select("tenant_id", "prompt", pl.col("chosen").alias("completion"))
-    config = DPOPolicyConfig(epochs=args.epochs)
+    config = DPOPolicyConfig(num_train_epochs=args.epochs)
     with tempfile.TemporaryDirectory() as models:
         started = time.perf_counter()
         run = train_policy(pairs["tenant_id"][0], train, evals, sft, config, models)
@@ -96,7 +96,7 @@ def main() -> None:
                 "config": {
                     "n_layer": config.n_layer,
                     "n_embd": config.n_embd,
-                    "epochs": config.epochs,
+                    "epochs": config.num_train_epochs,
                     "max_length": config.max_length,
                 },
             }

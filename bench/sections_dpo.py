@@ -141,7 +141,10 @@ def run_real(sizes: Sizes) -> list[Figure]:
         # The quick smoke run: a quarter SFT epoch, a few DPO steps; the reference is scored per
         # step (cheaper than precomputing it for every train pair when few steps run).
         config = replace(
-            config, max_steps=sizes.dpo_real_max_steps, sft_epochs=0.25, precompute_ref=False
+            config,
+            max_steps=sizes.dpo_real_max_steps,
+            sft_num_train_epochs=0.25,
+            precompute_ref_log_probs=False,
         )
     policy, wall = _train(pairs, config)
     trees = pairs.group_by("split").agg(pl.col("tree_id").n_unique())
@@ -164,7 +167,7 @@ def run_real(sizes: Sizes) -> list[Figure]:
 # (row, DPOPolicyConfig overrides): the default policy first, each other row changes one thing.
 LOSS_VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("sigmoid (DPO, the default)", {}),
-    ("sigmoid, no SFT on chosen", {"sft_epochs": 0.0}),
+    ("sigmoid, no SFT on chosen", {"sft_num_train_epochs": 0.0}),
     ("sigmoid_norm (per-token mean log-ratio)", {"loss_type": "sigmoid_norm"}),
     ("ipo (per-token mean, TRL)", {"loss_type": "ipo"}),
     ("simpo (β 2, γ 1, no reference)", {"loss_type": "simpo", "beta": 2.0, "simpo_gamma": 1.0}),
@@ -179,7 +182,7 @@ def _capped(config: DPOPolicyConfig, sizes: Sizes) -> DPOPolicyConfig:
     return replace(
         config,
         max_steps=steps if steps > 0 else config.max_steps,
-        sft_epochs=min(config.sft_epochs, sizes.dpo_losses_sft_epochs),
+        sft_num_train_epochs=min(config.sft_num_train_epochs, sizes.dpo_losses_sft_epochs),
         max_length=256,
     )
 
@@ -286,8 +289,8 @@ def run_base(sizes: Sizes) -> list[Figure]:
     config = DPOPolicyConfig(
         base_model_path=base,
         use_lora=True,
-        sft_epochs=0.0,  # an instruct model: DPO (LoRA) straight on the pairs
-        epochs=1.0,
+        sft_num_train_epochs=0.0,  # an instruct model: DPO (LoRA) straight on the pairs
+        num_train_epochs=1.0,
         max_steps=sizes.dpo_base_max_steps if sizes.dpo_base_max_steps > 0 else -1,
         learning_rate=5e-4,
         max_length=256,

@@ -37,7 +37,12 @@ from pipeline.pairs import finalize_pairs
 
 # Small enough for a unit test on 2 busy cores.
 FAST = DPOPolicyConfig(
-    max_length=96, epochs=2.0, sft_epochs=1.0, n_embd=64, vocab_size=800, min_pairs=10
+    max_length=96,
+    num_train_epochs=2.0,
+    sft_num_train_epochs=1.0,
+    n_embd=64,
+    vocab_size=800,
+    min_pairs=10,
 )
 
 
@@ -212,7 +217,12 @@ def test_dpo_learns_the_planted_preference(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_training_is_capped_to_a_consistent_sample(tmp_path: Path) -> None:
     config = DPOPolicyConfig(
-        **{**FAST.__dict__, "epochs": 1.0, "sft_epochs": 0.0, "max_train_pairs": 20}
+        **{
+            **FAST.__dict__,
+            "num_train_epochs": 1.0,
+            "sft_num_train_epochs": 0.0,
+            "max_train_pairs": 20,
+        }
     )
     config = DPOPolicyConfig(**{**config.__dict__, "max_eval_pairs": 4, "max_sft_examples": 5})
     pairs = planted_pairs(60)
@@ -248,7 +258,9 @@ def test_pooled_and_per_tenant_runs(tmp_path: Path) -> None:
     pairs = pl.concat(
         [planted_pairs(30, seed=1, tenant="acme"), planted_pairs(5, seed=2, tenant="tiny")]
     )
-    config = DPOPolicyConfig(**{**FAST.__dict__, "epochs": 1.0, "sft_epochs": 0.0})
+    config = DPOPolicyConfig(
+        **{**FAST.__dict__, "num_train_epochs": 1.0, "sft_num_train_epochs": 0.0}
+    )
     runs = {
         r.tenant_id: r
         for r in train_policies(
@@ -293,7 +305,7 @@ def test_a_local_model_folder_with_lora(tmp_path: Path) -> None:
         base_model_path=str(tmp_path / "base"),
         use_lora=True,
         lora_target_modules=("c_attn",),
-        sft_epochs=0.0,
+        sft_num_train_epochs=0.0,
         max_steps=5,
         max_length=96,
         learning_rate=5e-3,
@@ -319,7 +331,7 @@ def test_each_loss_trains_a_policy_that_learns_and_is_recorded(
     pairs = planted_pairs(60)
     train, evals = pairs.filter(pl.col("split") == "train"), pairs.filter(pl.col("split") == "eval")
     beta = 2.0 if loss_type == "simpo" else FAST.beta  # SimPO's own scale (its paper: 2–2.5)
-    config = replace(FAST, loss_type=loss_type, beta=beta, sft_epochs=0.0, max_steps=12)
+    config = replace(FAST, loss_type=loss_type, beta=beta, sft_num_train_epochs=0.0, max_steps=12)
     run = train_policy("acme", train, evals, _sft(pairs).head(0), config, tmp_path)
     assert run.status == STATUS_TRAINED and run.steps == 12
     assert run.eval_accuracy is not None and run.eval_accuracy >= 0.75, run.verdict
@@ -339,11 +351,17 @@ def test_an_unknown_loss_is_one_clear_error() -> None:
 
 
 def test_a_field_added_at_its_default_keeps_the_policy_ids_of_saved_policies() -> None:
-    """Policies saved before `simpo_gamma` existed keep their id: an upgrade alone retrains no
-    tenant; a changed loss (or gamma) does."""
+    """Policies saved before `simpo_gamma` existed, and before the trainer knobs took TRL's names,
+    keep their id: an upgrade alone retrains no tenant; a changed loss (or gamma) does."""
     train = planted_pairs(20)
-    before = {k: v for k, v in asdict(DPOPolicyConfig()).items() if k != "simpo_gamma"}
+    renamed = {"sft_num_train_epochs": "sft_epochs", "num_train_epochs": "epochs"}
+    renamed |= {"per_device_train_batch_size": "batch_size"}
+    renamed |= {"precompute_ref_log_probs": "precompute_ref"}
+    before = {
+        renamed.get(k, k): v for k, v in asdict(DPOPolicyConfig()).items() if k != "simpo_gamma"
+    }
     assert DPOPolicyConfig().identity() == before
+    assert {"epochs", "sft_epochs", "batch_size", "precompute_ref"} <= set(before)
     ids = {
         policy_id_for("acme", train, c)
         for c in (
@@ -371,9 +389,9 @@ def test_a_pretrained_gguf_base_trains_with_lora(tmp_path: Path) -> None:
         base_model_path=base,
         use_lora=True,
         min_pairs=4,  # planted_pairs(12) has 8 train pairs
-        sft_epochs=0.0,
+        sft_num_train_epochs=0.0,
         max_steps=1,
-        batch_size=4,
+        per_device_train_batch_size=4,
         max_length=48,
         learning_rate=5e-4,
     )
@@ -388,3 +406,36 @@ def test_a_pretrained_gguf_base_trains_with_lora(tmp_path: Path) -> None:
 def test_a_missing_base_model_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"base model .*nowhere\.gguf not found"):
         load_pretrained(str(tmp_path / "nowhere.gguf"))
+
+
+def test_the_trainer_knobs_reach_trls_own_configs_by_name(tmp_path: Path) -> None:
+    """Each trainer knob of DPOPolicyConfig carries the name of a field of TRL's config and lands
+    there unchanged (`sft_` knobs in SFTConfig); nothing is mirrored under another name."""
+    from trl import DPOConfig, SFTConfig
+    from trl.experimental.cpo import CPOConfig
+
+    from pipeline.dpo.fit import DPO_KNOBS, PAIR_KNOBS, SFT_KNOBS, trl_args
+
+    config = DPOPolicyConfig(
+        seed=7,
+        per_device_train_batch_size=3,
+        weight_decay=0.01,
+        max_length=77,
+        sft_num_train_epochs=0.5,
+        sft_learning_rate=2e-4,
+        num_train_epochs=4.0,
+        max_steps=9,
+        learning_rate=3e-4,
+        beta=0.2,
+        precompute_ref_log_probs=False,
+    )
+    sft = trl_args(SFTConfig, config, SFT_KNOBS, str(tmp_path), packing=False)
+    assert (sft.num_train_epochs, sft.learning_rate, sft.max_steps) == (0.5, 2e-4, -1)
+    dpo = trl_args(DPOConfig, config, DPO_KNOBS, str(tmp_path), loss_type=["ipo"])
+    assert (dpo.num_train_epochs, dpo.max_steps, dpo.learning_rate, dpo.beta) == (4.0, 9, 3e-4, 0.2)
+    assert dpo.precompute_ref_log_probs is False and dpo.loss_type == ["ipo"]
+    cpo = trl_args(CPOConfig, config, PAIR_KNOBS, str(tmp_path), loss_type="simpo")
+    assert (cpo.beta, cpo.max_steps) == (0.2, 9)
+    for args in (sft, dpo, cpo):
+        assert (args.seed, args.data_seed, args.per_device_train_batch_size) == (7, 7, 3)
+        assert (args.weight_decay, args.max_length, args.use_cpu) == (0.01, 77, True)

@@ -30,7 +30,7 @@ from pipeline.warehouse import Warehouse
 from tests.tenant_runs import build_analytics, declared, materialize_tenant, write_by_tenant
 
 TENANTS = ("acme", "tiny")
-RUN_CONFIG = {"dpo": {"epochs": 2.0, "sft_epochs": 1.0, "min_pairs": 10}}
+RUN_CONFIG = {"dpo": {"num_train_epochs": 2.0, "sft_num_train_epochs": 1.0, "min_pairs": 10}}
 
 
 def _write_lake(home: Path) -> None:
@@ -292,9 +292,13 @@ def test_the_run_config_is_the_policy_config_and_its_loss() -> None:
 def test_one_settings_tree_reaches_every_stage_and_later_trees_win() -> None:
     """`settings_config` merges stage sections knob by knob (the fast job's tree, then a test's),
     and the resource builds each stage's dataclass from them."""
-    tree = settings_config({"dpo": {"max_steps": 10, "sft_epochs": 0.0}}, {"dpo": {"max_steps": 3}})
+    tree = settings_config(
+        {"dpo": {"max_steps": 10, "sft_num_train_epochs": 0.0}}, {"dpo": {"max_steps": 3}}
+    )
     section = tree["resources"]["settings"]["config"]
-    assert section == {"dpo": {"max_steps": 3, "sft_epochs": 0.0}}
+    assert section == {"dpo": {"max_steps": 3, "sft_num_train_epochs": 0.0}}
     settings = StageSettings(dpo=DPOPolicyRun(**section["dpo"]))
-    assert settings.stage("dpo").max_steps == 3 and settings.stage("dpo").sft_epochs == 0.0
+    assert (
+        settings.stage("dpo").max_steps == 3 and settings.stage("dpo").sft_num_train_epochs == 0.0
+    )
     assert settings.stage("audit").promotion_min_repeats == 2  # untouched stages keep defaults

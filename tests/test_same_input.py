@@ -17,7 +17,7 @@ from tests.conftest import interaction, write_landing
 START, END = "2026-11-01", "2026-11-02"
 # Small enough for the tiny generated set (9 train pairs per tenant) to train a policy in seconds,
 # so the nights below reuse a trained policy rather than skip one.
-DPO = {"dpo": {"min_pairs": 5, "epochs": 1.0, "sft_epochs": 1.0}}
+DPO = {"dpo": {"min_pairs": 5, "num_train_epochs": 1.0, "sft_num_train_epochs": 1.0}}
 
 
 def _night(home: Path, landing: Path, start: str, end: str | None = None) -> None:

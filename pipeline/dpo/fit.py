@@ -39,24 +39,33 @@ def _fit_pairs(
     return float(output.training_loss), int(output.global_step)
 
 
-def _common_args(config: DPOPolicyConfig, output_dir: str) -> dict[str, Any]:
-    return {
-        "output_dir": output_dir,
-        "use_cpu": True,
-        "bf16": False,
-        "fp16": False,
-        "gradient_checkpointing": False,
-        "report_to": [],
-        "save_strategy": "no",
-        "seed": config.seed,
-        "data_seed": config.seed,
-        "per_device_train_batch_size": config.batch_size,
-        "weight_decay": config.weight_decay,
-        "logging_steps": 10,
-        "disable_tqdm": True,
-        "max_length": config.max_length,
-        "dataloader_num_workers": 0,
-    }
+# What every trainer runs with, whatever the config: on the CPU, no checkpoints, no reports.
+EXECUTION: dict[str, Any] = {
+    "use_cpu": True,
+    "bf16": False,
+    "fp16": False,
+    "gradient_checkpointing": False,
+    "report_to": [],
+    "save_strategy": "no",
+    "logging_steps": 10,
+    "disable_tqdm": True,
+    "dataloader_num_workers": 0,
+}
+# The DPOPolicyConfig fields each TRL config takes, under their TRL names (`sft_` is dropped for
+# SFTConfig): the stage's config is TRL's, passed through by name, not mirrored.
+SHARED_KNOBS = ("seed", "per_device_train_batch_size", "weight_decay", "max_length")
+SFT_KNOBS = (*SHARED_KNOBS, "sft_num_train_epochs", "sft_learning_rate")
+PAIR_KNOBS = (*SHARED_KNOBS, "num_train_epochs", "max_steps", "learning_rate", "beta")
+DPO_KNOBS = (*PAIR_KNOBS, "precompute_ref_log_probs")
+
+
+def trl_args(
+    trl_config: Any, config: DPOPolicyConfig, knobs: tuple[str, ...], output_dir: str, **fixed: Any
+) -> Any:
+    """TRL config class `trl_config` with the `knobs` of `config`, the execution settings and the
+    arguments fixed by the stage (a loss, a mode)."""
+    named = {k.removeprefix("sft_"): getattr(config, k) for k in knobs}
+    return trl_config(output_dir=output_dir, data_seed=config.seed, **EXECUTION, **named, **fixed)
 
 
 def supervised_fit(
@@ -66,7 +75,7 @@ def supervised_fit(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    if config.sft_epochs <= 0 or examples.is_empty():
+    if config.sft_num_train_epochs <= 0 or examples.is_empty():
         return None
     data = Dataset.from_dict(
         {
@@ -75,12 +84,7 @@ def supervised_fit(
         }
     )
     with tempfile.TemporaryDirectory() as tmp:
-        args = SFTConfig(
-            **_common_args(config, tmp),
-            num_train_epochs=config.sft_epochs,
-            learning_rate=config.sft_learning_rate,
-            packing=False,
-        )
+        args = trl_args(SFTConfig, config, SFT_KNOBS, tmp, packing=False)
         trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
         return float(_train(trainer).training_loss)
 
@@ -97,17 +101,6 @@ def _pair_dataset(pairs: pl.DataFrame) -> Any:
     )
 
 
-def _pair_args(config: DPOPolicyConfig, output_dir: str) -> dict[str, Any]:
-    """The arguments every pair trainer (DPO, SimPO) takes from the config."""
-    return {
-        **_common_args(config, output_dir),
-        "num_train_epochs": config.epochs,
-        "max_steps": config.max_steps,
-        "learning_rate": config.learning_rate,
-        "beta": config.beta,
-    }
-
-
 def dpo_fit(
     model: Any, ref_model: Any, tokenizer: Any, train: pl.DataFrame, config: DPOPolicyConfig
 ) -> tuple[float, int]:
@@ -118,11 +111,7 @@ def dpo_fit(
     if config.loss_type == "simpo":
         return simpo_fit(model, tokenizer, train, config)
     with tempfile.TemporaryDirectory() as tmp:
-        args = DPOConfig(
-            **_pair_args(config, tmp),
-            loss_type=[config.loss_type],
-            precompute_ref_log_probs=config.precompute_ref,
-        )
+        args = trl_args(DPOConfig, config, DPO_KNOBS, tmp, loss_type=[config.loss_type])
         return _fit_pairs(DPOTrainer, args, model, tokenizer, train, ref_model=ref_model)
 
 
@@ -141,8 +130,11 @@ def simpo_fit(
     )["input_ids"]
     train = train.filter(pl.Series([len(ids) < config.max_length - 8 for ids in prompt_ids]))
     with tempfile.TemporaryDirectory() as tmp:
-        args = CPOConfig(
-            **_pair_args(config, tmp),
+        args = trl_args(
+            CPOConfig,
+            config,
+            PAIR_KNOBS,
+            tmp,
             loss_type="simpo",
             cpo_alpha=0.0,
             simpo_gamma=config.simpo_gamma,

@@ -75,20 +75,22 @@ class DPOPolicyConfig:
     vocab_size: int = 4000
     tokenizer_min_frequency: int = 2
     max_length: int = 384  # tokens of prompt + completion (longer ones are cut at the end)
+    # The trainers' knobs carry TRL's own names (pipeline.dpo.fit passes them by name); `sft_`
+    # names are SFTConfig's, the others DPOConfig's (CPOConfig's for SimPO).
     # SFT on well-rated outputs (0 epochs = off; sensible for a pretrained base model).
-    sft_epochs: float = 2.0
+    sft_num_train_epochs: float = 2.0
     sft_learning_rate: float = 1e-3
     # DPO
-    epochs: float = 3.0
+    num_train_epochs: float = 3.0
     learning_rate: float = 1e-3
     beta: float = 0.1
     loss_type: str = "sigmoid"  # one of LOSS_TYPES; chosen on the dpo_losses bench
     simpo_gamma: float = 1.0  # SimPO's target reward margin (loss_type "simpo" only)
-    batch_size: int = 8
-    max_steps: int = -1  # > 0 overrides epochs
+    per_device_train_batch_size: int = 8
+    max_steps: int = -1  # > 0 overrides num_train_epochs
     # The reference is frozen: its log-probs are computed once before training instead of on every
     # step of every epoch (the same objective).
-    precompute_ref: bool = True
+    precompute_ref_log_probs: bool = True
     weight_decay: float = 0.0
     eval_batch_size: int = 32
     # Training is the costliest step of a night, and a policy stays good while its train set grows
@@ -113,7 +115,7 @@ class DPOPolicyConfig:
     def identity(self) -> dict[str, Any]:
         """The config as saved with a policy: every field, except those added after policies were
         first saved while they keep their default (an upgrade alone retrains no tenant)."""
-        fields_ = asdict(self)
+        fields_ = {SAVED_NAMES.get(k, k): v for k, v in asdict(self).items()}
         return {k: v for k, v in fields_.items() if k not in ADDED_FIELDS or v != ADDED_FIELDS[k]}
 
     def fingerprint(self) -> str:
@@ -123,6 +125,16 @@ class DPOPolicyConfig:
 # Fields added to DPOPolicyConfig after policies were saved, with their defaults: left out of the
 # fingerprint while at the default, so policies saved before them keep their id.
 ADDED_FIELDS: dict[str, Any] = {"simpo_gamma": 1.0}
+
+
+# Fields renamed to TRL's names after policies were saved → the name a saved policy knows them by,
+# so a policy keeps its id across the rename.
+SAVED_NAMES: dict[str, str] = {
+    "sft_num_train_epochs": "sft_epochs",
+    "num_train_epochs": "epochs",
+    "per_device_train_batch_size": "batch_size",
+    "precompute_ref_log_probs": "precompute_ref",
+}
 
 
 def smollm2_gguf() -> str:

@@ -132,7 +132,7 @@ def train_policy(
         steps=fitted.steps,
         seconds=round(seconds, 3),
         model_dir=str(model_dir),
-        n_sft=sft_examples.height if config.sft_epochs > 0 else 0,
+        n_sft=sft_examples.height if config.sft_num_train_epochs > 0 else 0,
         sft_loss=fitted.sft_loss,
         base_model=config.base_model_path or f"gpt2-config:{config.n_layer}x{config.n_embd}",
         beta=config.beta,
