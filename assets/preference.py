@@ -28,10 +28,10 @@ from pipeline.dpo import (
     STATUS_SKIPPED,
     runs_frame,
     sft_examples_from,
-    train_policies,
 )
 from pipeline.dpo.report import failed_tenants, run_figures
 from pipeline.dpo.runs import extend_history
+from pipeline.dpo.shared import train_shared
 from pipeline.neighbors import (
     NeighborIndex,
     edge_schema,
@@ -182,9 +182,7 @@ def dpo_policy(
         home.table("feedback_scores", SCORE_SCHEMA),
         pairs,
     )
-    runs = train_policies(
-        pairs, sft, policy_config, home.paths.models, tenants=interaction_tenants(home)
-    )
+    runs = train_shared(home.paths, pairs, sft, policy_config, interaction_tenants(home))
     current = runs_frame(runs)
     history, recorded = extend_history(
         home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA), current, datetime.now(UTC)
@@ -264,7 +262,7 @@ def refined_templates(
     registry = load_registry()
     tenants = interaction_tenants(home)
     policy_config, config = settings.stage("dpo"), settings.stage("templates")
-    runs = latest_trained(home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA))
+    runs = latest_trained(home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA), home.paths.models)
     evals = home.table("preference_pairs", PAIR_SCHEMA).filter(pl.col("split") == "eval")
     evidence = gather_evidence(
         home.table("interactions", contracts.INTERACTION_SCHEMA),

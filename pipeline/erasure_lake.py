@@ -148,11 +148,14 @@ def withdraw_policies(paths: Paths, subject: Subject, now: datetime) -> list[str
     tokenizer (trained on the tenant's texts) and frozen eval pairs; record the withdrawal. The
     next night trains a new policy without them (no saved policy is left to reuse)."""
     from pipeline.dpo import POOLED_TENANT, RUN_FILE
+    from pipeline.dpo.shared import remove_shared
 
-    if not subject.had_training_data or not paths.models.is_dir():
+    if not subject.had_training_data:
         return []
-    withdrawn = []
-    for folder in sorted(p for p in paths.models.iterdir() if p.is_dir()):
+    owners = (subject.tenant_id, POOLED_TENANT)
+    local = sorted(p for p in paths.models.iterdir() if p.is_dir()) if paths.models.is_dir() else []
+    removed = set()
+    for folder in local:
         run = folder / RUN_FILE
         if not run.is_file():
             continue
@@ -160,9 +163,11 @@ def withdraw_policies(paths: Paths, subject: Subject, now: datetime) -> list[str
             owner = json.loads(run.read_text()).get("tenant_id")
         except ValueError:
             owner = None
-        if owner in (subject.tenant_id, POOLED_TENANT):
+        if owner in owners:
             shutil.rmtree(folder)
-            withdrawn.append(folder.name)
+            removed.add(folder.name)
+    # an object-store home's shared copies (pipeline.dpo.shared), also those no host pulled here
+    withdrawn = sorted(removed | set(remove_shared(paths, owners)))
     if withdrawn:
         path = paths.table(POLICY_WITHDRAWALS)
         old = read_file(path) if path.exists() else pl.DataFrame(schema=WITHDRAWAL_SCHEMA)

@@ -114,6 +114,8 @@ def train_policy(
     ):
         saved = _with_baselines(saved, config)
         fields = {k: saved[k] for k in DPO_RUNS_SCHEMA if k in saved}
+        # where it is on this host (another host, or another home folder, may have trained it)
+        fields["model_dir"] = str(Path(models_dir) / saved["policy_id"])
         return PolicyRun(**{**fields, "tenant_id": tenant_id, "reused": True})
     started = time.perf_counter()
     fitted = _fit_policy(train, sft_examples, config)

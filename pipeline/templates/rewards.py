@@ -3,6 +3,9 @@ pairs that policy was evaluated on."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 
@@ -10,13 +13,14 @@ from pipeline.dpo import STATUS_TRAINED, DPOPolicyConfig, PolicyScorer, held_out
 from pipeline.templates.scores import RewardFn
 
 
-def latest_trained(history: pl.DataFrame) -> pl.DataFrame:
-    """The rows of `dpo_runs` naming each tenant's current, saved, trained policy."""
+def latest_trained(history: pl.DataFrame, models_dir: str | os.PathLike[str]) -> pl.DataFrame:
+    """The rows of `dpo_runs` naming each tenant's current, saved, trained policy, with
+    `model_dir` where this host keeps it (`<models_dir>/<policy_id>`, whichever host trained it)."""
     return history.filter(
         pl.col("is_latest")
         & (pl.col("status") == STATUS_TRAINED)
         & pl.col("model_dir").is_not_null()
-    )
+    ).with_columns(model_dir=pl.lit(f"{Path(models_dir)}{os.sep}") + pl.col("policy_id"))
 
 
 def held_out_samples(
