@@ -31,7 +31,6 @@ from pipeline.erasure_subject import (
     check_request,
     find_subject,
     json_field,
-    lake_dir,
 )
 from pipeline.erasure_tombstones import (
     TOMBSTONE_SCHEMA,
@@ -45,7 +44,7 @@ from pipeline.erasure_tombstones import (
 from pipeline.errors import UserError
 from pipeline.pii import pii_key
 from pipeline.scrub import scrub_frame
-from pipeline.storage import Lake
+from pipeline.storage import Lake, parquet_files, read_file
 
 # The steps live in erasure_subject → erasure_tombstones → erasure_lake; re-exported here.
 __all__ = [
@@ -140,7 +139,6 @@ def forget(
     from pipeline.pack.erase import erase_from_packs
 
     check_request(tenant_id, contact_id)
-    lake_dir(paths)
     reachable_packs(paths)
     began = time.perf_counter()
     now = now or datetime.now(UTC)
@@ -193,16 +191,14 @@ def export(paths: Paths, tenant_id: str, contact_id: str) -> dict[str, Any]:
     from pipeline.pack.erase import pack_mentions
 
     check_request(tenant_id, contact_id)
-    lake_dir(paths)
     key = pii_key(paths.home)
     tombstones = Tombstones.load(paths)
     subject = find_subject(paths, tenant_id, contact_id, key)
     lake: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(lake_dir(paths).rglob("*.parquet")):
-        table = path.relative_to(lake_dir(paths)).parts[0]
-        if table in (*INGEST_TABLES, TOMBSTONES, POLICY_WITHDRAWALS) or path.name.startswith("."):
+    for table, path in parquet_files(paths.lake):
+        if table in (*INGEST_TABLES, TOMBSTONES, POLICY_WITHDRAWALS):
             continue
-        removed = scrub_frame(pl.read_parquet(path), subject.needles).removed
+        removed = scrub_frame(read_file(path), subject.needles).removed
         if removed.height:
             lake.setdefault(table, []).extend(_records(removed))
     return {

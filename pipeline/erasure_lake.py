@@ -14,10 +14,10 @@ import polars as pl
 from pipeline import tables
 from pipeline.config import Paths
 from pipeline.contracts import QUARANTINE_SCHEMA
-from pipeline.erasure_subject import Subject, lake_dir
+from pipeline.erasure_subject import Subject
 from pipeline.erasure_tombstones import TOMBSTONES, erased_quarantine_rows
 from pipeline.scrub import Needles, scrub_frame
-from pipeline.storage import Lake, read_file, write_parquet_atomic
+from pipeline.storage import Lake, parquet_files, read_file, write_parquet_atomic
 from pipeline.tables import COMMENTS
 from pipeline.warehouse import Warehouse
 
@@ -92,11 +92,10 @@ def scrub_lake(paths: Paths, needles: Needles) -> dict[str, int]:
     for key in sorted(set(lake.partition_keys("events")) | set(lake.partition_keys("quarantine"))):
         for name, n in _scrub_ingest_partition(lake, key, needles).items():
             add(name, n)
-    for path in sorted(lake_dir(paths).rglob("*.parquet")):
-        table = path.relative_to(lake_dir(paths)).parts[0]
-        if table in (*INGEST_TABLES, TOMBSTONES, POLICY_WITHDRAWALS) or path.name.startswith("."):
+    for table, path in parquet_files(paths.lake):
+        if table in (*INGEST_TABLES, TOMBSTONES, POLICY_WITHDRAWALS):
             continue
-        scrubbed = scrub_frame(pl.read_parquet(path), needles)
+        scrubbed = scrub_frame(read_file(path), needles)
         if scrubbed.changed:
             write_parquet_atomic(scrubbed.frame, path)
             add(table, scrubbed.removed.height)
@@ -108,10 +107,10 @@ def _lake_text_hashes(paths: Paths, key: bytes) -> set[str]:
     """Keyed hashes of every text (and list item) the lake holds outside its caches: the texts a
     pack or the analytics snapshot can still ask the redaction cache for."""
     hashes: set[str] = set()
-    for path in sorted(lake_dir(paths).rglob("*.parquet")):
-        if path.relative_to(lake_dir(paths)).parts[0] in CACHES or path.name.startswith("."):
+    for table, path in parquet_files(paths.lake):
+        if table in CACHES:
             continue
-        frame = pl.read_parquet(path)
+        frame = read_file(path)
         for name, dtype in frame.schema.items():
             series = frame[name].explode() if dtype == pl.List(pl.String()) else frame[name]
             if series.dtype != pl.String():
@@ -126,13 +125,13 @@ def sweep_redaction_cache(paths: Paths, key: bytes) -> int:
     all: a derived text (a conflict's subject, an audit detail) holds the person's words without
     being one of their texts. Texts still in use keep their row; the rest would only be analysed
     again if they came back. Returns rows dropped."""
-    parts = sorted((lake_dir(paths) / "pii_cache").glob("**/part-*.parquet"))
+    parts = [path for _, path in parquet_files(paths.lake / "pii_cache", "**/part-*.parquet")]
     if not parts:
         return 0
     live = list(_lake_text_hashes(paths, key))
     dropped = 0
     for part in parts:
-        frame = pl.read_parquet(part)
+        frame = read_file(part)
         kept = frame.filter(pl.col("text_hash").is_in(live))
         if kept.height < frame.height:
             dropped += frame.height - kept.height

@@ -8,7 +8,6 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
@@ -17,19 +16,7 @@ from pipeline.contracts import QUARANTINE_SCHEMA, TENANT_ID_PATTERN, EventType
 from pipeline.errors import UserError
 from pipeline.pii import pseudonym
 from pipeline.scrub import FRAGMENT_CHARS, MIN_FRAGMENT_CHARS, Needles, scrub_frame
-from pipeline.storage import Lake
-
-
-def lake_dir(paths: Paths) -> Path:
-    """The lake folder erasure rewrites file by file; an object-store home is refused in one line
-    (erasure there is not built yet: packs on S3 are, `MEMORYPACK_PACKS=s3://…`)."""
-    if not isinstance(paths.lake, Path):
-        raise UserError(
-            f"forget and export do not work on an object-store home yet ({paths.home}): "
-            "see README, Scaling out"
-        )
-    return paths.lake
-
+from pipeline.storage import Lake, parquet_files, scan_files
 
 # Free-text fields of an event: what the person wrote or was answered.
 TEXT_FIELDS = ("input", "output", "summary", "comment", "corrected_output", "content", "metadata")
@@ -159,11 +146,11 @@ def _fragments(candidates: Iterable[str], others: set[str]) -> tuple[str, ...]:
 def _cached_redactions(paths: Paths, hashes: set[str]) -> set[str]:
     """What packs and the analytics snapshot hold for their texts: their redacted forms, read from
     the redaction cache (every detector version's) by the keyed hash of the text."""
-    parts = sorted((lake_dir(paths) / "pii_cache").glob("**/part-*.parquet"))
+    parts = [path for _, path in parquet_files(paths.lake / "pii_cache", "**/part-*.parquet")]
     if not parts or not hashes:
         return set()
     found = (
-        pl.scan_parquet(parts)
+        scan_files(parts)
         .filter(pl.col("text_hash").is_in(list(hashes)))
         .select("redacted")
         .collect()

@@ -131,6 +131,19 @@ def hive_values(key: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in key.split("/") if "=" in part)
 
 
+def parquet_files(root: Location, pattern: str = "**/*.parquet") -> list[tuple[str, Location]]:
+    """(first folder below `root`, file) of every Parquet file under `root` matching `pattern`, on
+    disk or on a store, sorted; hidden (temporary) files are left out. Over a lake: (table, file)."""
+    found: list[Location] = list(root.glob(pattern)) if root.exists() else []
+    base = str(root).rstrip("/") + "/"  # a store's URL or a folder's path: both use "/"
+    files = [
+        (str(path)[len(base) :].split("/")[0], path)
+        for path in found
+        if not path.name.startswith(".") and path.name.endswith(".parquet")
+    ]
+    return sorted(files, key=lambda item: str(item[1]))
+
+
 class Lake:
     """Named Parquet tables under `<home>/lake`, seen as `paths` sees them: a tenant's view reads
     and writes only that tenant's folder of each table laid out by tenant; the home's view reads

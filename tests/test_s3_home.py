@@ -26,6 +26,8 @@ from memorypack import MemoryPack
 from memorypack.format import read_latest, verify_pack
 from memorypack.fs import Location, ObjectPath, location
 from pipeline.cli import main
+from pipeline.config import Paths
+from pipeline.erasure import export
 from pipeline.generate import generate
 from pipeline.pack.remote import LOCKS_FOLDER
 from tests.test_tenants_apart import NO_DPO
@@ -112,7 +114,9 @@ def test_a_night_on_an_s3_home_matches_a_local_home_and_writes_only_the_work_fol
     monkeypatch.setenv("MEMORYPACK_LOCAL_DIR", str(work))
     url = f"{seaweedfs.new_prefix()}/home"
     before = _files(tmp_path) - _files(work)
-    temp_before = {p.name for p in Path(tempfile.gettempdir()).glob("memorypack*")}
+    # The system's temp folder (the night points `tempfile` at the work folder's `tmp/`).
+    system_temp = Path(tempfile.gettempdir())
+    temp_before = {p.name for p in system_temp.glob("memorypack*")}
     # The command a user runs; its tenants run in this process with DPO off, as the local night.
     monkeypatch.setattr(jobs.runner, "run_nightly", partial(_in_process_night, run_nightly))
     code = main(["run", "--home", url, "--landing", str(landing), "--start", START, "--end", END])
@@ -123,7 +127,7 @@ def test_a_night_on_an_s3_home_matches_a_local_home_and_writes_only_the_work_fol
     # Nothing of the home outside the work folder: only the landing (input) was there before.
     assert _files(tmp_path) - _files(work) == before
     assert not any(cwd.iterdir())
-    assert {p.name for p in Path(tempfile.gettempdir()).glob("memorypack*")} <= temp_before
+    assert {p.name for p in system_temp.glob("memorypack*")} <= temp_before
     assert (work / "warehouse.duckdb").is_file() and (work / "analytics.duckdb").is_file()
     assert (work / "dagster" / "dagster.yaml").is_file()
     # Pack staging cleaned up; what stays is the publish locks (local files, one host).
@@ -185,6 +189,42 @@ def test_a_night_on_an_s3_home_matches_a_local_home_and_writes_only_the_work_fol
             == s3_counts
         )
     assert [t for t, _ in s3_counts] == TENANTS
+    _export_and_forget_match(url, local_home, capsys)
+
+
+def _export_and_forget_match(
+    url: str, local_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memorypack export` and `forget` of one person on the S3 home find and remove what they do
+    on the local home, and leave nothing of them in the S3 lake."""
+    interactions = pl.read_parquet(next((local_home / "lake" / "interactions").rglob("*.parquet")))
+    tenant = str(interactions["tenant_id"][0])
+    person = str(interactions["contact_id"].drop_nulls().sort()[0])
+    found = {}
+    for home in (url, str(local_home)):
+        paths = Paths.from_env(home)
+        document = export(paths, tenant, person)
+        found[home] = (
+            len(document["events"]),
+            {table: len(rows) for table, rows in document["derived"].items()},
+        )
+    assert found[url] == found[str(local_home)] and found[url][0] > 0
+    removed = {}
+    for home in (url, str(local_home)):
+        assert main(["forget", "--home", home, "--tenant", tenant, "--contact", person]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        removed[home] = [line for line in lines if "lake rows removed" in line]
+        assert not any("pack versions rewritten: none" in line for line in lines)
+    assert removed[url] == removed[str(local_home)] and removed[url]
+    home = location(url)
+    assert isinstance(home, ObjectPath)
+    for key, frame in _s3_lake(home).items():
+        if "tenant_id" in frame.columns:  # contact ids are per tenant: another's may be the same
+            frame = frame.filter(pl.col("tenant_id") == tenant)
+        elif "tenant_id=" in key and f"tenant_id={tenant}/" not in key:
+            continue
+        for column, dtype in frame.schema.items():
+            assert dtype != pl.String or not frame[column].eq(person).any(), (key, column)
 
 
 def _run_texts(packs: Location) -> set[str]:

@@ -164,21 +164,8 @@ def test_the_warehouse_loads_an_s3_lake_into_the_local_work_folder(
 def test_an_s3_write_is_one_whole_object(homes: tuple[Paths, Paths]) -> None:
     """No temp objects, no half objects: the key holds the whole file once the write returns."""
     s3, _ = homes
-    frame = _table("few_shot_sets", "acme", 1000)
-    path = Lake(s3.for_tenant("acme")).write("few_shot_sets", frame)
+    frame = _table("feedback_scores", "acme", 1000)
+    path = Lake(s3.for_tenant("acme")).write("feedback_scores", frame)
     assert isinstance(path, ObjectPath)
     assert [p.name for p in path.parent.walk_files()] == ["data.parquet"]
     assert read_file(path).equals(frame)
-
-
-def test_forget_on_an_s3_home_refuses_in_one_line(
-    homes: tuple[Paths, Paths], capsys: pytest.CaptureFixture[str]
-) -> None:
-    from pipeline.cli import main
-
-    s3, _ = homes
-    Lake(s3.for_tenant("acme")).write("feedback_scores", _table("feedback_scores", "acme", 1))
-    code = main(["forget", "--home", str(s3.home), "--tenant", "acme", "--contact", "c1"])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and "\n" not in err
-    assert err.startswith("memorypack: forget and export do not work on an object-store home")
