@@ -170,7 +170,7 @@ def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, in
     redacted, PII-looking ids pseudonymized with the same key (so analysts can join them with the
     packs' ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`).
     Texts already seen by a pack or an earlier snapshot come from the redaction cache."""
-    from pipeline.pack.content import ENUM_COLUMNS, ID_COLUMNS
+    from pipeline.pack.content import DIGEST_COLUMNS, ENUM_COLUMNS, ID_COLUMNS
     from pipeline.pii import Redactor
 
     redactor = Redactor.for_home(paths)
@@ -184,7 +184,8 @@ def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, in
         texts = [
             str(c)
             for c, t in columns
-            if t in ("VARCHAR", "VARCHAR[]") and c not in ENUM_COLUMNS | {"tenant_id"}
+            if t in ("VARCHAR", "VARCHAR[]")
+            and c not in ENUM_COLUMNS | DIGEST_COLUMNS | {"tenant_id"}
         ]
         for column in (str(c) for c, t in columns if t == "BLOB"):
             _sql(con, f'UPDATE "{table}" SET "{column}" = NULL')

@@ -182,6 +182,11 @@ ENUM_COLUMNS = frozenset(
 )
 
 
+# Digests the pipeline computes (sha256 or HMAC hex): nothing of a person can be read in them,
+# so they are kept as they are (in a pack and the analytics snapshot), not analysed as text.
+DIGEST_COLUMNS = frozenset({"content_hash", "text_hash", "subject_hash", "pair_id"})
+
+
 ID_COLUMNS = frozenset(
     {
         "memory_id",
@@ -201,6 +206,8 @@ ID_COLUMNS = frozenset(
         "event_id",
         "target_id",
         "parent_event_id",
+        "chosen_id",
+        "rejected_id",
     }
 )
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import hmac
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
 
+from memorypack.fs import Location
 from pipeline import tables
-from pipeline.config import Paths
+from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.pii.detect import analyse
 from pipeline.pii.keys import pii_key, pseudonym
 from pipeline.pii.rules import detector_version
+from pipeline.storage import Lake
 from pipeline.vectors import PartsCache
 
 IDENTIFIERS_KEY = (
@@ -28,12 +30,17 @@ class RedactionCache(PartsCache):
     redacted text). Append-only like the embedding cache; a new detector version starts
     a new folder, so nothing redacted by an older detector is ever served."""
 
+    def __init__(self, root: Location, also: Sequence[Location] = ()) -> None:
+        super().__init__(root)
+        self.also = [PartsCache(other) for other in also]  # read, never written
+
     def lookup(self, version: str, hashes: pl.Series) -> pl.DataFrame:
-        scan = self.scan(version)
-        if scan is None:
+        scans = [s for s in (c.scan(version) for c in (self, *self.also)) if s is not None]
+        if not scans:
             return pl.DataFrame(schema=_CACHE_SCHEMA)
         return (
-            scan.filter(pl.col("text_hash").is_in(hashes.implode()))
+            pl.concat(scans, how="diagonal_relaxed")
+            .filter(pl.col("text_hash").is_in(hashes.implode()))
             .unique("text_hash", keep="first")
             .collect()
         )
@@ -60,8 +67,13 @@ class Redactor:
 
     @classmethod
     def for_home(cls, paths: Paths) -> Redactor:
-        """With the home's key and the redaction cache of `paths`' view (a tenant's own)."""
-        return cls(pii_key(paths.home), RedactionCache(paths.pii_cache))
+        """With the home's key and the redaction cache of `paths`' view: a tenant's own, or for
+        the whole home (the analytics snapshot) the home's, which also reads every tenant's
+        (a text a pack redacted is not analysed again; the key and detector are the same)."""
+        cache = paths.pii_cache
+        tenants = [] if paths.tenant is not None else Lake(paths).tenants("pii_cache")
+        also = [cache / f"{TENANT_COLUMN}={tenant}" for tenant in tenants]
+        return cls(pii_key(paths.home), RedactionCache(cache, also))
 
     def _hash(self, texts: pl.Series) -> pl.Series:
         return pl.Series(
