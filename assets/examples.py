@@ -7,32 +7,38 @@ import polars as pl
 
 from assets import groups
 from assets.config import StageSettings
+from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
-from pipeline import contracts
 from pipeline import skill_stats as skills
-from pipeline.fewshot import SCORES_SCHEMA, near_duplicates, negative_examples
 from pipeline.fewshot import few_shot_sets as select_few_shot
+from pipeline.fewshot import near_duplicates, negative_examples
 
 NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
 
 
-SKILL_DEPS = ["interactions", "feedback", "memory_embeddings", "feedback_scores"]
+# The skills score votes themselves (with the `scoring` settings): feedback_scores is not read.
+SKILL_INS = reads("interactions", "feedback", "memory_embeddings")
 
 
 @dg.multi_asset(
     specs=[
-        asset_spec(name, groups.EXAMPLES, SKILL_DEPS)
+        asset_spec(name, groups.EXAMPLES, list(SKILL_INS))
         for name in ("skill_stats", "user_preferences", "skill_vectors")
-    ]
+    ],
+    ins=SKILL_INS,
 )
 def skill_stats(
-    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    settings: StageSettings,
+    interactions: pl.LazyFrame,
+    feedback: pl.LazyFrame,
+    memory_embeddings: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult]:
     lake = home.lake
-    interactions, _, feedback = home.event_tables()
-    embeddings = home.embeddings("interaction")
+    embeddings = memory_embeddings.filter(pl.col("memory_kind") == "interaction")
     if embeddings.is_empty():
         context.log.info("no memory_embeddings table: skills get one-hot vectors")
     config, scoring = settings.stage("skills"), settings.stage("scoring")
@@ -82,28 +88,25 @@ def skill_stats(
 @dg.asset_check(
     partitions_def=TENANTS,
     asset="skill_stats",
-    additional_deps=["user_preferences"],
+    additional_ins=reads("user_preferences"),
     blocking=True,
     description="Confidences and shares in [0, 1]; unit or zero vectors.",
 )
-def skill_stats_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
-    lake = home.lake
-    stats = lake.read("skill_stats").collect()
+def skill_stats_in_range(
+    home: MemorypackHome, user_preferences: pl.LazyFrame
+) -> dg.AssetCheckResult:
+    stats = home.lake.read("skill_stats").collect()
     bad_stats = stats.filter(
         ~pl.col("ema_confidence").is_between(0, 1)
         | ~pl.col("positive_share").is_between(0, 1).fill_null(True)
         | (pl.col("n_positive") + pl.col("n_negative") > pl.col("n_feedback"))
     ).height
-    norms = (
-        lake.read("user_preferences")
-        .select(
-            norm=pl.col("preference_vector")
-            .list.eval(pl.element().cast(pl.Float64).pow(2))
-            .list.sum()
-            .sqrt()
-        )
-        .collect()["norm"]
-    )
+    norms = user_preferences.select(
+        norm=pl.col("preference_vector")
+        .list.eval(pl.element().cast(pl.Float64).pow(2))
+        .list.sum()
+        .sqrt()
+    ).collect()["norm"]
     bad_vectors = int((~((norms - 1).abs() < 1e-3) & (norms > 1e-9)).sum())
     return dg.AssetCheckResult(
         passed=bad_stats == 0 and bad_vectors == 0,
@@ -114,7 +117,7 @@ def skill_stats_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
 @dg.asset(
     partitions_def=TENANTS,
     group_name=groups.EXAMPLES,
-    deps=["feedback_scores", "feedback", "interactions", "memory_embeddings"],
+    ins=reads("feedback_scores", "feedback", "interactions", "memory_embeddings"),
     metadata=declared_columns("few_shot_sets"),
     check_specs=[
         dg.AssetCheckSpec(
@@ -125,20 +128,20 @@ def skill_stats_in_range(home: MemorypackHome) -> dg.AssetCheckResult:
     "corrected outputs as examples, never a net-negative one.",
 )
 def few_shot_sets(
-    home: MemorypackHome, settings: StageSettings
+    home: MemorypackHome,
+    settings: StageSettings,
+    feedback_scores: pl.DataFrame,
+    feedback: pl.LazyFrame,
+    interactions: pl.DataFrame,
+    memory_embeddings: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     config = settings.stage("few_shot")
-    interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
     # corrected outputs are all the sets need of the feedback
-    feedback = (
-        home.lake.read_or_empty("feedback", contracts.FEEDBACK_SCHEMA)
-        .filter(pl.col("signal") == "correction")
-        .collect()
-    )
-    scores = home.table("feedback_scores", SCORES_SCHEMA)
-    embeddings = home.embeddings("interaction")
+    corrections = feedback.filter(pl.col("signal") == "correction").collect()
+    scores = feedback_scores
+    embeddings = memory_embeddings.filter(pl.col("memory_kind") == "interaction")
     vectors = home.vectors(embeddings)
-    sets = select_few_shot(interactions, feedback, scores, embeddings, vectors, config)
+    sets = select_few_shot(interactions, corrections, scores, embeddings, vectors, config)
     home.lake.write("few_shot_sets", sets)
     negatives = negative_examples(sets, scores)
     duplicates = near_duplicates(sets, embeddings, vectors, config.duplicate_similarity)

@@ -7,6 +7,7 @@ import polars as pl
 
 from assets import groups
 from assets.config import StageSettings
+from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, declared_columns
 from assets.resources import MemorypackHome
@@ -22,15 +23,19 @@ from pipeline.tables import COMMENTS
 @dg.asset(
     partitions_def=TENANTS,
     group_name=groups.FEEDBACK,
-    deps=["interactions", "feedback", "memory_statements"],
+    ins=reads("interactions", "feedback", "memory_statements"),
     description=COMMENTS["feedback_scores"],
     metadata=declared_columns("feedback_scores"),
 )
 def feedback_scores(
-    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    settings: StageSettings,
+    interactions: pl.LazyFrame,
+    feedback: pl.LazyFrame,
+    memory_statements: pl.LazyFrame,
 ) -> dg.MaterializeResult:
-    lake = home.lake
-    interactions, statements, feedback = home.event_tables()
+    lake, statements = home.lake, memory_statements
     started = time.perf_counter()
     scores = compute_scores(interactions, statements, feedback, settings.stage("scoring"))
     seconds = time.perf_counter() - started
@@ -95,12 +100,15 @@ def feedback_scores_in_range(home: MemorypackHome, settings: StageSettings) -> d
     asset=feedback_scores,
     blocking=True,
     description="One row per interaction and statement.",
+    additional_ins=reads("interactions", "memory_statements"),
 )
-def feedback_scores_one_row_per_memory(home: MemorypackHome) -> dg.AssetCheckResult:
-    lake = home.lake
-    interactions, statements, _ = home.event_tables()
-    expected = sum(int(f.select(pl.len()).collect().item()) for f in (interactions, statements))
-    scores = lake.read("feedback_scores").select("tenant_id", "memory_id").collect()
+def feedback_scores_one_row_per_memory(
+    home: MemorypackHome, interactions: pl.LazyFrame, memory_statements: pl.LazyFrame
+) -> dg.AssetCheckResult:
+    expected = sum(
+        int(f.select(pl.len()).collect().item()) for f in (interactions, memory_statements)
+    )
+    scores = home.lake.read("feedback_scores").select("tenant_id", "memory_id").collect()
     duplicates = int(scores.is_duplicated().sum())
     return dg.AssetCheckResult(
         passed=scores.height == expected and duplicates == 0,

@@ -8,10 +8,10 @@ import polars as pl
 
 from assets import groups
 from assets.config import StageSettings
+from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
-from pipeline import contracts
 from pipeline.audit import (
     CONFLICT_SCHEMA,
     audit,
@@ -27,18 +27,19 @@ from pipeline.decay import (
 from pipeline.storage import Lake, read_file
 from pipeline.tables import COMMENTS
 
+# interactions, memory_statements, feedback, memory_reinforcement (None before consolidation)
+SnapshotInputs = tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.LazyFrame | None]
 SNAPSHOT_CHECKS = ("confidence_in_range", "every_memory_present", "status_consistent")
 
 
 def _snapshot_one(
-    home: MemorypackHome, settings: StageSettings, key: str
+    home: MemorypackHome, settings: StageSettings, key: str, inputs: SnapshotInputs
 ) -> tuple[pl.DataFrame, int, bool]:
     """The snapshot of load date `key`, the memories it must hold, and whether it changed: an
     identical snapshot is not rewritten (the warehouse then has nothing to reload)."""
     lake = home.lake
-    interactions, statements, feedback = home.event_tables()
+    interactions, statements, feedback, reinforcement = inputs
     as_of = as_of_for(key)
-    reinforcement = home.optional("memory_reinforcement")
     snap = snapshot(
         interactions,
         statements,
@@ -103,14 +104,9 @@ def _combined(
     partitions_def=TENANTS,
     group_name=groups.MEMORY,
     metadata=declared_columns("decay_snapshots"),
-    # What a snapshot reads: the events, and how often consolidation found each statement repeated.
-    deps=[
-        "feedback_scores",
-        "memory_reinforcement",
-        "interactions",
-        "feedback",
-        "memory_statements",
-    ],
+    # What a snapshot reads: the events, and how often consolidation found each statement
+    # repeated (it scores the feedback as of each date itself, with the `scoring` settings).
+    ins=reads("interactions", "feedback", "memory_statements", "memory_reinforcement"),
     # Recorded per tenant (as they were per load date): a tenant's result never hides another's.
     check_specs=[
         dg.AssetCheckSpec(name, asset="decay_snapshots", blocking=True, partitions_def=TENANTS)
@@ -123,6 +119,10 @@ def decay_snapshots(
     home: MemorypackHome,
     settings: StageSettings,
     config: SnapshotConfig,
+    interactions: pl.LazyFrame,
+    feedback: pl.LazyFrame,
+    memory_statements: pl.LazyFrame,
+    memory_reinforcement: pl.LazyFrame | None,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """The tenant's snapshot of each load date of the run, and again every later one in the lake.
 
@@ -138,7 +138,8 @@ def decay_snapshots(
     later = [
         k for k in home.lake.partition_keys("decay_snapshots") if k > keys[0] and k not in keys
     ]
-    per_key = {key: _snapshot_one(home, settings, key) for key in keys + later}
+    inputs = (interactions, memory_statements, feedback, memory_reinforcement)
+    per_key = {key: _snapshot_one(home, settings, key, inputs) for key in keys + later}
     rewritten = [key for key in later if per_key[key][2]]
     newest = max(per_key)
     yield dg.MaterializeResult(
@@ -192,17 +193,23 @@ def _snapshot_key(lake: Lake) -> str | None:
     return available[-1] if available else None
 
 
-AUDIT_DEPS = ["decay_snapshots", "memory_conflicts", "memory_statements"]
+AUDIT_INS = reads("decay_snapshots", "memory_conflicts", "memory_statements")
 
 
 @dg.multi_asset(
     specs=[
-        asset_spec("memory_audit", groups.MEMORY, AUDIT_DEPS),
-        asset_spec("promotion_candidates", groups.MEMORY, AUDIT_DEPS),
-    ]
+        asset_spec("memory_audit", groups.MEMORY, list(AUDIT_INS)),
+        asset_spec("promotion_candidates", groups.MEMORY, list(AUDIT_INS)),
+    ],
+    ins=AUDIT_INS,
 )
 def memory_audit(
-    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    settings: StageSettings,
+    decay_snapshots: pl.LazyFrame,
+    memory_conflicts: pl.LazyFrame | None,
+    memory_statements: pl.LazyFrame,
 ) -> Iterator[dg.MaterializeResult]:
     lake = home.lake
     key = _snapshot_key(lake)
@@ -210,10 +217,11 @@ def memory_audit(
         raise dg.Failure(
             "memory_audit: no decay snapshot in the lake yet; materialize decay_snapshots first"
         )
-    snap = read_file(home.paths.partition("decay_snapshots", key))
-    conflicts = home.optional("memory_conflicts")
+    day = pl.lit(key).str.to_date()
+    snap = decay_snapshots.filter(pl.col("snapshot_date") == day).collect()
+    conflicts = memory_conflicts
     conflicts = conflicts.select(*CONFLICT_SCHEMA) if conflicts is not None else None
-    statements = lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA)
+    statements = memory_statements
     audit_config, decay = settings.stage("audit"), settings.stage("decay")
     findings = audit(snap, conflicts, statements, audit_config, decay)
     candidates = promotion_candidates(snap, conflicts, statements, audit_config, decay)
@@ -244,15 +252,14 @@ def memory_audit(
 @dg.asset_check(
     partitions_def=TENANTS,
     asset="promotion_candidates",
-    additional_deps=["memory_conflicts"],
+    additional_ins=reads("memory_conflicts"),
     description="Every promotion candidate meets the rule and none is in a conflict.",
 )
 def promotion_candidates_eligible(
-    home: MemorypackHome, settings: StageSettings
+    home: MemorypackHome, settings: StageSettings, memory_conflicts: pl.LazyFrame | None
 ) -> dg.AssetCheckResult:
-    lake = home.lake
-    candidates = lake.read("promotion_candidates").collect()
-    conflicts = home.optional("memory_conflicts")
+    candidates = home.lake.read("promotion_candidates").collect()
+    conflicts = memory_conflicts
     conflicted: set[str] = set()
     if conflicts is not None:
         pairs = conflicts.select("memory_id_a", "memory_id_b").collect()

@@ -9,6 +9,7 @@ import polars as pl
 
 from assets import groups
 from assets.config import StageSettings
+from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec
 from assets.preference_checks import (  # noqa: F401 (re-exported: the checks of these assets)
@@ -21,7 +22,7 @@ from assets.preference_checks import (  # noqa: F401 (re-exported: the checks of
     pair_format_valid,
 )
 from assets.resources import MemorypackHome
-from pipeline import contracts, tables
+from pipeline import tables
 from pipeline.dpo import (
     DPO_RUNS_HISTORY_SCHEMA,
     STATUS_FAILED,
@@ -38,9 +39,7 @@ from pipeline.neighbors import (
     index_schema,
 )
 from pipeline.pairs import (
-    PAIR_SCHEMA,
     PROMPT_KEYS,
-    SCORE_SCHEMA,
     PairConfig,
     mine_pairs,
 )
@@ -57,7 +56,7 @@ from pipeline.templates.rewards import held_out_samples, latest_trained, policy_
 FEW_SHOT_SCHEMA = tables.schema("few_shot_sets", ["tenant_id", "skill_id", "rank", "output"])
 
 
-PAIR_DEPS = ["interactions", "feedback", "feedback_scores", "memory_embeddings"]
+PAIR_INS = reads("interactions", "feedback", "feedback_scores", "memory_embeddings")
 
 
 @dg.multi_asset(
@@ -65,31 +64,34 @@ PAIR_DEPS = ["interactions", "feedback", "feedback_scores", "memory_embeddings"]
         asset_spec(
             "preference_pairs",
             groups.PREFERENCE,
-            PAIR_DEPS,
+            list(PAIR_INS),
             description="(prompt, chosen, rejected) pairs in TRL format: corrections, "
             "regenerations, near-identical prompts, ranked siblings; train/eval split grouped by "
             "prompt.",
         ),
-        asset_spec("prompt_index", groups.PREFERENCE, PAIR_DEPS),
-        asset_spec("prompt_neighbors", groups.PREFERENCE, PAIR_DEPS),
-    ]
+        asset_spec("prompt_index", groups.PREFERENCE, list(PAIR_INS)),
+        asset_spec("prompt_neighbors", groups.PREFERENCE, list(PAIR_INS)),
+    ],
+    ins=PAIR_INS,
 )
 def preference_pairs(
-    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    settings: StageSettings,
+    interactions: pl.DataFrame,
+    feedback: pl.LazyFrame,
+    feedback_scores: pl.DataFrame,
+    memory_embeddings: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult]:
     config = settings.stage("pairs")
-    lake = home.lake
-    interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
-    scores = home.table("feedback_scores", SCORE_SCHEMA)
-    index = _prompt_index(home, interactions, config)
+    embeddings = memory_embeddings.filter(pl.col("memory_kind") == "interaction")
+    index = _prompt_index(home, interactions, embeddings, config)
     pairs = mine_pairs(
         interactions,
         # only corrections make pairs: the other feedback never leaves the lake
-        lake.read_or_empty("feedback", contracts.FEEDBACK_SCHEMA)
-        .filter(pl.col("signal") == "correction")
-        .collect(),
-        scores,
-        home.embeddings("interaction"),
+        feedback.filter(pl.col("signal") == "correction").collect(),
+        feedback_scores,
+        embeddings,
         index.edges,
         config,
     )
@@ -123,11 +125,10 @@ def preference_pairs(
 
 
 def _prompt_index(
-    home: MemorypackHome, interactions: pl.DataFrame, config: PairConfig
+    home: MemorypackHome, interactions: pl.DataFrame, embeddings: pl.DataFrame, config: PairConfig
 ) -> NeighborIndex:
     """The near-identical prompt index, updated for the prompts it has not searched yet."""
     keys = list(PROMPT_KEYS)
-    embeddings = home.embeddings("interaction")
     model = embedding_model(embeddings)
     if model is None:
         return NeighborIndex.empty(keys)
@@ -148,7 +149,7 @@ def _prompt_index(
 TRAINING_RAN = "training_ran"
 
 
-POLICY_DEPS = ["preference_pairs", "interactions", "feedback_scores"]
+POLICY_INS = reads("preference_pairs", "interactions", "feedback_scores")
 
 
 @dg.multi_asset(
@@ -156,12 +157,13 @@ POLICY_DEPS = ["preference_pairs", "interactions", "feedback_scores"]
         asset_spec(
             "dpo_policy",
             groups.PREFERENCE,
-            POLICY_DEPS,
+            list(POLICY_INS),
             description="TRL DPO policy per tenant (SFT on well-rated outputs, then DPO on train "
             "pairs); skips with a reason under min_pairs.",
         ),
-        asset_spec("dpo_runs", groups.PREFERENCE, POLICY_DEPS),
+        asset_spec("dpo_runs", groups.PREFERENCE, list(POLICY_INS)),
     ],
+    ins=POLICY_INS,
     check_specs=[
         dg.AssetCheckSpec(
             TRAINING_RAN,
@@ -173,16 +175,17 @@ POLICY_DEPS = ["preference_pairs", "interactions", "feedback_scores"]
     ],
 )
 def dpo_policy(
-    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    settings: StageSettings,
+    preference_pairs: pl.DataFrame,
+    interactions: pl.DataFrame,
+    feedback_scores: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult]:
-    policy_config = settings.stage("dpo")
-    pairs = home.table("preference_pairs", PAIR_SCHEMA)
-    sft = sft_examples_from(
-        home.table("interactions", contracts.INTERACTION_SCHEMA),
-        home.table("feedback_scores", SCORE_SCHEMA),
-        pairs,
-    )
-    runs = train_shared(home.paths, pairs, sft, policy_config, interaction_tenants(home))
+    policy_config, pairs = settings.stage("dpo"), preference_pairs
+    sft = sft_examples_from(interactions, feedback_scores, pairs)
+    tenants = interaction_tenants(interactions)
+    runs = train_shared(home.paths, pairs, sft, policy_config, tenants)
     current = runs_frame(runs)
     history, recorded = extend_history(
         home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA), current, datetime.now(UTC)
@@ -232,14 +235,9 @@ def dpo_policy(
     )
 
 
-TEMPLATE_DEPS = [
-    "dpo_policy",
-    "dpo_runs",
-    "preference_pairs",
-    "few_shot_sets",
-    "interactions",
-    "feedback",
-]
+TEMPLATE_INS = reads("dpo_runs", "preference_pairs", "few_shot_sets", "interactions", "feedback")
+# dpo_policy is no lake table: the policies are files in the models folder (dpo_runs names them).
+TEMPLATE_DEPS = ["dpo_policy", *TEMPLATE_INS]
 
 
 @dg.multi_asset(
@@ -254,22 +252,25 @@ TEMPLATE_DEPS = [
         ),
         asset_spec("template_history", groups.PREFERENCE, TEMPLATE_DEPS),
         asset_spec("template_scores", groups.PREFERENCE, TEMPLATE_DEPS),
-    ]
+    ],
+    ins=TEMPLATE_INS,
 )
 def refined_templates(
-    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    settings: StageSettings,
+    dpo_runs: pl.DataFrame,
+    preference_pairs: pl.DataFrame,
+    few_shot_sets: pl.DataFrame,
+    interactions: pl.DataFrame,
+    feedback: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult]:
     registry = load_registry()
-    tenants = interaction_tenants(home)
+    tenants = interaction_tenants(interactions)
     policy_config, config = settings.stage("dpo"), settings.stage("templates")
-    runs = latest_trained(home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA), home.paths.models)
-    evals = home.table("preference_pairs", PAIR_SCHEMA).filter(pl.col("split") == "eval")
-    evidence = gather_evidence(
-        home.table("interactions", contracts.INTERACTION_SCHEMA),
-        home.table("feedback", contracts.FEEDBACK_SCHEMA),
-        home.table("few_shot_sets", FEW_SHOT_SCHEMA),
-        config,
-    )
+    runs = latest_trained(dpo_runs, home.paths.models)
+    evals = preference_pairs.filter(pl.col("split") == "eval")
+    evidence = gather_evidence(interactions, feedback, few_shot_sets, config)
     if runs.is_empty():
         context.log.info("no trained DPO policy: current templates stay")
     result = refine_templates(

@@ -4,20 +4,18 @@ beating the baselines, one current template per skill."""
 import dagster as dg
 import polars as pl
 
+from assets.handoffs import reads
 from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
-from pipeline import contracts
-from pipeline.dpo import DPO_RUNS_HISTORY_SCHEMA, STATUS_TRAINED, short_of_baselines
+from pipeline.dpo import STATUS_TRAINED, short_of_baselines
 from pipeline.dpo.report import PER_TENANT_FIGURES, unrecorded_outcomes
 from pipeline.pairs import PAIR_SCHEMA, format_problems, split_leakage
-from pipeline.templates import TEMPLATE_HISTORY_SCHEMA, load_registry, missing_current
+from pipeline.templates import load_registry, missing_current
 
 
-def interaction_tenants(home: MemorypackHome) -> list[str]:
+def interaction_tenants(interactions: pl.DataFrame) -> list[str]:
     """The tenants with interactions: every one a night trains a policy and templates for."""
-    return sorted(
-        home.table("interactions", contracts.INTERACTION_SCHEMA)["tenant_id"].unique().to_list()
-    )
+    return sorted(interactions["tenant_id"].unique().to_list())
 
 
 @dg.asset_check(
@@ -47,11 +45,11 @@ def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
 @dg.asset_check(
     partitions_def=TENANTS,
     asset="dpo_policy",
-    additional_deps=["dpo_runs"],
+    additional_ins=reads("dpo_runs"),
     description="Trained policies record eval accuracy; skips record why.",
 )
-def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
-    latest = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(pl.col("is_latest"))
+def eval_accuracy_recorded(dpo_runs: pl.DataFrame) -> dg.AssetCheckResult:
+    latest = dpo_runs.filter(pl.col("is_latest"))
     trained, bad_trained, bad_skipped = unrecorded_outcomes(latest)
     return dg.AssetCheckResult(
         passed=bad_trained == 0 and bad_skipped == 0,
@@ -70,14 +68,12 @@ def eval_accuracy_recorded(home: MemorypackHome) -> dg.AssetCheckResult:
 @dg.asset_check(
     partitions_def=TENANTS,
     asset="dpo_policy",
-    additional_deps=["dpo_runs"],
+    additional_ins=reads("dpo_runs"),
     description="Learning holds against simple baselines: warns (never blocks) when a policy's eval "
     "accuracy is below chance (its 95 % interval under 0.5) or does not beat the length rule's.",
 )
-def learning_beats_baselines(home: MemorypackHome) -> dg.AssetCheckResult:
-    latest = home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA).filter(
-        pl.col("is_latest") & (pl.col("status") == STATUS_TRAINED)
-    )
+def learning_beats_baselines(dpo_runs: pl.DataFrame) -> dg.AssetCheckResult:
+    latest = dpo_runs.filter(pl.col("is_latest") & (pl.col("status") == STATUS_TRAINED))
     short = latest.filter(short_of_baselines())
     return dg.AssetCheckResult(
         passed=short.is_empty(),
@@ -100,16 +96,14 @@ def learning_beats_baselines(home: MemorypackHome) -> dg.AssetCheckResult:
 @dg.asset_check(
     partitions_def=TENANTS,
     asset="refined_templates",
-    additional_deps=["template_history"],
+    additional_ins=reads("template_history", "interactions"),
     blocking=True,
     description="Every tenant × skill has one current template.",
 )
-def current_template_per_skill(home: MemorypackHome) -> dg.AssetCheckResult:
-    missing = missing_current(
-        home.table("template_history", TEMPLATE_HISTORY_SCHEMA),
-        load_registry(),
-        interaction_tenants(home),
-    )
+def current_template_per_skill(
+    template_history: pl.DataFrame, interactions: pl.DataFrame
+) -> dg.AssetCheckResult:
+    missing = missing_current(template_history, load_registry(), interaction_tenants(interactions))
     return dg.AssetCheckResult(
         passed=not missing, metadata={"missing": len(missing), "examples": missing[:10]}
     )

@@ -91,34 +91,15 @@ class MemorypackHome(dg.ConfigurableResource):
     def lake(self) -> Lake:
         return Lake(self.paths)
 
-    def event_tables(self) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
-        """interactions, memory_statements, feedback (empty with their schemas before ingest)."""
-        lake = self.lake
-        return (
-            lake.read_or_empty("interactions"),
-            lake.read_or_empty("memory_statements"),
-            lake.read_or_empty("feedback"),
-        )
-
     def table(self, name: str, schema: Mapping[str, pl.DataType] | None = None) -> pl.DataFrame:
         """A lake table with its declared columns (pipeline.tables), empty before its stage has
-        run. (`schema`, a caller's own copy of some of those columns, is no longer needed.)"""
+        run: what a step reads of its own previous output (upstream tables arrive as its inputs,
+        assets/handoffs.py). (`schema`, a caller's own copy of some columns, is not needed.)"""
         return self.lake.read_or_empty(name).collect()
-
-    def optional(self, name: str) -> pl.LazyFrame | None:
-        """A table another stage owns and may not have produced yet (None: treat it as empty)."""
-        return self.lake.read(name) if self.lake.exists(name) else None
 
     @property
     def embedding_cache(self) -> EmbeddingCache:
         return EmbeddingCache(self.paths.embedding_cache)
-
-    def embeddings(self, kind: str | None = None) -> pl.DataFrame:
-        """memory_embeddings (which cached text each memory has; no vectors), maybe of one kind."""
-        table = self.lake.read_or_empty("memory_embeddings")
-        if kind is not None:
-            table = table.filter(pl.col("memory_kind") == kind)
-        return table.collect()
 
     def vectors(self, embeddings: pl.DataFrame, *more: pl.Series) -> TextVectors:
         """The cached vectors of `embeddings`' texts (and of the hashes in `more`), in their model."""

@@ -8,10 +8,10 @@ import polars as pl
 
 from assets import groups
 from assets.config import StageSettings
+from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
-from pipeline import contracts
 from pipeline.conflicts import (
     CONFLICT_SCHEMA,
     find_conflicts,
@@ -49,7 +49,7 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
 @dg.asset(
     partitions_def=TENANTS,
     group_name=groups.SEMANTIC,
-    deps=["interactions", "memory_statements"],
+    ins=reads("interactions", "memory_statements"),
     metadata=declared_columns("memory_embeddings"),
     check_specs=[
         dg.AssetCheckSpec(
@@ -60,19 +60,18 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
     "served from a sha256-keyed cache so a run embeds only texts it has never seen.",
 )
 def memory_embeddings(
-    context: dg.AssetExecutionContext, home: MemorypackHome
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    interactions: pl.LazyFrame,
+    memory_statements: pl.LazyFrame,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     lake = home.lake
     config, name = _embed_config(home)
     cache = home.embedding_cache
     cached = cache.hashes(name)
     # Memories seen before whose vector is cached need no new text key (events never change).
-    known = home.embeddings().filter(pl.col("text_hash").is_in(cached.implode()))
-    texts = memory_texts(
-        lake.read_or_empty("interactions", contracts.INTERACTION_SCHEMA),
-        lake.read_or_empty("memory_statements", contracts.MEMORY_SCHEMA),
-        known,
-    )
+    known = home.table("memory_embeddings").filter(pl.col("text_hash").is_in(cached.implode()))
+    texts = memory_texts(interactions, memory_statements, known)
     result = embed_with_cache(
         texts, cache.scan(name), name=name, config=config, progress=context.log.info
     )
@@ -110,7 +109,7 @@ def memory_embeddings(
     )
 
 
-CONFLICTS_DEPS = ["memory_statements", "memory_embeddings"]
+CONFLICTS_INS = reads("memory_statements", "memory_embeddings")
 
 
 @dg.multi_asset(
@@ -118,13 +117,14 @@ CONFLICTS_DEPS = ["memory_statements", "memory_embeddings"]
         asset_spec(
             "memory_conflicts",
             groups.SEMANTIC,
-            CONFLICTS_DEPS,
+            list(CONFLICTS_INS),
             description="Statement pairs about one contact that cannot both be true (supersedes "
             "links, always/never, a correction against an older pattern), with the side the source "
             "hierarchy prefers.",
         ),
-        asset_spec("conflict_groups", groups.SEMANTIC, CONFLICTS_DEPS),
+        asset_spec("conflict_groups", groups.SEMANTIC, list(CONFLICTS_INS)),
     ],
+    ins=CONFLICTS_INS,
     check_specs=[
         dg.AssetCheckSpec(
             CONFLICTS_REFERENCE_MEMORIES,
@@ -135,10 +135,13 @@ CONFLICTS_DEPS = ["memory_statements", "memory_embeddings"]
     ],
 )
 def memory_conflicts(
-    context: dg.AssetExecutionContext, home: MemorypackHome, settings: StageSettings
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    settings: StageSettings,
+    memory_statements: pl.DataFrame,
+    memory_embeddings: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    lake = home.lake
-    statements = home.table("memory_statements", contracts.MEMORY_SCHEMA)
+    lake, statements = home.lake, memory_statements
     config, name = _embed_config(home)
     conflict_config = settings.stage("conflicts")
     # Conflicts never cross a tenant × contact: only contacts whose statements changed (or a new
@@ -147,7 +150,7 @@ def memory_conflicts(
     had = lake.exists("conflict_groups") and lake.exists("memory_conflicts")
     todo = changed_groups(prints, lake.read("conflict_groups").collect() if had else None, CONTACT)
     changed = statements.join(todo, on=CONTACT, how="semi", nulls_equal=True)
-    embeddings = home.embeddings("statement").join(
+    embeddings = memory_embeddings.filter(pl.col("memory_kind") == "statement").join(
         changed.select("tenant_id", memory_id="event_id"), on=["tenant_id", "memory_id"]
     )
     cache = home.embedding_cache
@@ -196,7 +199,9 @@ def memory_conflicts(
     )
 
 
-CONSOLIDATION_DEPS = ["interactions", "memory_statements", "memory_embeddings", "memory_conflicts"]
+CONSOLIDATION_INS = reads(
+    "interactions", "memory_statements", "memory_embeddings", "memory_conflicts"
+)
 
 
 @dg.multi_asset(
@@ -204,13 +209,14 @@ CONSOLIDATION_DEPS = ["interactions", "memory_statements", "memory_embeddings", 
         asset_spec(
             "consolidated_summaries",
             groups.SEMANTIC,
-            CONSOLIDATION_DEPS,
+            list(CONSOLIDATION_INS),
             description="Near-duplicate memories clustered (statements per contact, interactions "
             "per system × kind) into one summary each.",
         ),
-        asset_spec("memory_reinforcement", groups.SEMANTIC, CONSOLIDATION_DEPS),
-        asset_spec("consolidation_groups", groups.SEMANTIC, CONSOLIDATION_DEPS),
+        asset_spec("memory_reinforcement", groups.SEMANTIC, list(CONSOLIDATION_INS)),
+        asset_spec("consolidation_groups", groups.SEMANTIC, list(CONSOLIDATION_INS)),
     ],
+    ins=CONSOLIDATION_INS,
     check_specs=[
         dg.AssetCheckSpec(
             ONE_CLUSTER_PER_STATEMENT,
@@ -221,13 +227,15 @@ CONSOLIDATION_DEPS = ["interactions", "memory_statements", "memory_embeddings", 
     ],
 )
 def consolidated_summaries(
-    home: MemorypackHome, settings: StageSettings
+    home: MemorypackHome,
+    settings: StageSettings,
+    interactions: pl.DataFrame,
+    memory_statements: pl.DataFrame,
+    memory_embeddings: pl.DataFrame,
+    memory_conflicts: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    lake = home.lake
-    statements = home.table("memory_statements", contracts.MEMORY_SCHEMA)
-    interactions = home.table("interactions", contracts.INTERACTION_SCHEMA)
-    conflicts = home.table("memory_conflicts", CONFLICT_SCHEMA)
-    embeddings = home.embeddings()
+    lake, statements, conflicts = home.lake, memory_statements, memory_conflicts
+    embeddings = memory_embeddings
     config = settings.stage("consolidation")
     _, model = _embed_config(home)
     previous = None

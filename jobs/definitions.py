@@ -5,6 +5,7 @@ import dagster as dg
 from assets import examples, feedback, ingest, memory, preference, publish, semantic
 from assets.catalog import catalogued
 from assets.config import StageSettings
+from assets.handoffs import resources
 from assets.resources import home_resource
 from jobs.nightly import (
     analytics_job,
@@ -25,8 +26,9 @@ defs = dg.Definitions(
     jobs=[ingest_job, tenant_nightly, tenant_nightly_fast, analytics_job],
     schedules=[nightly_schedule],
     sensors=[landing_sensor, tenant_sensor, analytics_sensor],
-    # `settings`: every stage's knobs, set per run (assets/config.py).
-    resources={"home": home_resource(), "settings": StageSettings.configure_at_launch()},
+    # `settings`: every stage's knobs, set per run (assets/config.py); the home and the lake's
+    # input manager over it (assets/handoffs.py).
+    resources={**resources(home_resource()), "settings": StageSettings.configure_at_launch()},
     # One process per run: the `home` resource holds its part's lock from the first step to the last.
     executor=dg.in_process_executor,
 )

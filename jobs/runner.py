@@ -15,6 +15,7 @@ from typing import Any
 
 import dagster as dg
 
+from assets.handoffs import resources
 from assets.resources import TENANTS_NAME, MemorypackHome
 from jobs.instance import dagster_home
 from memorypack.fs import ObjectPath
@@ -116,7 +117,7 @@ def _execute(
         result = defs.resolve_job_def(job_name).execute_in_process(
             instance=instance,
             tags=tags,
-            resources={"home": MemorypackHome(home=str(paths.home), landing=str(landing))},
+            resources=resources(MemorypackHome(home=str(paths.home), landing=str(landing))),
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}, **run_config},
             raise_on_error=False,
         )

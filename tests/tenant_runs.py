@@ -12,6 +12,7 @@ import dagster as dg
 import polars as pl
 
 from assets.config import StageSettings, settings_config
+from assets.handoffs import resources
 from assets.partitions import TENANTS
 from assets.publish import analytics_snapshot
 from assets.resources import MemorypackHome
@@ -77,7 +78,7 @@ def materialize_tenant(
         assets,
         partition_key=tenant,
         instance=instance,
-        resources={"home": MemorypackHome(home=str(home)), **SETTINGS},
+        resources={**resources(MemorypackHome(home=str(home))), **SETTINGS},
         run_config=config,
         **kwargs,
     )
@@ -89,7 +90,7 @@ def build_analytics(home: Path, instance: dg.DagsterInstance) -> dg.ExecuteInPro
     result = dg.materialize(
         [analytics_snapshot],
         instance=instance,
-        resources={"home": MemorypackHome(home=str(home)), **SETTINGS},
+        resources={**resources(MemorypackHome(home=str(home))), **SETTINGS},
     )
     assert result.success
     return result

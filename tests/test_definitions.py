@@ -20,6 +20,7 @@ from jobs.nightly import (
     nightly_schedule,
     tenant_sensor,
 )
+from pipeline import tables
 from pipeline.analytics import WAREHOUSE_TABLES
 from pipeline.ingest import TYPED_TABLES
 from pipeline.tables import BOOKKEEPING, TABLES, asset_name
@@ -112,6 +113,66 @@ def test_the_analytics_build_reads_every_warehouse_table_and_declares_it() -> No
     assert set(WAREHOUSE_TABLES) <= written
     parents = {k.to_user_string() for k in graph.get(dg.AssetKey("analytics_snapshot")).parent_keys}
     assert parents == {asset_name(t) for t in WAREHOUSE_TABLES} | {"memory_pack"}
+
+
+READS = ("read", "read_or_empty", "table", "exists", "partition_keys")
+# Steps that read their inputs through one pipeline function driven by the same list that declares
+# their dependencies (memory_pack: pack.inputs.INPUT_TABLES, with a dated decay snapshot and
+# load-date filters; the analytics build: analytics.WAREHOUSE_TABLES, loaded by DuckDB), or only
+# the partitions of their input that changed (typed_event_tables: raw_events' changed load dates,
+# pipeline.layout).
+LIST_DRIVEN = {"memory_pack", "analytics_snapshot", "typed_event_tables"}
+
+
+def _step_functions() -> dict[str, ast.FunctionDef]:
+    """Every function of assets/ by name (a step's function has its node's name)."""
+    return {
+        node.name: node
+        for module in sorted(ASSETS_FOLDER.glob("*.py"))
+        for node in ast.walk(ast.parse(module.read_text()))
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
+def _tables_named_in_reads(function: ast.FunctionDef) -> set[str]:
+    """Literal table names a function passes to a lake read (`….read("x")`, `home.table("x")`)."""
+    return {
+        node.args[0].value
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in READS
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    }
+
+
+def test_a_step_reads_exactly_the_tables_it_declares() -> None:
+    """Declared hand-offs (issue 15): each upstream table a step reads is one of its inputs
+    (`ins=reads(...)`, loaded by assets/handoffs.py), and every dependency is read. By name, a
+    step reads only its own tables (its previous output, incremental) and its inputs' folders'
+    partition keys; no upstream table is read behind the graph's back."""
+    graph = defs.resolve_asset_graph()
+    functions = _step_functions()
+    seen = set()
+    for assets_def in graph.assets_defs:
+        name = assets_def.node_def.name if assets_def.is_executable else ""
+        if name not in functions or name in LIST_DRIVEN:
+            continue
+        own = {tables.table_name(k.to_user_string()) for k in assets_def.keys}
+        loaded = {  # inputs with a value (a declared dependency alone is a Nothing input)
+            assets_def.keys_by_input_name[i.name].to_user_string()
+            for i in assets_def.node_def.input_defs
+            if not i.dagster_type.is_nothing
+        }
+        parents = {p.to_user_string() for k in assets_def.keys for p in graph.get(k).parent_keys}
+        parents -= {k.to_user_string() for k in assets_def.keys}
+        seen.add(name)
+        assert loaded == parents - {"dpo_policy"}, name  # the policy files are no lake table
+        named = _tables_named_in_reads(functions[name])
+        assert named - own <= {tables.table_name(p) for p in loaded}, (name, named - own)
+    assert len(seen) >= 9  # the scan saw the steps
 
 
 def test_every_asset_with_a_lake_table_shows_its_declared_columns_before_any_run() -> None:

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 import assets.publish
+from assets.handoffs import resources
 from assets.publish import ASSETS, BUILT, CHECKS, UPSTREAM
 from assets.resources import MemorypackHome
 from memorypack import MemoryPack
@@ -50,7 +51,7 @@ class Night:
 
 
 def test_definitions_expose_the_guards_as_checks() -> None:
-    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS, resources={"home": MemorypackHome()})
+    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS, resources=resources(MemorypackHome()))
     graph = defs.resolve_asset_graph()
     pack_key = dg.AssetKey("memory_pack")
     assert graph.get(pack_key).group_name == "publish"
