@@ -241,7 +241,7 @@ def test_baseline_check_warns_on_a_policy_below_chance_or_the_length_rule(tmp_pa
         ]
     )
     home.lake.write("dpo_runs", declared("dpo_runs", history))
-    quiet = learning_beats_baselines(home=home)
+    quiet = learning_beats_baselines(dpo_runs=home.table("dpo_runs"))
     assert quiet.passed and quiet.severity == dg.AssetCheckSeverity.WARN
     assert quiet.metadata["short_of_baselines"].value == 0  # type: ignore[attr-defined]
 
@@ -251,7 +251,7 @@ def test_baseline_check_warns_on_a_policy_below_chance_or_the_length_rule(tmp_pa
         [history, _runs([("chance", 0.30, 0.25, True), ("long", 0.60, 0.70, True)])]
     )
     home.lake.write("dpo_runs", declared("dpo_runs", planted))
-    warned = learning_beats_baselines(home=home)
+    warned = learning_beats_baselines(dpo_runs=home.table("dpo_runs"))
     assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
     assert warned.metadata["short_of_baselines"].value == 2  # type: ignore[attr-defined]
     assert warned.description == (
@@ -269,7 +269,7 @@ def test_runs_recorded_before_baselines_still_read_and_pass(tmp_path: Path) -> N
     home.lake.write(
         "dpo_runs", declared("dpo_runs", _runs([("acme", 0.20, 0.70, True)]).drop(new_columns))
     )
-    result = learning_beats_baselines(home=home)
+    result = learning_beats_baselines(dpo_runs=home.table("dpo_runs"))
     assert result.passed  # unknown baselines are not judged
     (run,) = result.metadata["runs"].value  # type: ignore[attr-defined]
     assert run["eval_accuracy"] == 0.20 and run["length_rule_accuracy"] is None
