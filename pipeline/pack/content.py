@@ -183,7 +183,8 @@ ENUM_COLUMNS = frozenset(
 
 
 # Digests the pipeline computes (sha256 or HMAC hex): nothing of a person can be read in them,
-# so they are kept as they are (in a pack and the analytics snapshot), not analysed as text.
+# so the analytics snapshot keeps them as they are instead of analysing them as text (no pack
+# file has one).
 DIGEST_COLUMNS = frozenset({"content_hash", "text_hash", "subject_hash", "pair_id"})
 
 
