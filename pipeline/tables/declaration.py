@@ -1,0 +1,125 @@
+"""What a lake table declaration is (`Table`), and the columns several tables share: the typed
+columns of an event (SPEC §2) and the count columns per feedback signal and memory type."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import polars as pl
+
+_TS = pl.Datetime("us", "UTC")
+_S = pl.String()
+_I = pl.Int64()
+_F = pl.Float64()
+_B = pl.Boolean()
+
+# What a table is for: `data` is loaded into the warehouse and the analyst snapshot;
+# `bookkeeping` is the memo of incremental nights (an asset, lake only); `record` is erasure's
+# (written by `memorypack forget` and the night's erasure events, not an asset); `cache` is an
+# append-only folder of part files keyed by model or detector version (not read through `Lake`).
+Role = Literal["data", "bookkeeping", "record", "cache"]
+
+TENANT = "tenant_id"
+LOAD_DATE = "load_date"
+
+
+@dataclass(frozen=True)
+class Table:
+    """One lake table. `partition` is the hive column of its daily partitions (None: one file);
+    `by_tenant` says it lives in tenant folders (`tenant_id=<id>/`), otherwise every tenant's
+    rows share its files; `asset` is the Dagster asset that writes it (None: not an asset)."""
+
+    name: str
+    comment: str
+    columns: Mapping[str, pl.DataType]
+    primary_key: tuple[str, ...]
+    asset: str | None
+    partition: str | None = None
+    by_tenant: bool = True
+    role: Role = "data"
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def hive_columns(self) -> tuple[str, ...]:
+        """Columns a file's folder names carry: a frame may leave them out when it is written.
+        (The caches' tenant folders name no column of theirs.)"""
+        folders = ((TENANT,) if self.by_tenant else ()) + (
+            (self.partition,) if self.partition else ()
+        )
+        return tuple(c for c in folders if c in self.columns)
+
+
+# --- the typed columns of an event (SPEC §2): events holds all, each typed table its share ---
+
+EVENT_COLUMNS: dict[str, pl.DataType] = {
+    "tenant_id": _S,
+    "event_id": _S,
+    "event_type": _S,
+    "ts": _TS,
+    "load_date": pl.Date(),
+    "contact_id": _S,
+    "schema_version": pl.Int32(),
+    "system": _S,
+    "kind": _S,
+    "session_id": _S,
+    "skill_id": _S,
+    "input": _S,
+    "output": _S,
+    "summary": _S,
+    "tags": pl.List(_S),
+    "importance": _F,
+    "model": _S,
+    "stage": _S,
+    "category": _S,
+    "parent_event_id": _S,
+    "target_id": _S,
+    "signal": _S,
+    "rating": pl.Int8(),
+    "reason": _S,
+    "comment": _S,
+    "comment_truncated": _B,
+    "corrected_output": _S,
+    "user_id": _S,
+    "memory_type": _S,
+    "content": _S,
+    "impact_level": _S,
+    "confidence": _F,
+    "supersedes": pl.List(_S),
+    "metadata": _S,
+    "content_hash": _S,
+    "source_file": _S,
+    "line_no": _I,
+}
+_COMMON = ["tenant_id", "event_id", "ts", "load_date", "contact_id"]
+INTERACTION_COLUMNS = [
+    *_COMMON,
+    *("system", "kind", "session_id", "skill_id", "input", "output", "summary", "tags"),
+    *("importance", "model", "stage", "category", "parent_event_id", "user_id", "metadata"),
+]
+FEEDBACK_COLUMNS = [
+    *_COMMON,
+    *("target_id", "signal", "rating", "reason", "comment", "comment_truncated"),
+    *("corrected_output", "user_id", "metadata"),
+]
+MEMORY_COLUMNS = [
+    *_COMMON,
+    *("memory_type", "content", "category", "impact_level", "confidence", "supersedes"),
+    *("tags", "metadata"),
+]
+
+# One count column per feedback signal and per memory type (contracts.Signal, MemoryType; a test
+# keeps these lists equal to the enumerations, which import this module).
+SIGNALS = (
+    *("thumbs_up", "thumbs_down", "correction", "follow_up", "user_override", "user_edit"),
+    *("action_taken", "action_ignored", "regenerate", "copy", "validate"),
+)
+TYPE_COUNT_FIELDS = (
+    *("explicit_instruction", "correction", "confirmed_pattern", "inferred_pattern"),
+    *("single_inference", "temporary", "interaction"),
+)
+
+
+def _pick(columns: Iterable[str]) -> dict[str, pl.DataType]:
+    return {c: EVENT_COLUMNS[c] for c in columns}

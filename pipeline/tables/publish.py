@@ -1,0 +1,68 @@
+"""Tables outside the night's stage graph but the pack's: published versions, erasure's
+tombstones, and the append-only caches (part files under
+`<table>/tenant_id=<id>/<model or detector version>/`)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipeline.tables.declaration import _B, _I, _S, _TS, Table
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        "pack_versions",
+        "Every kept memory pack version per tenant; is_latest marks the live one.",
+        {
+            "tenant_id": _S,
+            "version": _S,
+            "as_of": _TS,
+            "created_at": _TS,
+            "n_memories": _I,
+            "bytes": _I,
+            "is_latest": _B,
+            "redacted": _I,
+            "dagster_run_id": _S,
+        },
+        ("tenant_id", "version"),
+        asset="pack_versions",
+    ),
+    Table(
+        "tombstones",
+        "Erased people and their event ids, as keyed hashes only: ingest keeps them out.",
+        {"tenant_id": _S, "kind": _S, "subject_hash": _S, "erased_at": _TS, "source": _S},
+        ("tenant_id", "kind", "subject_hash"),
+        asset=None,
+        by_tenant=False,
+        role="record",
+        descriptions={
+            "kind": "contact (the erased identifier) | event (one of their event ids)",
+            "subject_hash": "HMAC with the PII key, domain erasure",
+            "source": "cli | log (an erasure event)",
+        },
+    ),
+    Table(
+        "embedding_cache",
+        "Vectors of distinct texts per model, append-only (written by memory_embeddings).",
+        {
+            "text_hash": _S,
+            # The shape is the model's dimension (384 for all-MiniLM-L6-v2): `cache_schema(dim)`.
+            "embedding": pl.Array(pl.Float32(), 384),
+            "model": _S,
+            "dim": pl.Int32(),
+            "embedded_at": _TS,
+        },
+        ("model", "text_hash"),
+        asset=None,
+        role="cache",
+    ),
+    Table(
+        "pii_cache",
+        "Redactions of distinct texts per detector version, append-only (written by the pack "
+        "and the analytics snapshot).",
+        {"text_hash": _S, "redacted": _S, "kinds": pl.List(_S)},
+        ("text_hash",),
+        asset=None,
+        role="cache",
+        descriptions={"text_hash": "HMAC-SHA256 of the text with the home key"},
+    ),
+)
