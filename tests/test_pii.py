@@ -301,3 +301,26 @@ def test_plain_ids_skip_analysis_and_the_other_shapes_do_not() -> None:
     )
     found = detect(["u_4155550132", "m4155550132", "de89370400440532013000"], ner=False)
     assert [[s.kind for s in spans] for spans in found] == [["phone"], [], ["iban"]]
+
+
+def test_short_bare_digit_runs_skip_the_phone_regions_and_change_no_finding(monkeypatch) -> None:
+    import re
+
+    from pipeline.pii import rules
+
+    texts = [
+        "f_00000001",
+        "i_123456789",
+        "order 1234567 shipped, call 0612345678",
+        "ref 7654321 or +33 6 12 34 56 78 and 12345",
+        "call 555 1234 at 9876543",
+        "u_4155550132",
+    ]
+    assert not rules.may_hold_pii("f_00000001", names=False)
+    assert not rules._digit_runs("order 1234567 and ref f_00000001")
+    shortcut = [detect(texts, ner=False), detect(texts)]
+    monkeypatch.setattr(rules, "_too_short_to_dial", lambda run: False)
+    monkeypatch.setattr(rules, "_PLAIN_ID", re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+"))
+    assert shortcut == [detect(texts, ner=False), detect(texts)]
+    kinds = [[s.kind for s in spans] for spans in shortcut[1]]
+    assert kinds[:2] == [[], []] and kinds[2] == ["phone"] and "phone" in kinds[3]
