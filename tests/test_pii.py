@@ -315,11 +315,14 @@ def test_short_bare_digit_runs_skip_the_phone_regions_and_change_no_finding(monk
         "ref 7654321 or +33 6 12 34 56 78 and 12345",
         "call 555 1234 at 9876543",
         "u_4155550132",
+        "appelez le 06\u00a012345678 ou 01\u201312345678",  # joined by a no-break space, a dash
+        "ref 123x4567 or [020]79460001",
     ]
     assert not rules.may_hold_pii("f_00000001", names=False)
     assert not rules._digit_runs("order 1234567 and ref f_00000001")
+    assert rules._digit_runs("appelez le 06\u00a012345678")  # may be one number: tried
     shortcut = [detect(texts, ner=False), detect(texts)]
-    monkeypatch.setattr(rules, "_too_short_to_dial", lambda run: False)
+    monkeypatch.setattr(rules, "_too_short_to_dial", lambda text, run: False)
     monkeypatch.setattr(rules, "_PLAIN_ID", re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+"))
     assert shortcut == [detect(texts, ner=False), detect(texts)]
     kinds = [[s.kind for s in spans] for spans in shortcut[1]]

@@ -65,13 +65,21 @@ def _glued_to_letter(text: str, run: re.Match[str]) -> bool:
     return any(c.isascii() and c.isalpha() for c in (before, after))
 
 
-def _too_short_to_dial(run: re.Match[str]) -> bool:
+# What phonenumbers reads as part of a number but `_DIGIT_RUN` does not take in: any non-ASCII
+# character (no-break and other spaces, unicode dashes, full-width brackets) and "x", "~", "[", "]".
+_PHONE_JOINER = re.compile(r"[^\x00-\x7f]|[x~\[\]]")
+
+
+def _too_short_to_dial(text: str, run: re.Match[str]) -> bool:
     """A bare run of digits shorter than `PLAIN_PHONE_MIN_DIGITS` ("1234567", the digits of
-    `f_00000001`): any number the matcher finds inside it is digits only and as short, so
-    `_plausible_phone` drops it. Skipping these changes no finding; it spares order numbers and
-    ids like `f_00000001` the matcher's 24 regions (a night's analytics snapshot spent 73 % of its
-    time there at 40,000 interactions)."""
-    return run.group().isdigit() and len(run.group()) < PLAIN_PHONE_MIN_DIGITS
+    `f_00000001`) with nothing beside it that could join it to more digits: any number the matcher
+    finds inside it is digits only and as short, so `_plausible_phone` drops it. Skipping these
+    changes no finding; it spares order numbers and ids like `f_00000001` the matcher's 24 regions
+    (a night's analytics snapshot spent 73 % of its time there at 40,000 interactions)."""
+    if not run.group().isdigit() or len(run.group()) >= PLAIN_PHONE_MIN_DIGITS:
+        return False
+    beside = text[max(run.start() - 1, 0) : run.start()] + text[run.end() : run.end() + 1]
+    return not _PHONE_JOINER.search(beside)
 
 
 def _digit_runs(text: str) -> bool:
@@ -80,7 +88,7 @@ def _digit_runs(text: str) -> bool:
         sum(c.isdigit() for c in run.group()) >= PHONE_MIN_DIGITS
         and not _DATE_SHAPE.fullmatch(run.group())
         and not _glued_to_letter(text, run)
-        and not _too_short_to_dial(run)
+        and not _too_short_to_dial(text, run)
         for run in _DIGIT_RUN.finditer(text)
     )
 
