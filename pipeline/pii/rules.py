@@ -53,33 +53,29 @@ _DIGIT_RUN = re.compile(r"\+?\(?\d[\d ()./-]*\d")
 PLAIN_PHONE_MIN_DIGITS = 10  # an unformatted run of digits is a phone only if this long
 
 
-def _glued_to_letter(text: str, run: re.Match[str]) -> bool:
-    """A bare run of digits touching a Latin letter ("i0000123", an id): phonenumbers' matcher,
-    at VALID leniency or stricter, drops a number a Latin letter touches on either side, and a
-    run without separators holds no inner number to try instead. Skipping these changes no
-    finding; it spares ids like `m0000042` the matcher's 24 regions (1.3 ms each id)."""
-    if not run.group().isdigit():
-        return False
-    before = text[run.start() - 1] if run.start() else ""
-    after = text[run.end()] if run.end() < len(text) else ""
-    return any(c.isascii() and c.isalpha() for c in (before, after))
-
-
 # What phonenumbers reads as part of a number but `_DIGIT_RUN` does not take in: any non-ASCII
 # character (no-break and other spaces, unicode dashes, full-width brackets) and "x", "~", "[", "]".
 _PHONE_JOINER = re.compile(r"[^\x00-\x7f]|[x~\[\]]")
 
 
-def _too_short_to_dial(text: str, run: re.Match[str]) -> bool:
-    """A bare run of digits shorter than `PLAIN_PHONE_MIN_DIGITS` ("1234567", the digits of
-    `f_00000001`) with nothing beside it that could join it to more digits: any number the matcher
-    finds inside it is digits only and as short, so `_plausible_phone` drops it. Skipping these
-    changes no finding; it spares order numbers and ids like `f_00000001` the matcher's 24 regions
-    (a night's analytics snapshot spent 73 % of its time there at 40,000 interactions)."""
-    if not run.group().isdigit() or len(run.group()) >= PLAIN_PHONE_MIN_DIGITS:
+def _bare_run_holds_no_phone(text: str, run: re.Match[str]) -> bool:
+    """A run of digits without separators in which the matcher can find nothing we keep:
+    - touching a Latin letter ("i0000123", an id): phonenumbers' matcher, at VALID leniency or
+      stricter, drops a number a Latin letter touches on either side, and a run without
+      separators holds no inner number to try instead;
+    - shorter than `PLAIN_PHONE_MIN_DIGITS` ("1234567", the digits of `f_00000001`) with nothing
+      beside it that could join it to more digits (`_PHONE_JOINER`): any number found inside it
+      is digits only and as short, so `_plausible_phone` drops it.
+    Skipping these changes no finding; it spares ids and order numbers the matcher's 24 regions
+    (1.3 ms each; a night's analytics snapshot spent 73 % of its time there at 40,000
+    interactions before ids like `f_00000001` were skipped)."""
+    digits = run.group()
+    if not digits.isdigit():
         return False
     beside = text[max(run.start() - 1, 0) : run.start()] + text[run.end() : run.end() + 1]
-    return not _PHONE_JOINER.search(beside)
+    if any(c.isascii() and c.isalpha() for c in beside):
+        return True
+    return len(digits) < PLAIN_PHONE_MIN_DIGITS and not _PHONE_JOINER.search(beside)
 
 
 def _digit_runs(text: str) -> bool:
@@ -87,8 +83,7 @@ def _digit_runs(text: str) -> bool:
     return any(
         sum(c.isdigit() for c in run.group()) >= PHONE_MIN_DIGITS
         and not _DATE_SHAPE.fullmatch(run.group())
-        and not _glued_to_letter(text, run)
-        and not _too_short_to_dial(text, run)
+        and not _bare_run_holds_no_phone(text, run)
         for run in _DIGIT_RUN.finditer(text)
     )
 
@@ -258,7 +253,7 @@ def _known_if_alone(candidate: str) -> bool:
 # need a non-word character or a non-letter before the first digit), and no IBAN (two letters
 # exactly, then two digits) nor e-mail or IP address fits. Or letters, an underscore and at most
 # nine digits ("f_00000001"): a card or SSN pattern cannot start after a word character, a phone
-# would be a bare run shorter than `PLAIN_PHONE_MIN_DIGITS` (`_too_short_to_dial`), and no IBAN,
+# would be a bare run shorter than `PLAIN_PHONE_MIN_DIGITS` (`_bare_run_holds_no_phone`), and no IBAN,
 # e-mail or IP address fits. Most ids of a night are of these shapes.
 _PLAIN_ID = re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+|[A-Za-z]+_[0-9]{1,9}")
 
