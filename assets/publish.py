@@ -14,6 +14,7 @@ from pipeline.analytics import WAREHOUSE_TABLES, build_snapshot, pack_versions_f
 from pipeline.errors import one_line
 from pipeline.pack.build import build_pack as build_tenant_pack
 from pipeline.pack.build import load_inputs
+from pipeline.pack.content import PackInputs
 from pipeline.pack.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult, run_guards
 from pipeline.pack.inputs import INPUT_TABLES
 from pipeline.pack.store import DEFAULT_KEEP
@@ -37,6 +38,8 @@ SUMMARY_SCHEMA = {
     "reason": pl.String,
     "memories": pl.Int64,
     "redacted": pl.Int64,
+    "redaction_s": pl.Float64,  # wall time of its PII redaction (the cache serves known texts)
+    "texts_analysed": pl.Int64,  # distinct texts the cache did not know: analysed this night
 }
 
 
@@ -54,6 +57,13 @@ def tenant_as_of(home: MemorypackHome) -> datetime:
     return datetime.combine(
         date.fromisoformat(newest) + timedelta(days=1), datetime.min.time(), UTC
     )
+
+
+def _redaction_clock(inputs: PackInputs) -> tuple[float, int]:
+    """Seconds the pack's redactor has spent so far and the texts it analysed (not served by its
+    cache); build_pack fails without one."""
+    redactor = inputs.redactor
+    return (redactor.seconds, redactor.analysed) if redactor is not None else (0.0, 0)
 
 
 def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckResult]:
@@ -127,12 +137,16 @@ def memory_pack(
             "tenant_id": tenant,
             "published": False,
         }
+        redacting, analysed = _redaction_clock(inputs)
         try:
             content = build_tenant_pack(inputs, tenant)
+            seconds, texts = _redaction_clock(inputs)
             guards[tenant] = run_guards(content, inputs)
             row |= {
                 "memories": content.frames["memories.parquet"].height,
                 "redacted": content.redactions["total"],
+                "redaction_s": round(seconds - redacting, 3),
+                "texts_analysed": texts - analysed,
             }
             redactions[tenant] = content.redactions["by_kind"]
             failed = [g.name for g in guards[tenant] if not g.passed]
@@ -170,6 +184,8 @@ def memory_pack(
                 "new_versions": int(summary["published"].sum()),
                 "not_published": not_published,
                 "redactions_by_kind": redactions,
+                "redaction_seconds": round(float(summary["redaction_s"].fill_null(0).sum()), 3),
+                "texts_analysed": int(summary["texts_analysed"].fill_null(0).sum()),
                 "missing_inputs": inputs.missing,
                 "packs_folder": str(home.paths.packs),
             },

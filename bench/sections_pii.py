@@ -68,7 +68,8 @@ def _corpus_figures() -> list[Figure]:
 
 
 def run(sizes: Sizes) -> list[Figure]:
-    from pipeline.pii import RedactionCache, Redactor, _engine
+    from pipeline.pii import _engine
+    from pipeline.pii.redactor import RedactionCache, Redactor
 
     n = sizes.pii_texts
     load_start = time.perf_counter()

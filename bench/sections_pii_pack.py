@@ -6,7 +6,7 @@ The lake is `bench/pack_scale.py`'s, with the generator's texts (support, coachi
 requests with people's names, 1.5 % with a planted PII sentence; half of them repeat a text of the
 bank, as real nights do). A memory's texts depend only on its index, so the incremental night holds
 the first night's texts plus the new memories' texts. Redaction time is also measured directly,
-inside the stage (every `Redactor.frame` call and the cache flush).
+inside the stage (`Redactor.seconds`: every frame redacted and the cache flush).
 
     python -m bench.run --only pii_pack --reps 1                        # 100,000 memories
     python -m bench.run --only pii_pack --pii-pack-memories 2000 --reps 1
@@ -20,7 +20,6 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from bench.common import Figure, Sizes, interleaved, rounded, scaled_goal
-from pipeline.pii import Redactor
+from pipeline.pii.redactor import Redactor
 
 GOAL_MEMORIES = 100_000
 GOAL_SHARE = 0.20  # an incremental night's redaction adds at most this to its pack stage
@@ -53,27 +52,6 @@ def generator_text(prefix: str, index: int) -> str:
 
 def generator_texts(_rng: np.random.Generator, n: int, prefix: str) -> list[str]:
     return [generator_text(prefix, i) for i in range(n)]
-
-
-@dataclass
-class TimedRedactor(Redactor):
-    """The home's redactor, timing its own work (frames redacted and the cache flush)."""
-
-    seconds: float = 0.0
-
-    def frame(
-        self, frame: pl.DataFrame, identifiers: Iterable[str] = (), keep: Iterable[str] = ()
-    ) -> tuple[pl.DataFrame, Counter[str]]:
-        started = time.perf_counter()
-        try:
-            return super().frame(frame, identifiers, keep)
-        finally:
-            self.seconds += time.perf_counter() - started
-
-    def flush(self) -> None:
-        started = time.perf_counter()
-        super().flush()
-        self.seconds += time.perf_counter() - started
 
 
 class SkippedRedactor(Redactor):
@@ -101,8 +79,8 @@ def _pack_stage(home: Path, packs: Path, redact: bool) -> dict[str, Any]:
     inputs = load_inputs(Lake(paths), pack_scale.AS_OF)
     home_redactor = inputs.redactor
     assert home_redactor is not None
-    redactor: Redactor = (
-        TimedRedactor(home_redactor.key, home_redactor.cache)
+    redactor = (
+        Redactor(home_redactor.key, home_redactor.cache)
         if redact
         else SkippedRedactor(home_redactor.key)
     )
@@ -111,7 +89,7 @@ def _pack_stage(home: Path, packs: Path, redact: bool) -> dict[str, Any]:
     guards = run_guards(content, inputs)
     publish(packs, content, run_id="bench")
     return {
-        "redaction_s": redactor.seconds if isinstance(redactor, TimedRedactor) else 0.0,
+        "redaction_s": redactor.seconds,
         "texts_analysed": redactor.analysed,
         "texts_served": redactor.served,
         "ids_analysed": redactor.ids_analysed,

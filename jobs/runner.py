@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from multiprocessing import get_context
+from multiprocessing import forkserver, get_context
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -167,11 +168,26 @@ def run_tenant(
     return outcome
 
 
+def _fork_server() -> BaseContext:
+    """The context tenant processes are made from, its fork server started: it imports
+    jobs/forked.py (the heavy libraries, the PII engine) in its own process meanwhile this one
+    goes on, e.g. with ingest. The server keeps the environment it started with: each tenant
+    process is handed this one's instead."""
+    offline_environment()  # before the server imports transformers, which reads it at import
+    context = get_context("forkserver")
+    context.set_forkserver_preload(["jobs.forked"])
+    forkserver.ensure_running()
+    return context
+
+
 def _tenant_process(args: tuple[Any, ...]) -> RunOutcome:
-    """A tenant's run in a fresh worker process (spawned, one run per process): its heap goes
-    with it, and its torch threads are its share of the cores."""
-    *call, threads = args
-    offline_environment()
+    """A tenant's run in a fresh worker process (forked from the fork server, one run per
+    process): its heap goes with it, and its torch threads are its share of the cores. It
+    takes the environment and folder of the process that asked for the run, not the server's."""
+    *call, threads, environment, folder = args
+    os.environ.clear()
+    os.environ.update(environment)
+    os.chdir(folder)
     import torch
 
     torch.set_num_threads(threads)
@@ -189,9 +205,9 @@ def _tenant_runs(
             yield call[2], run_tenant(*call, instance)
         return
     threads = max(1, (os.cpu_count() or 1) // workers)
-    spawn = get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=spawn, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(_tenant_process, (*call, threads)): call[2] for call in calls}
+    with ProcessPoolExecutor(workers, mp_context=_fork_server(), max_tasks_per_child=1) as pool:
+        here = (threads, dict(os.environ), os.getcwd())
+        futures = {pool.submit(_tenant_process, (*call, *here)): call[2] for call in calls}
         for future in as_completed(futures):
             tenant = futures[future]
             try:
@@ -224,6 +240,8 @@ def run_nightly(
     from jobs.nightly import ANALYTICS_JOB, CHANGED_BY, INGEST_JOB
 
     paths = Paths.from_env(home)
+    if workers > 0:
+        _fork_server()  # its imports overlap ingest
     tags = (
         {"dagster/partition": start}
         if start == end

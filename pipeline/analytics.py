@@ -171,7 +171,7 @@ def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, in
     packs' ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`).
     Texts already seen by a pack or an earlier snapshot come from the redaction cache."""
     from pipeline.pack.content import DIGEST_COLUMNS, ENUM_COLUMNS, ID_COLUMNS
-    from pipeline.pii import Redactor
+    from pipeline.pii.redactor import Redactor
 
     redactor = Redactor.for_home(paths)
     found: Counter[str] = Counter()

@@ -100,7 +100,11 @@ def test_a_tenant_failing_a_guard_keeps_its_pack_and_others_publish(tmp_path: Pa
     paths = make_lake(tmp_path, by_tenant=True)
     acme = paths.for_tenant("acme")
     with dg.instance_for_test() as instance:
-        assert Night(paths.home, instance).success
+        first = Night(paths.home, instance)
+        assert first.success
+        # The first night analyses every distinct text of the pack, and says how long that took.
+        first_meta = first.pack_metadata("globex")
+        assert first_meta["texts_analysed"] > 0 and first_meta["redaction_seconds"] > 0  # type: ignore[operator]
         live = {t: read_latest(paths.packs / t) for t in TENANTS}
         # acme is poisoned: a net-negative example slips into its few-shot set (a-i1 has 0 up,
         # 1 down). Both tenants' confidences change, so both have new content to publish.
@@ -126,6 +130,8 @@ def test_a_tenant_failing_a_guard_keeps_its_pack_and_others_publish(tmp_path: Pa
     assert all(e.passed for e in night.checks("globex").values())
     meta = night.pack_metadata("acme")
     assert meta["new_versions"] == 0 and night.pack_metadata("globex")["new_versions"] == 1
+    # The same texts again: every redaction comes from the cache.
+    assert night.pack_metadata("globex")["texts_analysed"] == 0
     assert list(meta["not_published"]) == ["acme"]  # type: ignore[call-overload]
     assert "failed pack_few_shot_not_negative" in meta["not_published"]["acme"]  # type: ignore[index]
     # acme's previous pack stays live; globex moved on; the snapshot still ran.

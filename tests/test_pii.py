@@ -9,15 +9,8 @@ import polars as pl
 import pytest
 
 from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
-from pipeline.pii import (
-    PSEUDONYM,
-    RedactionCache,
-    Redactor,
-    analyse,
-    detect,
-    pseudonym,
-    redact_text,
-)
+from pipeline.pii import PSEUDONYM, analyse, detect, pseudonym, redact_text
+from pipeline.pii.redactor import RedactionCache, Redactor
 from pipeline.pii_guard import find_pii, iban_valid, luhn_valid
 
 KEY = b"test-key"

@@ -1,6 +1,8 @@
 """Tenants are the unit of work (issue 14): their runs in parallel processes publish what runs one
 after the other publish, and a tenant's run reads no other tenant's files."""
 
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -83,3 +85,14 @@ def test_a_tenant_run_reads_no_other_tenants_files(tmp_path: Path, landing: Path
     assert outcome.success, (outcome.failed_step, outcome.error)
     assert outcome.not_published == {}
     assert all(p.read_bytes() == b"not globex's data: reading this fails" for p in theirs)
+
+
+def test_the_fork_server_loads_no_polars() -> None:
+    """Tenant processes are forked from a server that imported jobs/forked.py: a fork keeps only
+    the thread that forks, so nothing there may start polars (its allocator and spill threads)."""
+    code = (
+        "import sys, jobs.forked;"
+        "print('polars' in sys.modules, 'pipeline.pii.engine' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["False", "True"]

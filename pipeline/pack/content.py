@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.dpo import DPO_RUNS_SCHEMA
-from pipeline.pii import Redactor
+from pipeline.pii.redactor import Redactor
 from pipeline.vectors import EmbeddingCache
 
 TIMESTAMP = pl.Datetime("us", "UTC")

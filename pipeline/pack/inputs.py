@@ -9,7 +9,7 @@ import polars as pl
 
 from pipeline.ingest import TYPED_TABLES
 from pipeline.pack.content import PackInputs
-from pipeline.pii import Redactor
+from pipeline.pii.redactor import Redactor
 from pipeline.storage import Lake, read_file, scan_file
 from pipeline.vectors import EmbeddingCache
 

@@ -4,24 +4,22 @@ once (the redaction is cached in the lake).
 
 Modules, in the order a text goes through them: `rules` (what counts as PII), `engine` (presidio
 and spaCy, built once), `detect` (spans and placeholders), `keys` (pseudonyms), `redactor` (the
-cached redactor over frames). Everything public is importable from `pipeline.pii`.
+cached redactor over frames). Everything public is importable from `pipeline.pii`, except the
+redactor (`pipeline.pii.redactor`): it needs polars and the rest does not, so the fork server tenant
+runs start from can build the engine without it (jobs/forked.py).
 """
 
 from pipeline.pii.detect import Span, _engine, analyse, detect, redact_text
 from pipeline.pii.keys import KEY_ENV, PSEUDONYM, PSEUDONYM_PREFIX, pii_key, pseudonym
-from pipeline.pii.redactor import IDENTIFIERS_KEY, RedactionCache, Redactor
 from pipeline.pii.rules import PLACEHOLDER, SCORE_THRESHOLD, SPACY_MODEL, detector_version
 
 __all__ = [
-    "IDENTIFIERS_KEY",
     "KEY_ENV",
     "PLACEHOLDER",
     "PSEUDONYM",
     "PSEUDONYM_PREFIX",
     "SCORE_THRESHOLD",
     "SPACY_MODEL",
-    "RedactionCache",
-    "Redactor",
     "Span",
     "_engine",
     "analyse",

@@ -4,6 +4,7 @@ result kept in the lake), identifier columns pseudonymized per tenant."""
 from __future__ import annotations
 
 import hmac
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ class Redactor:
     analysed: int = 0  # distinct texts analysed (not served by the cache) since creation
     ids_analysed: int = 0  # distinct identifiers analysed (not served by the cache)
     served: int = 0  # distinct texts served by the cache
+    seconds: float = 0.0  # wall time spent redacting frames and flushing the cache
 
     @classmethod
     def for_home(cls, paths: Paths) -> Redactor:
@@ -121,11 +123,13 @@ class Redactor:
 
     def flush(self) -> None:
         """Write the redactions computed since the last flush to the cache (one part per key)."""
+        started = time.perf_counter()
         if self.cache is not None:
             for key, frames in self.fresh.items():
                 if frames:
                     self.cache.append(key, pl.concat(frames).unique("text_hash"))
         self.fresh = {}
+        self.seconds += time.perf_counter() - started
 
     def series(
         self, series: pl.Series, tenant_id: str | None = None
@@ -169,13 +173,21 @@ class Redactor:
         """Redact every String / List(String) column; `identifiers` get pseudonyms instead (per
         the frame's tenant_id) and `keep` (enumerations such as kind or status) stay as they are.
         """
-        identifiers, keep = set(identifiers), set(keep)
+        started = time.perf_counter()
+        try:
+            return self._frame(frame, set(identifiers), set(keep))
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _frame(
+        self, frame: pl.DataFrame, identifiers: set[str], keep: set[str]
+    ) -> tuple[pl.DataFrame, Counter[str]]:
         tenants = frame["tenant_id"].unique().to_list() if "tenant_id" in frame.columns else []
         if len(tenants) > 1:  # pseudonyms are per tenant: one tenant at a time, order kept
             counts: Counter[str] = Counter()
             parts = []
             for part in frame.with_row_index("_row").partition_by("tenant_id"):
-                part, found = self.frame(part, identifiers, keep | {"_row"})
+                part, found = self._frame(part, identifiers, keep | {"_row"})
                 parts.append(part)
                 counts.update(found)
             return pl.concat(parts).sort("_row").drop("_row"), counts
