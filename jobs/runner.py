@@ -1,5 +1,5 @@
-"""Run the night without a daemon: what `memorypack run` and `memorypack demo` call. Ingest and the
-analytics build run in this process; each tenant in its own (`workers`), or here one by one."""
+"""Run the night without a daemon: what `memorypack run` and `memorypack demo` call. Ingest runs in
+this process; each tenant and then the analytics build in its own (`workers`), or here one by one."""
 
 from __future__ import annotations
 
@@ -180,20 +180,25 @@ def _fork_server() -> BaseContext:
     return context
 
 
-def _tenant_process(args: tuple[Any, ...]) -> RunOutcome:
-    """A tenant's run in a fresh worker process (forked from the fork server, one run per
-    process): its heap goes with it, and its torch threads are its share of the cores. It
-    takes the environment and folder of the process that asked for the run, not the server's."""
-    *call, threads, environment, folder = args
+def _forked(args: tuple[Any, ...]) -> RunOutcome:
+    """`run(*call)` in a fresh worker process forked from the fork server (one run per process):
+    its heap goes with it, and its torch threads are its share of the cores. It takes the
+    environment and folder of the process that asked for the run, not the server's."""
+    run, call, threads, environment, folder = args
     os.environ.clear()
     os.environ.update(environment)
     os.chdir(folder)
     import torch
 
     torch.set_num_threads(threads)
-    outcome = run_tenant(*call)
+    outcome: RunOutcome = run(*call)
     outcome.results = []  # Dagster's results stay in the worker
     return outcome
+
+
+def _asker(threads: int) -> tuple[int, dict[str, str], str]:
+    """What a forked run takes from this process: its torch threads, environment and folder."""
+    return threads, dict(os.environ), os.getcwd()
 
 
 def _tenant_runs(
@@ -204,10 +209,9 @@ def _tenant_runs(
         for call in calls:
             yield call[2], run_tenant(*call, instance)
         return
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    asker = _asker(max(1, (os.cpu_count() or 1) // workers))
     with ProcessPoolExecutor(workers, mp_context=_fork_server(), max_tasks_per_child=1) as pool:
-        here = (threads, dict(os.environ), os.getcwd())
-        futures = {pool.submit(_tenant_process, (*call, *here)): call[2] for call in calls}
+        futures = {pool.submit(_forked, (run_tenant, call, *asker)): call[2] for call in calls}
         for future in as_completed(futures):
             tenant = futures[future]
             try:
@@ -215,6 +219,27 @@ def _tenant_runs(
             except Exception as error:  # the worker process died (killed, out of memory)
                 why = f"its run's process died: {one_line(error)}; previous pack stays"
                 yield tenant, RunOutcome(False, "", error=why, not_published={tenant: why})
+
+
+def run_analytics(home: str, landing: Path, log_level: str) -> RunOutcome:
+    """The analytics build's run (the warehouse and analytics.duckdb) in this process."""
+    from jobs.nightly import ANALYTICS_JOB
+
+    return _execute(Paths.from_env(home), landing, ANALYTICS_JOB, {}, {}, log_level)[1]
+
+
+def _analytics_forked(paths: Paths, landing: Path, log_level: str) -> RunOutcome:
+    """The analytics build in a worker forked like the tenants' runs (its PII engine is loaded
+    there already), with every core."""
+    call = (str(paths.home), landing, log_level)
+    with ProcessPoolExecutor(1, mp_context=_fork_server(), max_tasks_per_child=1) as pool:
+        future = pool.submit(_forked, (run_analytics, call, *_asker(os.cpu_count() or 1)))
+        try:
+            return future.result()
+        except Exception as error:  # the worker process died (killed, out of memory)
+            return RunOutcome(
+                False, "", "analytics_snapshot", f"its process died: {one_line(error)}"
+            )
 
 
 def run_nightly(
@@ -232,8 +257,8 @@ def run_nightly(
     """The night over the load dates start..end: ingest (one run; a single-run backfill when the
     dates differ), then one run per tenant whose data changed, then the analytics build.
 
-    `workers` > 0 runs that many tenants at once, each in its own process; 0 runs them one after
-    the other in this process (tests). `fast` runs `tenant_nightly_fast`; `settings` changes stage
+    `workers` > 0 runs that many tenants at once, each in its own process, and then the analytics
+    build in one more; 0 runs them all one after the other in this process (tests). `fast` runs `tenant_nightly_fast`; `settings` changes stage
     knobs over the job's, e.g. {"dpo": {"min_pairs": 5}}. `on_tenant` hears of each tenant's
     run as it ends.
     `instance`: the runs' Dagster instance (default: the home's; tests pass their own)."""
@@ -274,7 +299,10 @@ def run_nightly(
             outcome.error = tenant_outcome.error
         if on_tenant is not None:
             on_tenant(tenant, tenant_outcome)
-    _, final = _execute(paths, landing, ANALYTICS_JOB, {}, {}, log_level, instance)
+    if workers > 0:
+        final = _analytics_forked(paths, landing, log_level)
+    else:
+        _, final = _execute(paths, landing, ANALYTICS_JOB, {}, {}, log_level, instance)
     outcome.step_seconds |= final.step_seconds
     outcome.results += final.results
     if not final.success:
