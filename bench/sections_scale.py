@@ -6,8 +6,8 @@ Each night is `jobs.runner.run_nightly(..., workers=W)` in its own child process
 `_child`), which records the Dagster run records (ingest, each tenant, the analytics build), when
 each tenant's run ended, its own peak RSS (ingest runs there) and, with
 `getrusage(RUSAGE_CHILDREN)`, the peak RSS of the largest worker process (a tenant's run or the
-analytics build); a thread samples
-each worker's RSS (psutil, every 0.25 s) to give every tenant its own peak. The parent samples the
+analytics build); a thread samples each worker's RSS (psutil, every 0.25 s) to give every tenant
+its own peak. The parent samples the
 machine's load average while each night runs (the machine is shared).
 
     python -m bench.sections_scale --home H --landing L --start D1 --end D2 --workers W --result F
@@ -56,9 +56,8 @@ GOAL_TENANTS = 10
 FULL_GOAL_SECONDS = 30 * 60
 PEAK_GOAL_BYTES = int(2.5 * GIB)
 INCREMENTAL_GOAL = 0.10
-PII_GOAL_SHARE = (
-    0.20  # issue 17: an incremental night's redaction adds at most this to its pack stage
-)
+# Issue 17: an incremental night's redaction adds at most this share to its pack stage.
+PII_GOAL_SHARE = 0.20
 SAMPLE_SECONDS = 0.25
 
 

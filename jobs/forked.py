@@ -1,7 +1,7 @@
-"""What the fork server imports before it forks the tenant processes of a night (jobs/runner.py):
-the heavy libraries and the PII engine (spaCy's NER model, presidio's recognizers, name lists), loaded once a
-night instead of once a tenant (~6 s a run). Each tenant process is still a fresh one: nothing
-here holds a tenant's data.
+"""What the fork server imports before it forks the worker processes of a night (jobs/runner.py):
+the heavy libraries and the PII engine (spaCy's NER model, presidio's recognizers, name lists),
+loaded once a night instead of once a run (~6 s each). Each worker is still a fresh process:
+nothing here holds a tenant's data.
 
 Nothing here may import polars: its allocator and spill threads start at import, and a fork keeps
 only the thread that forks (tests/test_tenants_apart.py holds this)."""

@@ -169,10 +169,10 @@ def run_tenant(
 
 
 def _fork_server() -> BaseContext:
-    """The context tenant processes are made from, its fork server started: it imports
+    """The context worker processes are made from, its fork server started: it imports
     jobs/forked.py (the heavy libraries, the PII engine) in its own process meanwhile this one
-    goes on, e.g. with ingest. The server keeps the environment it started with: each tenant
-    process is handed this one's instead."""
+    goes on, e.g. with ingest. The server keeps the environment it started with: each worker
+    is handed this one's instead (`_forked`)."""
     offline_environment()  # before the server imports transformers, which reads it at import
     context = get_context("forkserver")
     context.set_forkserver_preload(["jobs.forked"])
@@ -258,9 +258,9 @@ def run_nightly(
     dates differ), then one run per tenant whose data changed, then the analytics build.
 
     `workers` > 0 runs that many tenants at once, each in its own process, and then the analytics
-    build in one more; 0 runs them all one after the other in this process (tests). `fast` runs `tenant_nightly_fast`; `settings` changes stage
-    knobs over the job's, e.g. {"dpo": {"min_pairs": 5}}. `on_tenant` hears of each tenant's
-    run as it ends.
+    build in one more; 0 runs them all one after the other in this process (tests). `fast` runs
+    `tenant_nightly_fast`; `settings` changes stage knobs over the job's, e.g.
+    {"dpo": {"min_pairs": 5}}. `on_tenant` hears of each tenant's run as it ends.
     `instance`: the runs' Dagster instance (default: the home's; tests pass their own)."""
     from jobs.nightly import ANALYTICS_JOB, CHANGED_BY, INGEST_JOB
 
