@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing import forkserver, get_context
 from multiprocessing.context import BaseContext
 from pathlib import Path
@@ -196,29 +197,47 @@ def _forked(args: tuple[Any, ...]) -> RunOutcome:
     return outcome
 
 
-def _asker(threads: int) -> tuple[int, dict[str, str], str]:
-    """What a forked run takes from this process: its torch threads, environment and folder."""
-    return threads, dict(os.environ), os.getcwd()
+def _in_worker(
+    run: Callable[..., RunOutcome],
+    call: tuple[Any, ...],
+    threads: int,
+    died: Callable[[str], RunOutcome],
+) -> RunOutcome:
+    """`run(*call)` in its own worker, forked with this process's environment and folder. A worker
+    that dies (killed, out of memory) fails this run only (`died(why)`): each run has its own
+    one-process pool, as a dead worker breaks its pool and every run still pending in it."""
+    asker = (threads, dict(os.environ), os.getcwd())
+    with ProcessPoolExecutor(1, mp_context=_fork_server(), max_tasks_per_child=1) as pool:
+        try:
+            return pool.submit(_forked, (run, call, *asker)).result()
+        except Exception as error:  # the worker process died
+            return died(f"its run's process died: {one_line(error)}")
+
+
+def _tenant_died(tenant: str, why: str) -> RunOutcome:
+    why = f"{why}; previous pack stays"
+    return RunOutcome(False, "", error=why, not_published={tenant: why})
 
 
 def _tenant_runs(
-    calls: list[tuple[Any, ...]], workers: int, instance: dg.DagsterInstance | None
+    calls: list[tuple[Any, ...]],
+    workers: int,
+    instance: dg.DagsterInstance | None,
+    run: Callable[..., RunOutcome] = run_tenant,
 ) -> Iterator[tuple[str, RunOutcome]]:
-    """Each tenant's outcome as its run ends (a worker that died: a failed run of that tenant)."""
+    """Each tenant's outcome as its run ends (`workers` at once, each in its own process)."""
     if workers <= 0:
         for call in calls:
-            yield call[2], run_tenant(*call, instance)
+            yield call[2], run(*call, instance)
         return
-    asker = _asker(max(1, (os.cpu_count() or 1) // workers))
-    with ProcessPoolExecutor(workers, mp_context=_fork_server(), max_tasks_per_child=1) as pool:
-        futures = {pool.submit(_forked, (run_tenant, call, *asker)): call[2] for call in calls}
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    with ThreadPoolExecutor(workers, thread_name_prefix="tenant-run") as slots:
+        futures = {
+            slots.submit(_in_worker, run, call, threads, partial(_tenant_died, call[2])): call[2]
+            for call in calls
+        }
         for future in as_completed(futures):
-            tenant = futures[future]
-            try:
-                yield tenant, future.result()
-            except Exception as error:  # the worker process died (killed, out of memory)
-                why = f"its run's process died: {one_line(error)}; previous pack stays"
-                yield tenant, RunOutcome(False, "", error=why, not_published={tenant: why})
+            yield futures[future], future.result()
 
 
 def run_analytics(home: str, landing: Path, log_level: str) -> RunOutcome:
@@ -226,20 +245,6 @@ def run_analytics(home: str, landing: Path, log_level: str) -> RunOutcome:
     from jobs.nightly import ANALYTICS_JOB
 
     return _execute(Paths.from_env(home), landing, ANALYTICS_JOB, {}, {}, log_level)[1]
-
-
-def _analytics_forked(paths: Paths, landing: Path, log_level: str) -> RunOutcome:
-    """The analytics build in a worker forked like the tenants' runs (its PII engine is loaded
-    there already), with every core."""
-    call = (str(paths.home), landing, log_level)
-    with ProcessPoolExecutor(1, mp_context=_fork_server(), max_tasks_per_child=1) as pool:
-        future = pool.submit(_forked, (run_analytics, call, *_asker(os.cpu_count() or 1)))
-        try:
-            return future.result()
-        except Exception as error:  # the worker process died (killed, out of memory)
-            return RunOutcome(
-                False, "", "analytics_snapshot", f"its process died: {one_line(error)}"
-            )
 
 
 def run_nightly(
@@ -299,8 +304,13 @@ def run_nightly(
             outcome.error = tenant_outcome.error
         if on_tenant is not None:
             on_tenant(tenant, tenant_outcome)
-    if workers > 0:
-        final = _analytics_forked(paths, landing, log_level)
+    if workers > 0:  # forked like the tenants' runs: the PII engine is loaded there already
+        final = _in_worker(
+            run_analytics,
+            (str(paths.home), landing, log_level),
+            os.cpu_count() or 1,
+            lambda why: RunOutcome(False, "", "analytics_snapshot", why),
+        )
     else:
         _, final = _execute(paths, landing, ANALYTICS_JOB, {}, {}, log_level, instance)
     outcome.step_seconds |= final.step_seconds

@@ -1,6 +1,8 @@
 """Tenants are the unit of work (issue 14): their runs in parallel processes publish what runs one
 after the other publish, and a tenant's run reads no other tenant's files."""
 
+import os
+import signal
 import subprocess
 import sys
 from datetime import date
@@ -10,7 +12,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from jobs.runner import run_nightly, run_tenant
+from jobs.runner import RunOutcome, _tenant_runs, run_nightly, run_tenant
 from memorypack.format import read_latest
 from pipeline.generate import generate
 
@@ -106,3 +108,26 @@ def test_the_fork_server_loads_no_polars() -> None:
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.split() == ["False", "True"]
+
+
+def _acme_is_killed(home: str, landing: Path, tenant: str, *rest: object) -> RunOutcome:
+    """A tenant's run whose worker the kernel kills when the tenant is acme (as an OOM kill)."""
+    if tenant == "acme":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return RunOutcome(True, f"run-of-{tenant}")
+
+
+def test_a_worker_that_dies_fails_only_its_tenant(tmp_path: Path) -> None:
+    """One worker at a time, acme's first: the tenants queued behind its dead worker still run
+    (a dead worker breaks the process pool it is in: each run has its own)."""
+    calls = [
+        (str(tmp_path), tmp_path, tenant, [END], "INFO", None, False)
+        for tenant in ("acme", "globex", "hooli")
+    ]
+    outcomes = dict(_tenant_runs(calls, workers=1, instance=None, run=_acme_is_killed))
+    assert {t: o.run_id for t, o in outcomes.items() if o.success} == {
+        "globex": "run-of-globex",
+        "hooli": "run-of-hooli",
+    }
+    why = outcomes["acme"].not_published["acme"]
+    assert why.startswith("its run's process died") and why.endswith("previous pack stays")

@@ -5,8 +5,8 @@ once (the redaction is cached in the lake).
 Modules, in the order a text goes through them: `rules` (what counts as PII), `engine` (presidio
 and spaCy, built once), `detect` (spans and placeholders), `keys` (pseudonyms), `redactor` (the
 cached redactor over frames). Everything public is importable from `pipeline.pii`, except the
-redactor (`pipeline.pii.redactor`): it needs polars and the rest does not, so the fork server tenant
-runs start from can build the engine without it (jobs/forked.py).
+redactor (`pipeline.pii.redactor`): it needs polars and the rest does not, so the fork server that
+worker processes are forked from builds the engine without polars (jobs/forked.py).
 """
 
 from pipeline.pii.detect import Span, _engine, analyse, detect, redact_text
