@@ -14,7 +14,7 @@ from pipeline.analytics import WAREHOUSE_TABLES, build_snapshot, pack_versions_f
 from pipeline.errors import one_line
 from pipeline.pack.build import build_pack as build_tenant_pack
 from pipeline.pack.build import load_inputs
-from pipeline.pack.content import PackInputs
+from pipeline.pack.content import PackContent, PackInputs
 from pipeline.pack.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult, run_guards
 from pipeline.pack.inputs import INPUT_TABLES
 from pipeline.pack.store import DEFAULT_KEEP
@@ -59,11 +59,20 @@ def tenant_as_of(home: MemorypackHome) -> datetime:
     )
 
 
-def _redaction_clock(inputs: PackInputs) -> tuple[float, int]:
-    """Seconds the pack's redactor has spent so far and the texts it analysed (not served by its
-    cache); build_pack fails without one."""
+def _built(inputs: PackInputs, tenant: str) -> tuple[PackContent, dict[str, object]]:
+    """The tenant's pack content and its summary fields, with the time its redaction took and the
+    texts it analysed (not served by the cache; the redactor counts across tenants)."""
     redactor = inputs.redactor
-    return (redactor.seconds, redactor.analysed) if redactor is not None else (0.0, 0)
+    seconds, analysed = (redactor.seconds, redactor.analysed) if redactor is not None else (0.0, 0)
+    content = build_tenant_pack(inputs, tenant)
+    if redactor is not None:
+        seconds, analysed = redactor.seconds - seconds, redactor.analysed - analysed
+    return content, {
+        "memories": content.frames["memories.parquet"].height,
+        "redacted": content.redactions["total"],
+        "redaction_s": round(seconds, 3),
+        "texts_analysed": analysed,
+    }
 
 
 def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckResult]:
@@ -137,17 +146,10 @@ def memory_pack(
             "tenant_id": tenant,
             "published": False,
         }
-        redacting, analysed = _redaction_clock(inputs)
         try:
-            content = build_tenant_pack(inputs, tenant)
-            seconds, texts = _redaction_clock(inputs)
+            content, built = _built(inputs, tenant)
             guards[tenant] = run_guards(content, inputs)
-            row |= {
-                "memories": content.frames["memories.parquet"].height,
-                "redacted": content.redactions["total"],
-                "redaction_s": round(seconds - redacting, 3),
-                "texts_analysed": texts - analysed,
-            }
+            row |= built
             redactions[tenant] = content.redactions["by_kind"]
             failed = [g.name for g in guards[tenant] if not g.passed]
             if failed:
