@@ -63,15 +63,15 @@ def _built(inputs: PackInputs, tenant: str) -> tuple[PackContent, dict[str, obje
     """The tenant's pack content and its summary fields, with the time its redaction took and the
     texts it analysed (not served by the cache; the redactor counts across tenants)."""
     redactor = inputs.redactor
-    seconds, analysed = (redactor.seconds, redactor.analysed) if redactor is not None else (0.0, 0)
+    if redactor is None:
+        return build_tenant_pack(inputs, tenant), {}  # raises: a pack is never built unredacted
+    seconds, analysed = redactor.seconds, redactor.analysed
     content = build_tenant_pack(inputs, tenant)
-    if redactor is not None:
-        seconds, analysed = redactor.seconds - seconds, redactor.analysed - analysed
     return content, {
         "memories": content.frames["memories.parquet"].height,
         "redacted": content.redactions["total"],
-        "redaction_s": round(seconds, 3),
-        "texts_analysed": analysed,
+        "redaction_s": round(redactor.seconds - seconds, 3),
+        "texts_analysed": redactor.analysed - analysed,
     }
 
 

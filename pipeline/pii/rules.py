@@ -253,8 +253,8 @@ def _known_if_alone(candidate: str) -> bool:
 # need a non-word character or a non-letter before the first digit), and no IBAN (two letters
 # exactly, then two digits) nor e-mail or IP address fits. Or letters, an underscore and at most
 # nine digits ("f_00000001"): a card or SSN pattern cannot start after a word character, a phone
-# would be a bare run shorter than `PLAIN_PHONE_MIN_DIGITS` (`_bare_run_holds_no_phone`), and no IBAN,
-# e-mail or IP address fits. Most ids of a night are of these shapes.
+# would be a bare run shorter than `PLAIN_PHONE_MIN_DIGITS` (`_bare_run_holds_no_phone`), and no
+# IBAN, e-mail or IP address fits. Most ids of a night are of these shapes.
 _PLAIN_ID = re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+|[A-Za-z]+_[0-9]{1,9}")
 
 
