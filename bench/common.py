@@ -74,6 +74,11 @@ class Sizes:
     scale_days: int = 2
     scale_new_interactions: int = 450  # the incremental night, spread over every tenant (3 %)
     scale_dpo_max_steps: int = 10  # as the nightly smoke run; 0 = the default policy
+    # scale_goal: the size, measured (bench/sections_scale_goal.py; runs only when asked).
+    scale_goal_tenants: int = 10
+    scale_goal_interactions: int = 1_000_000
+    scale_goal_days: int = 7
+    scale_goal_new_interactions: int = 30_000  # the incremental night (3 %)
     embed_texts: int = 10_000
     dpo_pairs: int = 10_000
     # > 0: the dpo_real section's policy stops after this many DPO steps, after a quarter SFT epoch
@@ -107,6 +112,10 @@ class Sizes:
             scale_interactions=1_500,
             scale_days=2,
             scale_new_interactions=60,
+            scale_goal_tenants=3,
+            scale_goal_interactions=1_500,
+            scale_goal_days=2,
+            scale_goal_new_interactions=60,
             embed_texts=200,
             dpo_pairs=100,
             dpo_real_max_steps=20,

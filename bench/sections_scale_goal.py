@@ -1,0 +1,157 @@
+"""Scale at the issue's size, measured (issue 14): 10 tenants sharing 1,000,000 interactions (3
+feedback events each), a full night with `--workers 2` on a fresh home, then an incremental night
+(+30,000 interactions over the tenants) on the same home. Each tenant's run time and its worker's
+peak RSS, the largest process of the night, and the steps that take the time.
+
+It takes one to two hours on a 2-core machine, so it runs only when asked (`--only scale_goal`);
+the `scale` section compares 1 and 2 workers at a smaller size. The nights are the `scale`
+section's (`bench/sections_scale.py`: each in a child process running `run_nightly`).
+
+    python -m bench.run --only scale_goal --reps 1
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+from bench import data
+from bench.common import CACHE, MIB, Figure, Sizes, ratio, rounded, scaled_goal
+from bench.sections_scale import (
+    FULL_GOAL_SECONDS,
+    GOAL_INTERACTIONS,
+    INCREMENTAL_GOAL,
+    PEAK_GOAL_BYTES,
+    _embedding_export,
+    _fresh_home,
+    _interactions_by_tenant,
+    _night,
+    _tenant_times,
+)
+
+WORKERS = 2
+
+
+def run(sizes: Sizes) -> list[Figure]:
+    import jobs.runner  # noqa: F401  (fail early with ImportError if the job has not landed)
+
+    tenants, days = sizes.scale_goal_tenants, max(1, sizes.scale_goal_days)
+    n, feedback = sizes.scale_goal_interactions, sizes.nightly_feedback_per_interaction
+    steps = sizes.scale_dpo_max_steps
+    source, summary = data.landing(
+        n, days=days, seed=sizes.seed, feedback=feedback, tenants=tenants
+    )
+    work = CACHE / f"scale-goal-work-{uuid.uuid4().hex[:8]}"
+    landing, logs = work / "landing", work / "logs"
+    for folder in (landing, logs):
+        folder.mkdir(parents=True)
+    dates = data.dates(data.START, days)
+    try:
+        for day in dates:
+            (landing / day).symlink_to(source / day, target_is_directory=True)
+        export, _ = _embedding_export(logs)
+        home = _fresh_home(work / "home", export)
+        full = _night(home, landing, dates[0], dates[-1], WORKERS, steps, logs, "full")
+        counts = _interactions_by_tenant(home)
+        new_day = data.START + timedelta(days=days)
+        data.add_day(landing, new_day, sizes.scale_goal_new_interactions, seed=sizes.seed + 1000,
+                     feedback=feedback, tenants=tenants)  # fmt: skip
+        incr = _night(home, landing, new_day.isoformat(), new_day.isoformat(), WORKERS, steps,
+                      logs, "incremental")  # fmt: skip
+        new = _interactions_by_tenant(home, [new_day.isoformat()])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return _figures(sizes, summary, full, incr, counts, new)
+
+
+def _largest(night: dict[str, Any]) -> int:
+    """The night's largest process: the one running it (ingest) or a worker (a tenant, analytics)."""
+    return max(night["peak_rss_self"], night["peak_rss_children"])
+
+
+def _step_totals(night: dict[str, Any]) -> dict[str, float]:
+    """Seconds per asset summed over the tenants (ingest's steps as they are), largest first."""
+    totals: dict[str, float] = defaultdict(float)
+    for key, seconds in night["step_seconds"].items():
+        totals[key.split("/", 1)[-1]] += seconds
+    return dict(sorted(((k, round(v, 1)) for k, v in totals.items()), key=lambda kv: -kv[1]))
+
+
+def _night_details(night: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+    per = _tenant_times(night)
+    for tenant, p in per.items():
+        p["interactions"] = counts.get(tenant, 0)
+        p["steps"] = {k: v for k, v in p["steps"].items() if v >= 0.5}
+    runs = night["runs"]
+    return {
+        "seconds": night["seconds"],
+        "load_avg_1min": night["load_avg_1min"],
+        "ingest_s": round(runs["ingest"]["end"] - runs["ingest"]["start"], 1),
+        "analytics_s": round(runs["analytics"]["end"] - runs["analytics"]["start"], 1),
+        "peak_rss_mib_main": round(night["peak_rss_self"] / MIB, 1),
+        "peak_rss_mib_largest_worker": round(night["peak_rss_children"] / MIB, 1),
+        "step_totals_s": _step_totals(night),
+        "per_tenant": per,
+    }
+
+
+def _figures(
+    sizes: Sizes,
+    summary: dict[str, Any],
+    full: dict[str, Any],
+    incr: dict[str, Any],
+    counts: dict[str, int],
+    new: dict[str, int],
+) -> list[Figure]:
+    n, tenants = sum(counts.values()), len(counts)
+    details = {
+        "generator": summary,
+        "interactions_by_tenant": counts,
+        "dpo": f"max_steps {sizes.scale_dpo_max_steps}, no SFT (smoke run)"
+        if sizes.scale_dpo_max_steps > 0
+        else "default policy",
+        "full": _night_details(full, counts),
+    }
+    share = ratio(incr["seconds"], full["seconds"])
+    peak = max(_largest(full), _largest(incr))
+    figures = [
+        Figure(
+            name=f"full night, {tenants} tenants, {n:,} interactions, --workers {WORKERS}",
+            value=round(full["seconds"], 1),
+            unit="s",
+            goal=f"≤ {FULL_GOAL_SECONDS // 60} min on 2 cores",
+            goal_met=full["seconds"] <= FULL_GOAL_SECONDS,
+            details=details,
+        ),
+        Figure(
+            name=f"peak RSS of the largest process (a tenant's worker, ingest or the analytics "
+            f"build), {tenants} tenants, {n:,} interactions",
+            value=round(peak / MIB),
+            unit="MiB",
+            goal=f"≤ {PEAK_GOAL_BYTES / MIB:,.0f} MiB (2.5 GiB) in any one process",
+            goal_met=peak <= PEAK_GOAL_BYTES,
+            details={
+                "full_main_mib": round(full["peak_rss_self"] / MIB, 1),
+                "full_largest_worker_mib": round(full["peak_rss_children"] / MIB, 1),
+                "incremental_main_mib": round(incr["peak_rss_self"] / MIB, 1),
+                "incremental_largest_worker_mib": round(incr["peak_rss_children"] / MIB, 1),
+            },
+        ),
+        Figure(
+            name=f"incremental night (+{sum(new.values()):,} interactions over {len(new)} "
+            f"tenants), --workers {WORKERS}",
+            value=round(incr["seconds"], 1),
+            unit="s",
+            baseline_name="the full night",
+            baseline_value=round(full["seconds"], 1),
+            ratio=rounded(share),
+            goal=f"≤ {INCREMENTAL_GOAL:.0%} of the full night",
+            goal_met=share is not None and share <= INCREMENTAL_GOAL,
+            details={"new_interactions_by_tenant": new, "night": _night_details(incr, counts)},
+        ),
+    ]
+    # Judged only at the issue's size (a quick run is a smoke test of the section).
+    return [scaled_goal(f, n, GOAL_INTERACTIONS, "interactions") for f in figures]
