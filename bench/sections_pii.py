@@ -1,6 +1,7 @@
 """PII: precision and recall per kind on the labelled corpus (the redactor and the publish guard's
 independent detector), and the redaction cost per 1,000 texts — a first run (empty cache) vs a
-night that sees the same texts again (every one served by the cache) vs one with 10 % new texts.
+night that sees the same texts again (every one served by the cache) vs one with 10 % new texts;
+and what the NER costs and finds: the same texts and corpus analysed with spaCy's NER left out.
 
 The texts are the generator's own (`pipeline.generate.texts`): support, coaching and scan
 requests with people's names, 1.5 % with a planted PII sentence, as the pack stage sees them.
@@ -8,17 +9,22 @@ requests with people's names, 1.5 % with a planted PII sentence, as the pack sta
 
 from __future__ import annotations
 
+import importlib
 import random
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from bench.common import Figure, Sizes, rounded
+from bench.common import Figure, Sizes, interleaved, rounded
 
 GOAL_TEXTS = 100_000
 NEW_SHARE = 0.10  # an incremental night: this share of the texts is new
+NER_TEXTS = 3_000  # texts timed with and without the NER
 
 
 def texts(n: int, seed: int) -> list[str]:
@@ -36,14 +42,18 @@ def texts(n: int, seed: int) -> list[str]:
     return out
 
 
+def _corpus_found(rows: list[Any]) -> list[list[tuple[int, int, str]]]:
+    from pipeline.pii import detect
+
+    return [[(s.start, s.end, s.kind) for s in spans] for spans in detect([r.text for r in rows])]
+
+
 def _corpus_figures() -> list[Figure]:
     from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
-    from pipeline.pii import detect
     from pipeline.pii_guard import find_spans
 
     rows = corpus()
-    found = [[(s.start, s.end, s.kind) for s in spans] for spans in detect([r.text for r in rows])]
-    redactor = evaluate(rows, found)
+    redactor = evaluate(rows, _corpus_found(rows))
     guard = evaluate(rows, [find_spans(r.text) for r in rows], GUARD_KINDS)
     figures = []
     for kind, row in redactor.items():
@@ -75,7 +85,7 @@ def run(sizes: Sizes) -> list[Figure]:
     load_start = time.perf_counter()
     _engine()
     load_s = time.perf_counter() - load_start
-    figures = _corpus_figures()
+    figures = _corpus_figures() + _ner_figures(sizes)
 
     night = pl.Series("text", texts(n, sizes.seed))
     extra = int(n * NEW_SHARE)
@@ -127,3 +137,63 @@ def run(sizes: Sizes) -> list[Figure]:
         ),
     ]
     return figures
+
+
+@contextmanager
+def _no_ner() -> Iterator[None]:
+    """The redactor's detector with spaCy's NER left out (a what-if, this bench only): every
+    recognizer but presidio's SpacyRecognizer, the texts only tokenized."""
+    detect = importlib.import_module("pipeline.pii.detect")
+    analyzer, _ = detect._engine()
+    registry = analyzer.registry
+    kept, docs = registry.recognizers, detect._docs
+    registry.recognizers = [r for r in kept if type(r).__name__ != "SpacyRecognizer"]
+    detect._docs = lambda nlp, texts, ner: (nlp.make_doc(t) for t in texts)
+    try:
+        yield
+    finally:
+        registry.recognizers, detect._docs = kept, docs
+
+
+def _ner_figures(sizes: Sizes) -> list[Figure]:
+    """Issue 17's cost goal needs an incremental night's redaction to add ≤ 20 % to its pack stage:
+    how much of a text's analysis is the NER, and what leaving it out would lose."""
+    from pipeline.generate.pii_corpus import corpus, evaluate
+    from pipeline.pii import analyse
+
+    sample = texts(min(sizes.pii_texts, NER_TEXTS), sizes.seed + 7)
+
+    def without() -> None:
+        with _no_ner():
+            analyse(sample)
+
+    timed = interleaved(
+        {"without": without, "with": lambda: analyse(sample)}, sizes.reps, warmup=True
+    )
+    per_text = {k: v[0] / len(sample) * 1000 for k, v in timed.items()}  # ms
+    rows = corpus()
+    recall = evaluate(rows, _corpus_found(rows))
+    with _no_ner():
+        recall_without = evaluate(rows, _corpus_found(rows))
+    kinds = ("person", "location", "address")
+    return [
+        Figure(
+            name="pii analysis per text without spaCy's NER (a what-if: patterns, phone matcher, "
+            "name list only)",
+            value=rounded(per_text["without"]),
+            unit="ms / text",
+            baseline_name="the redactor's analysis, with the NER",
+            baseline_value=rounded(per_text["with"]),
+            ratio=rounded(per_text["without"] / per_text["with"]),
+            details={
+                "texts": len(sample),
+                "reps": [round(t, 3) for t in timed["without"][1]],
+                "baseline_reps": [round(t, 3) for t in timed["with"][1]],
+                "recall_without_ner": {k: rounded(recall_without[k]["recall"]) for k in kinds},
+                "recall_with_ner": {k: rounded(recall[k]["recall"]) for k in kinds},
+                "precision_without_ner": {
+                    k: rounded(recall_without[k]["precision"]) for k in kinds
+                },
+            },
+        )
+    ]
