@@ -75,21 +75,22 @@ def deduplicate(
 
     A re-sent identical event is a duplicate (counted, not stored twice); the same id with
     different content is quarantined as `conflicting_duplicate`: the first accepted copy stays.
-    Returns (kept events, conflicting rows as events, number of identical duplicates).
+    Returns (kept events sorted by tenant_id, event_id; conflicting rows as events; number of
+    identical duplicates). The decisions are made on the key columns alone and the wide rows
+    gathered once: a day's events (~700 MB at 670,000 lines) are never copied whole in between.
     """
     key = ["tenant_id", "event_id"]
-    ordered = events.sort("source_file", "line_no")
-    first = ordered.unique(subset=key, keep="first", maintain_order=True)
-    rest = ordered.join(
-        first.select(*key, "source_file", "line_no"),
-        on=[*key, "source_file", "line_no"],
-        how="anti",
+    keys = (
+        events.select(*key, "content_hash", "source_file", "line_no")
+        .with_row_index("_row")
+        .sort("source_file", "line_no")
     )
-    rest = rest.join(
+    first = keys.unique(subset=key, keep="first", maintain_order=True)
+    rest = keys.join(first.select("_row"), on="_row", how="anti").join(
         first.select(*key, pl.col("content_hash").alias("kept_hash")), on=key, how="left"
     )
     duplicates = rest.filter(pl.col("content_hash") == pl.col("kept_hash")).height
-    conflicts = rest.filter(pl.col("content_hash") != pl.col("kept_hash")).drop("kept_hash")
+    conflicts = [rest.filter(pl.col("content_hash") != pl.col("kept_hash"))["_row"]]
     if existing is not None:
         seen = (
             existing.select(*key, pl.col("content_hash").alias("seen_hash"))
@@ -98,14 +99,14 @@ def deduplicate(
         )
         first = first.join(seen, on=key, how="left")
         duplicates += first.filter(pl.col("seen_hash") == pl.col("content_hash")).height
-        conflicts = pl.concat(
-            [
-                conflicts,
-                first.filter(pl.col("seen_hash") != pl.col("content_hash")).drop("seen_hash"),
-            ]
-        )
-        first = first.filter(pl.col("seen_hash").is_null()).drop("seen_hash")
-    return first, conflicts, duplicates
+        conflicts.append(first.filter(pl.col("seen_hash") != pl.col("content_hash"))["_row"])
+        first = first.filter(pl.col("seen_hash").is_null())
+    kept = first.sort(key)["_row"]
+    return _rows(events, kept), _rows(events, pl.concat(conflicts)), duplicates
+
+
+def _rows(frame: pl.DataFrame, rows: pl.Series) -> pl.DataFrame:
+    return frame.select(pl.all().gather(rows))
 
 
 def _conflicts_to_quarantine(
@@ -169,6 +170,8 @@ def _erasure_requests(events: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[st
     own), with a content hash that does not derive from it; and the requests, in file order."""
     requests = pl.col("event_type") == EventType.ERASURE.value
     asked = events.filter(requests).sort("source_file", "line_no")
+    if asked.is_empty():  # most nights: every column stays as it is (no copy)
+        return events, []
     pairs = list(asked.select("tenant_id", "contact_id").unique(maintain_order=True).iter_rows())
     kept = ["tenant_id", "event_id", "event_type", "ts", "load_date", "schema_version"]
     kept += ["source_file", "line_no"]
@@ -224,7 +227,7 @@ def ingest_folder(
     quarantine = pl.concat([quarantine, _conflicts_to_quarantine(conflicts, lines, load_date)])
     return IngestResult(
         load_date=load_date,
-        events=kept.sort("tenant_id", "event_id"),
+        events=kept,
         quarantine=quarantine.select(
             [pl.col(c).cast(t) for c, t in QUARANTINE_SCHEMA.items()]
         ).sort("file", "line_no"),
