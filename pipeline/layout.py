@@ -29,24 +29,36 @@ CACHES = ("embedding_cache", "pii_cache")
 LAYOUT_MARKER = ".layout-by-tenant"
 
 
+# What a build keeps of the rows it wrote, per table: the first few (a preview).
+KEPT_ROWS = 5
+
+
 @dataclass
 class TypedBuild:
     dates: list[str] = field(default_factory=list)  # load dates rebuilt
     tenants: list[str] = field(default_factory=list)  # every tenant with typed tables
     changed: dict[str, list[str]] = field(default_factory=dict)  # tenant → dates that changed
-    written: dict[str, pl.DataFrame] = field(default_factory=dict)  # table → rows written
+    written: dict[str, pl.DataFrame] = field(default_factory=dict)  # table → first rows written
+    rows: dict[str, int] = field(default_factory=dict)  # table → rows written
+    problems: dict[str, list[str]] = field(default_factory=dict)  # table → `check`'s findings
 
 
 def build_typed_tables(
-    paths: Paths, lock: Callable[[str], AbstractContextManager[object]]
+    paths: Paths,
+    lock: Callable[[str], AbstractContextManager[object]],
+    check: Callable[[str, pl.DataFrame], str | None] = lambda name, frame: None,
 ) -> TypedBuild:
     """Rebuild each tenant's typed tables of the load dates whose events changed since they were
     last built. A tenant's partition is rewritten only when its rows changed (so an identical
     re-ingest launches no tenant run), and under `lock(tenant)`, so a running tenant never
-    reads half of its night."""
+    reads half of its night. `check(table, rows)` (a contract check: what is wrong, or None) sees
+    each partition written; only counts, the first rows and its findings are kept, so a backfill
+    never holds its typed rows (1.9 GiB at 1,000,000 interactions) at once."""
     lake = Lake(paths)
     build = TypedBuild(dates=lake.stale_partitions("events", TYPED))
     written: dict[str, list[pl.DataFrame]] = {name: [] for name in TYPED_TABLES}
+    build.rows = dict.fromkeys(TYPED_TABLES, 0)
+    build.problems = {name: [] for name in TYPED_TABLES}
     for day in build.dates:
         tables = typed_tables(scan_file(paths.partition("events", day)))
         present = {t for frame in tables.values() for t in frame[TENANT_COLUMN].unique()}
@@ -59,14 +71,31 @@ def build_typed_tables(
             with lock(tenant):
                 for name, frame in frames.items():
                     Lake(mine).write_partition(name, day, frame)
-                    written[name].append(frame)
+                    _keep(build, written, name, frame, check)
             build.changed.setdefault(tenant, []).append(day)
         lake.mark_derived("events", day, TYPED)
     build.tenants = sorted({t for name in TYPED_TABLES for t in lake.tenants(name)})
     build.written = {
-        name: pl.concat([empty_table(name), *frames]) for name, frames in written.items()
+        name: pl.concat([empty_table(name), *frames]).head(KEPT_ROWS)
+        for name, frames in written.items()
     }
     return build
+
+
+def _keep(
+    build: TypedBuild,
+    written: dict[str, list[pl.DataFrame]],
+    name: str,
+    frame: pl.DataFrame,
+    check: Callable[[str, pl.DataFrame], str | None],
+) -> None:
+    """Count and check one partition written; keep its first rows while fewer are kept."""
+    build.rows[name] += frame.height
+    problem = check(name, frame)
+    if problem is not None:
+        build.problems[name].append(problem)
+    if sum(f.height for f in written[name]) < KEPT_ROWS:
+        written[name].append(frame.head(KEPT_ROWS))
 
 
 def _tenants_with(paths: Paths, name: str, day: str) -> list[str]:

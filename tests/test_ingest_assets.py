@@ -170,3 +170,50 @@ def test_each_partition_of_a_range_run_carries_its_own_figures(tmp_path: Path) -
             "reasons": {},
         },
     }
+
+
+def test_a_typed_build_checks_each_partition_and_keeps_only_counts_and_a_preview(
+    tmp_path: Path,
+) -> None:
+    """A backfill never holds its typed rows at once: each tenant × load date partition is checked
+    as it is written; counts, the first rows and the findings are what the build keeps."""
+    from contextlib import nullcontext
+
+    from pipeline.layout import KEPT_ROWS, build_typed_tables
+
+    days = ["2026-11-01", "2026-11-02"]
+    for d, day in enumerate(days):
+        write_landing(
+            tmp_path / "landing" / day,
+            [interaction(f"i{d}{k}", ts=f"{day}T09:00:0{k}Z") for k in range(4)]
+            + [interaction(f"g{d}", tenant_id="globex", ts=f"{day}T09:00:00Z")],
+        )
+    with dg.instance_for_test() as instance:
+        dg.materialize(
+            [ASSETS[0]],  # raw_events only: the typed tables are built here, by hand
+            instance=instance,
+            resources={"home": MemorypackHome(home=str(tmp_path))},
+            partition_key=days[0],
+        )
+        dg.materialize(
+            [ASSETS[0]],
+            instance=instance,
+            resources={"home": MemorypackHome(home=str(tmp_path))},
+            partition_key=days[1],
+        )
+    seen: list[tuple[str, str, int]] = []
+
+    def check(name: str, frame: pl.DataFrame) -> str | None:
+        seen.append((name, frame["tenant_id"][0] if frame.height else "", frame.height))
+        return (
+            "globex is wrong" if name == "interactions" and "globex" in frame["tenant_id"] else None
+        )
+
+    built = build_typed_tables(Paths(tmp_path), lock=lambda _: nullcontext(), check=check)
+    interactions = [s for s in seen if s[0] == "interactions"]
+    assert interactions == [("interactions", "acme", 4), ("interactions", "globex", 1)] * 2
+    assert built.rows == {"interactions": 10, "feedback": 0, "memory_statements": 0}
+    assert built.problems["interactions"] == ["globex is wrong"] * 2
+    assert built.problems["feedback"] == []
+    assert built.written["interactions"].height == KEPT_ROWS
+    assert built.written["feedback"].height == 0
