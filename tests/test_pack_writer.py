@@ -13,12 +13,12 @@ from memorypack import MemoryPack
 from memorypack.format import DATA_FILES, MANIFEST, read_latest, version_time
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.pack.build import build_pack, load_inputs
+from pipeline.pack.build import build_pack, load_inputs, unit_rows
 from pipeline.pack.guards import run_guards
 from pipeline.pack.store import list_versions, prune, rollback, write_latest
 from pipeline.pack.writer import make_version, publish
 from pipeline.storage import Lake
-from pipeline.vectors import EmbeddingCache
+from pipeline.vectors import EmbeddingCache, TextVectors
 from tests.test_pack_support import AS_OF, DIM, PLANTED, make_lake
 
 
@@ -291,3 +291,22 @@ def test_packs_named_before_publish_order_versions_still_list_first(paths: Paths
     _change_lake(paths, 0.4)
     newer = _publish(paths).version
     assert [v.version for v in list_versions(paths.packs / "acme")] == [old.name, newer]
+
+
+def test_embedding_rows_are_unit_vectors_filled_a_block_at_a_time() -> None:
+    """Row i is the unit vector of the i-th memory's text (repeats share it), zeros where the
+    text has none; a fill block by block gives the same matrix as one block."""
+    vectors = TextVectors.from_frame(
+        pl.DataFrame(
+            {"text_hash": ["a", "b"], "embedding": [[3.0, 4.0], [0.0, 2.0]]},
+            schema={"text_hash": pl.String, "embedding": pl.Array(pl.Float32, 2)},
+        )
+    )
+    hashes = pl.Series("text_hash", ["b", None, "a", "zz", "a", "b", "b"], dtype=pl.String)
+    expected = np.array(
+        [[0, 1], [0, 0], [0.6, 0.8], [0, 0], [0.6, 0.8], [0, 1], [0, 1]], dtype=np.float32
+    )
+    for block in (1, 2, 3, 100):
+        matrix = unit_rows(vectors, hashes, block=block)
+        assert matrix.dtype == np.float32
+        np.testing.assert_allclose(matrix, expected, atol=1e-7)

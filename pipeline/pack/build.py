@@ -25,9 +25,12 @@ from pipeline.pack.content import (
 from pipeline.pack.inputs import INPUT_TABLES, load_inputs, tenant_rows
 from pipeline.pack.memories import pack_memories
 from pipeline.pack.models import encoder_files
+from pipeline.vectors import TextVectors
 
 # load_inputs is the build's other half: callers read the lake, then build each tenant.
 __all__ = ["build_pack", "cut_long_texts", "load_inputs"]
+
+FILL_ROWS = 16_384  # rows of the embedding matrix filled at a time (24 MiB of 384-dim vectors)
 
 
 def _embeddings(
@@ -55,13 +58,22 @@ def _embeddings(
         how="left",
         maintain_order="left",
     )
-    present = vectors.has(aligned["text_hash"]).fill_null(False).to_numpy()
-    matrix = np.zeros((memories.height, vectors.dim), dtype=np.float32)
-    if present.any():
-        matrix[present] = vectors.of(aligned["text_hash"].filter(pl.Series(present)))
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    np.divide(matrix, norms, out=matrix, where=norms > 0)
-    return matrix, model
+    return unit_rows(vectors, aligned["text_hash"]), model
+
+
+def unit_rows(vectors: TextVectors, hashes: pl.Series, block: int = FILL_ROWS) -> np.ndarray:
+    """Row i: the unit vector of hashes[i] (zeros where it has none). Filled and normalised
+    `block` rows at a time: a whole-matrix temporary (the gathered vectors, their norms) would be
+    a second copy of the pack's largest array."""
+    present = vectors.has(hashes).fill_null(False).to_numpy()
+    matrix = np.zeros((len(hashes), vectors.dim), dtype=np.float32)
+    for start in range(0, len(hashes), block):
+        rows, found = matrix[start : start + block], present[start : start + block]
+        if found.any():
+            rows[found] = vectors.of(hashes.slice(start, block).filter(pl.Series(found)))
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        np.divide(rows, norms, out=rows, where=norms > 0)
+    return matrix
 
 
 def _vectors(inputs: PackInputs, tenant: str) -> pl.DataFrame:
