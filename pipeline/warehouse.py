@@ -79,6 +79,15 @@ def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     con.execute("COMMIT")
 
 
+# DuckDB's own memory (its buffer pool: 80 % of the machine by default) in the pipeline's DuckDB
+# work, the warehouse and the analytics build; beyond it DuckDB spills to the home's work folder.
+DUCKDB_MEMORY = "1GiB"
+
+
+def duckdb_config(paths: Paths) -> dict[str, str | bool | int | float | list[str]]:
+    return {"memory_limit": DUCKDB_MEMORY, "temp_directory": str(paths.local / ".duckdb-tmp")}
+
+
 class Warehouse:
     """The pipeline's own DuckDB file (single writer, SPEC §6): tables mirror lake tables."""
 
@@ -92,7 +101,9 @@ class Warehouse:
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             try:
-                con = duckdb.connect(str(self.paths.warehouse), read_only=read_only)
+                con = duckdb.connect(
+                    str(self.paths.warehouse), read_only=read_only, config=duckdb_config(self.paths)
+                )
                 break
             except duckdb.IOException as error:
                 if "Could not set lock" not in str(error):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pytest
 
 from pipeline.analytics import TABLES, VIEWS, WAREHOUSE_TABLES, build_snapshot
 from pipeline.config import Paths
@@ -151,11 +152,17 @@ def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
     assert views == len(report.views)
 
 
-def test_snapshot_holds_no_planted_pii(tmp_path: Path) -> None:
-    """As in a pack (SPEC §5): text redacted, a PII-looking id pseudonymized, the same as the pack's."""
+@pytest.mark.parametrize("rows_at_a_time", [3, 250_000])
+def test_snapshot_holds_no_planted_pii(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_at_a_time: int
+) -> None:
+    """As in a pack (SPEC §5): text redacted, a PII-looking id pseudonymized, the same as the pack's
+    — whether a table is redacted in one slice or in many."""
+    from pipeline import analytics
     from pipeline.pii import pii_key, pseudonym
     from tests.test_pack_support import PLANTED
 
+    monkeypatch.setattr(analytics, "REDACT_ROWS", rows_at_a_time)
     paths = _home(tmp_path)
     lake = Lake(paths)
     interactions = pl.read_parquet(paths.table("interactions"))
