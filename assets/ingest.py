@@ -19,6 +19,7 @@ from assets.partitions import (
 from assets.resources import MemorypackHome
 from pipeline import contracts, tables
 from pipeline.erasure import Tombstones
+from pipeline.frames import detached_head
 from pipeline.homelock import tenant_locks
 from pipeline.ingest import TYPED_TABLES
 from pipeline.ingest_partitions import carry_out_erasures, ingest_partition, stats_frame
@@ -64,7 +65,7 @@ def _ingest_partition(
         stats=result.stats,
         conserved=result.conserved,
         by_reason=dict(result.quarantine.group_by("reason").len().iter_rows()),
-        preview=result.events.head(PREVIEW_ROWS),
+        preview=detached_head(result.events, PREVIEW_ROWS),
         contract=contract,
         erasures=result.erasures,
     )

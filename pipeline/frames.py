@@ -87,3 +87,9 @@ def replace_groups(
         present.select(keys), on=keys, how="semi", nulls_equal=True
     )
     return pl.concat([kept.select(fresh.columns).cast(fresh.schema), fresh])
+
+
+def detached_head(frame: pl.DataFrame, n: int) -> pl.DataFrame:
+    """The first `n` rows as a frame of their own. `frame.head(n)` is a view that keeps every
+    buffer of `frame` alive: a day's events kept as a metadata preview held the whole day."""
+    return pl.DataFrame(frame.head(n).rows(), schema=frame.schema, orient="row")

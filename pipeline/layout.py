@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.config import TENANT_COLUMN, Paths
+from pipeline.frames import detached_head
 from pipeline.ingest import TYPED_TABLES, typed_tables
 from pipeline.storage import Lake, read_file, scan_file, write_parquet_atomic
 from pipeline.tables import SHARED_TABLES
@@ -96,7 +97,7 @@ def _keep(
     if problem is not None:
         build.problems[name].append(problem)
     if sum(f.height for f in written[name]) < KEPT_ROWS:
-        written[name].append(frame.head(KEPT_ROWS))
+        written[name].append(detached_head(frame, KEPT_ROWS))
 
 
 def _tenants_with(paths: Paths, name: str, day: str) -> list[str]:
