@@ -196,8 +196,9 @@ def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, in
         listed = ", ".join(f'"{c}"' for c in texts)
         assignments = ", ".join(f'"{c}" = r."{c}"' for c in texts)
         end = int(str(_sql(con, f'SELECT coalesce(max(rowid) + 1, 0) FROM "{table}"')[0][0]))
-        # A slice of rows at a time: the events of 1,000,000 interactions (4.4 M rows) redacted
-        # whole held 6 GiB in this process.
+        # A slice of rows at a time: at 1,000,000 interactions (4.4 M events) the build peaks at
+        # 3.9 GiB; redacting whole tables it passed 8 GiB. Smaller slices with the analyses
+        # flushed after each left rows unredacted at that size (bench/README.md, scale_goal).
         for start in range(0, end, REDACT_ROWS):
             frame = con.sql(
                 f'SELECT rowid AS _rid{tenant}, {listed} FROM "{table}"'
