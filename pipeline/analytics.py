@@ -9,9 +9,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from pipeline import tables
 from pipeline.config import Paths
@@ -20,6 +22,9 @@ from pipeline.pack.store import list_versions, tenant_folders
 from pipeline.storage import Lake
 from pipeline.tables import COMMENTS
 from pipeline.warehouse import LOADED_FILES, Warehouse, duckdb_config, lake_source, sql_quote
+
+if TYPE_CHECKING:
+    from pipeline.pii.redactor import Redactor
 
 # The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
 TABLES: dict[str, str] = {
@@ -94,7 +99,9 @@ VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {
     ),
 }
 CONTENTS_TABLE = "snapshot_contents"
-REDACT_ROWS = 250_000  # rows of a snapshot table redacted at a time
+# Rows of a snapshot table redacted at a time. At 1,000,000 interactions the build peaks at
+# 2,968 MiB with 250,000 and 2,790 MiB with 50,000 rows, which take a third longer (more cache flushes).
+REDACT_ROWS = 250_000
 
 
 @dataclass
@@ -166,57 +173,69 @@ def _copy_for_older_clients(paths: Paths, source: Path, target: Path) -> None:
         _sql(con, "DETACH dst")
 
 
-def _redact_tables(con: duckdb.DuckDBPyConnection, paths: Paths) -> dict[str, int]:
+def _redact_tables(con: duckdb.DuckDBPyConnection, redactor: Redactor) -> dict[str, int]:
     """PII redaction of every table of the snapshot, as in a pack (SPEC §5): text columns
     redacted, PII-looking ids pseudonymized with the same key (so analysts can join them with the
     packs' ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`).
-    Texts already seen by a pack or an earlier snapshot come from the redaction cache."""
-    from pipeline.pack.content import DIGEST_COLUMNS, ENUM_COLUMNS, ID_COLUMNS
-    from pipeline.pii.redactor import Redactor
-
-    redactor = Redactor.for_home(paths)
+    Texts already seen by a pack or an earlier snapshot come from the redactor's cache."""
     found: Counter[str] = Counter()
-    tables = [str(r[0]) for r in _sql(con, "SELECT table_name FROM duckdb_tables() ORDER BY 1")]
-    for table in tables:
-        columns = _sql(
-            con,
-            f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = {sql_quote(table)}",
-        )
-        texts = [
-            str(c)
-            for c, t in columns
-            if t in ("VARCHAR", "VARCHAR[]")
-            and c not in ENUM_COLUMNS | DIGEST_COLUMNS | {"tenant_id"}
-        ]
-        for column in (str(c) for c, t in columns if t == "BLOB"):
-            _sql(con, f'UPDATE "{table}" SET "{column}" = NULL')
-        if not texts:
-            continue
-        tenant = ', "tenant_id"' if any(c == "tenant_id" for c, _ in columns) else ""
-        listed = ", ".join(f'"{c}"' for c in texts)
-        assignments = ", ".join(f'"{c}" = r."{c}"' for c in texts)
-        end = int(str(_sql(con, f'SELECT coalesce(max(rowid) + 1, 0) FROM "{table}"')[0][0]))
-        # A slice of rows at a time: at 1,000,000 interactions (4.4 M events) the build peaks at
-        # 3.9 GiB; redacting whole tables it passed 8 GiB. Smaller slices with the analyses
-        # flushed after each left rows unredacted at that size (bench/README.md, scale_goal).
-        for start in range(0, end, REDACT_ROWS):
-            frame = con.sql(
-                f'SELECT rowid AS _rid{tenant}, {listed} FROM "{table}"'
-                f" WHERE rowid >= {start} AND rowid < {start + REDACT_ROWS}"
-            ).pl()
-            redacted, counts = redactor.frame(frame, identifiers=ID_COLUMNS, keep={"_rid"})
-            if not counts:
-                continue
-            found.update(counts)
-            con.register("_redacted", redacted.to_arrow())
-            _sql(
-                con,
-                f'UPDATE "{table}" SET {assignments} FROM _redacted r '
-                f'WHERE "{table}".rowid = r._rid',
-            )
-            con.unregister("_redacted")
-    redactor.flush()
+    for table in [
+        str(r[0]) for r in _sql(con, "SELECT table_name FROM duckdb_tables() ORDER BY 1")
+    ]:
+        found.update(_redact_table(con, redactor, table))
     return dict(sorted(found.items()))
+
+
+def _redact_table(con: duckdb.DuckDBPyConnection, redactor: Redactor, table: str) -> Counter[str]:
+    """Rewrite `table` with its texts redacted, streaming REDACT_ROWS rows at a time into a new
+    table that then replaces it: memory is one slice's, and no row is addressed by position (an
+    UPDATE keyed on `rowid` slice by slice left rows unredacted at 1M interactions)."""
+    from pipeline.pack.content import DIGEST_COLUMNS, ENUM_COLUMNS, ID_COLUMNS
+
+    columns = _sql(
+        con,
+        f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = {sql_quote(table)}",
+    )
+    blobs = [str(c) for c, t in columns if t == "BLOB"]
+    texts = [
+        str(c)
+        for c, t in columns
+        if t in ("VARCHAR", "VARCHAR[]") and c not in ENUM_COLUMNS | DIGEST_COLUMNS | {"tenant_id"}
+    ]
+    found: Counter[str] = Counter()
+    if not texts and not blobs:
+        return found
+    tenant = ["tenant_id"] if any(c == "tenant_id" for c, _ in columns) else []
+    rewritten = f"_redacted_{table}"
+    _sql(con, f'CREATE TABLE "{rewritten}" AS FROM "{table}" LIMIT 0')
+    written = 0
+    with con.cursor() as reader:
+        for batch in reader.sql(f'FROM "{table}"').to_arrow_reader(REDACT_ROWS):
+            rows = pa.Table.from_batches([batch])
+            written += rows.num_rows
+            for column in blobs:
+                rows = _set_column(rows, column, pa.nulls(rows.num_rows, pa.binary()))
+            if texts:
+                frame = pl.from_arrow(rows.select([*tenant, *texts]))
+                assert isinstance(frame, pl.DataFrame)
+                redacted, counts = redactor.frame(frame, identifiers=ID_COLUMNS)
+                found.update(counts)
+                for column in texts:
+                    rows = _set_column(rows, column, redacted[column].to_arrow())
+            con.register("_rows", rows)
+            _sql(con, f'INSERT INTO "{rewritten}" SELECT * FROM _rows')
+            con.unregister("_rows")
+            redactor.flush()  # the slice's analyses go to the cache, not into the next slice's memory
+    expected = int(str(_sql(con, f'SELECT count(*) FROM "{table}"')[0][0]))
+    if written != expected:  # never replace a table by a shorter one
+        raise RuntimeError(f"redacting {table}: {written} rows rewritten of {expected}")
+    _sql(con, f'DROP TABLE "{table}"')
+    _sql(con, f'ALTER TABLE "{rewritten}" RENAME TO "{table}"')
+    return found
+
+
+def _set_column(rows: pa.Table, name: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
+    return rows.set_column(rows.schema.get_field_index(name), name, values)
 
 
 def build_snapshot(paths: Paths) -> SnapshotReport:
@@ -254,11 +273,14 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                     continue
                 if source is not None:
                     _sql(con, f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
-                _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
                 report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
                 notes.append((name, "table", report.tables[name], comment))
             con.unregister("pack_versions_frame")
-            report.redactions = _redact_tables(con, paths)
+            from pipeline.pii.redactor import Redactor
+
+            report.redactions = _redact_tables(con, Redactor.for_home(paths))
+            for name in report.tables:  # after the redaction, which rewrites the tables
+                _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(WAREHOUSE_TABLES[name])}')
             for view, (needs, comment, sql) in VIEWS.items():
                 absent = [t for t in needs if t not in report.tables]
                 if absent:

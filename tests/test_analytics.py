@@ -191,3 +191,37 @@ def test_snapshot_holds_no_planted_pii(
     for value in PLANTED.values():
         assert value not in dump and value.replace(" ", "") not in dump, value
     assert contact == (pseudonym(pii_key(paths.home), "acme", "jane.doe@example.com"),)
+
+
+def test_a_table_is_rewritten_redacted_slice_by_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every row of a table, in its order and with its column types, comes back redacted when it
+    is rewritten a few rows at a time; raw bytes are cleared; a table without text is untouched."""
+    from pipeline import analytics
+    from pipeline.pii.redactor import Redactor
+    from tests.test_pack_support import PLANTED
+
+    monkeypatch.setattr(analytics, "REDACT_ROWS", 2)
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE t AS SELECT 'acme' AS tenant_id, i, TIMESTAMPTZ '2026-11-02 10:00:00+00' AS ts,"
+        " 'mail ' || i || ' at " + PLANTED["email"] + "' AS input,"
+        " ['no pii', '" + PLANTED["card"] + "'] AS tags, 'line'::BLOB AS raw FROM range(5) r(i)"
+    ).fetchall()
+    con.execute("CREATE TABLE numbers AS SELECT i FROM range(3) r(i)").fetchall()
+    types = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() ORDER BY ALL"
+    ).fetchall()
+
+    found = analytics._redact_tables(con, Redactor(key=b"k" * 32))
+
+    assert found == {"card": 5, "email": 5}
+    rows = con.execute("SELECT i, ts, input, tags, raw FROM t").fetchall()
+    assert [r[0] for r in rows] == [0, 1, 2, 3, 4]
+    assert all("@" not in r[2] and r[2].startswith(f"mail {r[0]} at ") for r in rows)
+    assert all(r[3][0] == "no pii" and PLANTED["card"] not in r[3][1] for r in rows)
+    assert {r[4] for r in rows} == {None}
+    assert con.execute("SELECT sum(i) FROM numbers").fetchall() == [(3,)]
+    assert (
+        con.execute("SELECT column_name, data_type FROM duckdb_columns() ORDER BY ALL").fetchall()
+        == types
+    )
