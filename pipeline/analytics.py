@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +23,7 @@ from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions, tenant_folders
 from pipeline.storage import Lake
 from pipeline.tables import COMMENTS
-from pipeline.warehouse import LOADED_FILES, Warehouse, duckdb_config, lake_source, sql_quote
+from pipeline.warehouse import LOADED_FILES, Warehouse, duckdb_config, sql_quote
 
 if TYPE_CHECKING:
     from pipeline.pii.redactor import Redactor
@@ -99,9 +101,7 @@ VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {
     ),
 }
 CONTENTS_TABLE = "snapshot_contents"
-# Rows of a snapshot table redacted at a time. At 1,000,000 interactions the build peaks at
-# 2,968 MiB with 250,000 and 2,790 MiB with 50,000 rows, which take a third longer (more cache flushes).
-REDACT_ROWS = 250_000
+BASE = "analytics-base.duckdb"  # the snapshot's redacted base, in the home's local folder
 
 
 @dataclass
@@ -110,23 +110,13 @@ class SnapshotReport:
     tables: dict[str, int] = field(default_factory=dict)  # name -> rows
     views: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    redactions: dict[str, int] = field(default_factory=dict)  # PII found per kind
+    redactions: dict[str, int] = field(default_factory=dict)  # PII found per kind, in new rows
     seconds: float = 0.0
 
 
 def _sql(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[object, ...]]:
     """Run and drain (DuckDB 2 refuses new work while a result is still open)."""
     return con.execute(sql).fetchall()
-
-
-def _load_from_lake(con: duckdb.DuckDBPyConnection, paths: Paths, name: str) -> bool:
-    """Create table `name` from its lake files; False when the lake has none yet."""
-    files = Lake(paths).files(name)
-    if not files:
-        return False
-    with lake_source(con, list(files.values()), hive="" not in files) as source:
-        _sql(con, f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
-    return True
 
 
 def pack_versions_frame(paths: Paths) -> pl.DataFrame:
@@ -173,77 +163,85 @@ def _copy_for_older_clients(paths: Paths, source: Path, target: Path) -> None:
         _sql(con, "DETACH dst")
 
 
-def _redact_tables(con: duckdb.DuckDBPyConnection, redactor: Redactor) -> dict[str, int]:
-    """PII redaction of every table of the snapshot, as in a pack (SPEC §5): text columns
-    redacted, PII-looking ids pseudonymized with the same key (so analysts can join them with the
-    packs' ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`).
-    Texts already seen by a pack or an earlier snapshot come from the redactor's cache."""
-    found: Counter[str] = Counter()
-    for table in [
-        str(r[0]) for r in _sql(con, "SELECT table_name FROM duckdb_tables() ORDER BY 1")
-    ]:
-        found.update(_redact_table(con, redactor, table))
-    return dict(sorted(found.items()))
-
-
-def _redact_table(con: duckdb.DuckDBPyConnection, redactor: Redactor, table: str) -> Counter[str]:
-    """Rewrite `table` with its texts redacted, streaming REDACT_ROWS rows at a time into a new
-    table that then replaces it: memory is one slice's, and no row is addressed by position (an
-    UPDATE keyed on `rowid` slice by slice left rows unredacted at 1M interactions)."""
+def redacting(redactor: Redactor, found: Counter[str]) -> Callable[[pa.Table], pa.Table]:
+    """The snapshot's PII redaction of rows, as in a pack (SPEC §5): text columns redacted,
+    PII-looking ids pseudonymized with the same key (so analysts can join them with the packs'
+    ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`); what it
+    finds is counted in `found`. Texts already seen by a pack or an earlier build come from the
+    redactor's cache, where each slice's new analyses go."""
     from pipeline.pack.content import DIGEST_COLUMNS, ENUM_COLUMNS, ID_COLUMNS
 
-    columns = _sql(
-        con,
-        f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = {sql_quote(table)}",
+    def redact(rows: pa.Table) -> pa.Table:
+        texts = [
+            f.name
+            for f in rows.schema
+            if _is_text(f.type) and f.name not in ENUM_COLUMNS | DIGEST_COLUMNS | {"tenant_id"}
+        ]
+        for f in rows.schema:
+            if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):
+                rows = _set_column(rows, f.name, pa.nulls(rows.num_rows, f.type))
+        if texts:
+            tenant = ["tenant_id"] if "tenant_id" in rows.column_names else []
+            frame = pl.from_arrow(rows.select([*tenant, *texts]))
+            assert isinstance(frame, pl.DataFrame)
+            redacted, counts = redactor.frame(frame, identifiers=ID_COLUMNS)
+            found.update(counts)
+            for column in texts:
+                kind = rows.schema.field(column).type
+                rows = _set_column(rows, column, redacted[column].to_arrow().cast(kind))
+            redactor.flush()
+        return rows
+
+    return redact
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        kind = kind.value_type
+    return (
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
     )
-    blobs = [str(c) for c, t in columns if t == "BLOB"]
-    texts = [
-        str(c)
-        for c, t in columns
-        if t in ("VARCHAR", "VARCHAR[]") and c not in ENUM_COLUMNS | DIGEST_COLUMNS | {"tenant_id"}
-    ]
-    found: Counter[str] = Counter()
-    if not texts and not blobs:
-        return found
-    tenant = ["tenant_id"] if any(c == "tenant_id" for c, _ in columns) else []
-    rewritten = f"_redacted_{table}"
-    _sql(con, f'CREATE TABLE "{rewritten}" AS FROM "{table}" LIMIT 0')
-    written = 0
-    with con.cursor() as reader:
-        for batch in reader.sql(f'FROM "{table}"').to_arrow_reader(REDACT_ROWS):
-            rows = pa.Table.from_batches([batch])
-            written += rows.num_rows
-            for column in blobs:
-                rows = _set_column(rows, column, pa.nulls(rows.num_rows, pa.binary()))
-            if texts:
-                frame = pl.from_arrow(rows.select([*tenant, *texts]))
-                assert isinstance(frame, pl.DataFrame)
-                redacted, counts = redactor.frame(frame, identifiers=ID_COLUMNS)
-                found.update(counts)
-                for column in texts:
-                    rows = _set_column(rows, column, redacted[column].to_arrow())
-            con.register("_rows", rows)
-            _sql(con, f'INSERT INTO "{rewritten}" SELECT * FROM _rows')
-            con.unregister("_rows")
-            redactor.flush()  # the slice's analyses go to the cache, not into the next slice's memory
-    expected = int(str(_sql(con, f'SELECT count(*) FROM "{table}"')[0][0]))
-    if written != expected:  # never replace a table by a shorter one
-        raise RuntimeError(f"redacting {table}: {written} rows rewritten of {expected}")
-    _sql(con, f'DROP TABLE "{table}"')
-    _sql(con, f'ALTER TABLE "{rewritten}" RENAME TO "{table}"')
-    return found
 
 
 def _set_column(rows: pa.Table, name: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
     return rows.set_column(rows.schema.get_field_index(name), name, values)
 
 
+def _redacted_base(paths: Paths, found: Counter[str]) -> Warehouse:
+    """The snapshot's base: a DuckDB file mirroring the lake's rows redacted, converged like the
+    warehouse (only what changed is loaded, so a night redacts only its new rows). A new
+    detector or key makes a new base: its identity is kept next to it."""
+    from pipeline.pii.redactor import Redactor
+
+    redactor = Redactor.for_home(paths)
+    base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found))
+    identity = f"{redactor.version} key {hashlib.sha256(redactor.key).hexdigest()[:16]}"
+    stamp = base.path.with_name(base.path.name + ".redaction")
+    if not stamp.exists() or stamp.read_text() != identity:
+        remove_redacted_base(paths)
+        paths.local.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(identity)
+    return base
+
+
+def remove_redacted_base(paths: Paths) -> None:
+    """Delete the snapshot's base (an erasure: deleted rows stay in a DuckDB file's free blocks);
+    the next build loads it whole."""
+    base = paths.local / BASE
+    for path in (
+        base,
+        base.with_name(base.name + ".wal"),
+        base.with_name(base.name + ".redaction"),
+    ):
+        path.unlink(missing_ok=True)
+
+
 def build_snapshot(paths: Paths) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
-    The warehouse first converges to the lake: it reloads only the lake files that changed since
-    (a tenant's tables, a load date's partitions), so a night does not re-read the history. The
-    snapshot starts as a copy of it; a table it lacks is loaded from the lake. An analyst
+    The warehouse and the snapshot's redacted base first converge to the lake: they reload only
+    the lake files that changed since (a tenant's tables, a load date's partitions), so a night
+    neither re-reads nor re-redacts the history. The snapshot starts as a copy of the base. An analyst
     holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
     never opens the live file for writing, so it can never be blocked by one.
     """
@@ -252,35 +250,32 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     target = paths.analytics
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     readable = temp.with_name(temp.name.replace(".tmp", ".v1.tmp"))
-    report = SnapshotReport(target)
+    report, found = SnapshotReport(target), Counter[str]()
     try:
-        Warehouse(paths).converge(Lake(paths), WAREHOUSE_TABLES)
-        shutil.copyfile(paths.warehouse, temp)
+        lake = Lake(paths)
+        Warehouse(paths).converge(lake, WAREHOUSE_TABLES)
+        base = _redacted_base(paths, found)
+        base.converge(lake, WAREHOUSE_TABLES)
+        shutil.copyfile(base.path, temp)
         con = duckdb.connect(str(temp), config=duckdb_config(paths))
         try:
             _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")  # the warehouse's bookkeeping
+            assert base.rows is not None
+            con.register("_versions", base.rows(pack_versions_frame(paths).to_arrow()))
+            _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')
+            con.unregister("_versions")
             present = {r[0] for r in _sql(con, "SELECT table_name FROM duckdb_tables()")}
             notes: list[tuple[str, str, int | None, str]] = []
             for name, comment in WAREHOUSE_TABLES.items():  # every table the snapshot holds
-                source: str | None = None
-                if name == "pack_versions":
-                    con.register("pack_versions_frame", pack_versions_frame(paths).to_arrow())
-                    source = "pack_versions_frame"
-                elif name not in present and not _load_from_lake(con, paths, name):
+                if name not in present:
                     if name in TABLES:  # an analysts' table; the others are extras
                         report.missing.append(name)
                         notes.append((name, "missing", None, "not in the lake yet (stage not run)"))
                     continue
-                if source is not None:
-                    _sql(con, f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
+                _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
                 report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
                 notes.append((name, "table", report.tables[name], comment))
-            con.unregister("pack_versions_frame")
-            from pipeline.pii.redactor import Redactor
-
-            report.redactions = _redact_tables(con, Redactor.for_home(paths))
-            for name in report.tables:  # after the redaction, which rewrites the tables
-                _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(WAREHOUSE_TABLES[name])}')
+            report.redactions = dict(sorted(found.items()))
             for view, (needs, comment, sql) in VIEWS.items():
                 absent = [t for t in needs if t not in report.tables]
                 if absent:

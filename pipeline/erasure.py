@@ -164,9 +164,10 @@ def forget(
 
         Lake(paths).write("pack_versions", pack_versions_frame(paths))
     report.warehouse_tables = len(rebuild_warehouse(paths))
-    if snapshot and paths.analytics.exists():
-        from pipeline.analytics import build_snapshot
+    from pipeline.analytics import build_snapshot, remove_redacted_base
 
+    remove_redacted_base(paths)  # its free blocks could keep the person's rows: rebuilt whole
+    if snapshot and paths.analytics.exists():
         build_snapshot(paths)
         report.analytics = True
     report.seconds = time.perf_counter() - began

@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from memorypack.fs import Location, ObjectPath
 from pipeline.config import Paths
@@ -88,11 +89,26 @@ def duckdb_config(paths: Paths) -> dict[str, str | bool | int | float | list[str
     return {"memory_limit": DUCKDB_MEMORY, "temp_directory": str(paths.local / ".duckdb-tmp")}
 
 
-class Warehouse:
-    """The pipeline's own DuckDB file (single writer, SPEC §6): tables mirror lake tables."""
+# Rows a loading warehouse with a row filter reads from the lake at a time (the filter's memory).
+ROWS_AT_A_TIME = 250_000
 
-    def __init__(self, paths: Paths) -> None:
+
+class Warehouse:
+    """The pipeline's own DuckDB file (single writer, SPEC §6): tables mirror lake tables.
+
+    With `path` and `rows`, another file whose tables mirror the lake's rows as `rows` rewrites
+    them (the analytics build's redacted base): loaded ROWS_AT_A_TIME rows at a time, and like the
+    warehouse only where the lake changed, so a night filters only its new rows."""
+
+    def __init__(
+        self,
+        paths: Paths,
+        path: Path | None = None,
+        rows: Callable[[pa.Table], pa.Table] | None = None,
+    ) -> None:
         self.paths = paths
+        self.path = path or paths.warehouse
+        self.rows = rows
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -102,14 +118,14 @@ class Warehouse:
         while True:
             try:
                 con = duckdb.connect(
-                    str(self.paths.warehouse), read_only=read_only, config=duckdb_config(self.paths)
+                    str(self.path), read_only=read_only, config=duckdb_config(self.paths)
                 )
                 break
             except duckdb.IOException as error:
                 if "Could not set lock" not in str(error):
                     raise
                 if time.monotonic() >= deadline:
-                    raise UserError(_busy(self.paths.warehouse, error)) from None
+                    raise UserError(_busy(self.path, error)) from None
                 time.sleep(0.1)
         try:
             yield con
@@ -191,8 +207,7 @@ class Warehouse:
                 with _transaction(con):
                     con.execute(f'DELETE FROM "{name}" WHERE {where}')
                     if changed:
-                        with lake_source(con, [files[k] for k in changed], hive=True) as source:
-                            con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
+                        self._insert(con, name, [files[k] for k in changed], hive=True)
                     _record(con, name, current)
                     _comment(con, name, comment)
                 return
@@ -200,12 +215,40 @@ class Warehouse:
                 pass
         with _transaction(con):
             if files:
-                with lake_source(con, list(files.values()), hive=partitioned) as source:
-                    con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
+                self._insert(con, name, list(files.values()), hive=partitioned, create=True)
                 _comment(con, name, comment)
             else:
                 con.execute(f'DROP TABLE IF EXISTS "{name}"')
             _record(con, name, current)
+
+    def _insert(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        name: str,
+        files: list[Location],
+        hive: bool,
+        create: bool = False,
+    ) -> None:
+        """Add these lake files' rows to table `name` (`create`: as a new table of their columns),
+        through the row filter if there is one: streamed from a second connection, so the
+        statement of `con` (its transaction) takes one slice at a time."""
+        if self.rows is None:
+            with lake_source(con, files, hive) as source:
+                if create:
+                    con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
+                else:
+                    con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
+            return
+        with con.cursor() as reader, lake_source(reader, files, hive) as source:
+            batches = reader.sql(f"SELECT * FROM {source}").to_arrow_reader(ROWS_AT_A_TIME)
+            if create:
+                con.register("_rows", pa.Table.from_batches([], batches.schema))
+                con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _rows')
+                con.unregister("_rows")
+            for batch in batches:
+                con.register("_rows", self.rows(pa.Table.from_batches([batch])))
+                con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM _rows')
+                con.unregister("_rows")
 
 
 def _matches(key: str) -> str:

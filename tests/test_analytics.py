@@ -158,11 +158,11 @@ def test_snapshot_holds_no_planted_pii(
 ) -> None:
     """As in a pack (SPEC §5): text redacted, a PII-looking id pseudonymized, the same as the pack's
     — whether a table is redacted in one slice or in many."""
-    from pipeline import analytics
+    from pipeline import warehouse
     from pipeline.pii import pii_key, pseudonym
     from tests.test_pack_support import PLANTED
 
-    monkeypatch.setattr(analytics, "REDACT_ROWS", rows_at_a_time)
+    monkeypatch.setattr(warehouse, "ROWS_AT_A_TIME", rows_at_a_time)
     paths = _home(tmp_path)
     lake = Lake(paths)
     interactions = pl.read_parquet(paths.table("interactions"))
@@ -193,35 +193,56 @@ def test_snapshot_holds_no_planted_pii(
     assert contact == (pseudonym(pii_key(paths.home), "acme", "jane.doe@example.com"),)
 
 
-def test_a_table_is_rewritten_redacted_slice_by_slice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every row of a table, in its order and with its column types, comes back redacted when it
-    is rewritten a few rows at a time; raw bytes are cleared; a table without text is untouched."""
-    from pipeline import analytics
+def test_rows_are_redacted_with_their_types_kept() -> None:
+    """The base's row filter: every text column (lists too) redacted, raw bytes cleared, every
+    column keeps its type, numbers and times untouched."""
+    from collections import Counter
+
+    from pipeline.analytics import redacting
     from pipeline.pii.redactor import Redactor
     from tests.test_pack_support import PLANTED
 
-    monkeypatch.setattr(analytics, "REDACT_ROWS", 2)
-    con = duckdb.connect()
-    con.execute(
-        "CREATE TABLE t AS SELECT 'acme' AS tenant_id, i, TIMESTAMPTZ '2026-11-02 10:00:00+00' AS ts,"
+    rows = duckdb.sql(
+        "SELECT 'acme' AS tenant_id, i, TIMESTAMPTZ '2026-11-02 10:00:00+00' AS ts,"
         " 'mail ' || i || ' at " + PLANTED["email"] + "' AS input,"
         " ['no pii', '" + PLANTED["card"] + "'] AS tags, 'line'::BLOB AS raw FROM range(5) r(i)"
-    ).fetchall()
-    con.execute("CREATE TABLE numbers AS SELECT i FROM range(3) r(i)").fetchall()
-    types = con.execute(
-        "SELECT column_name, data_type FROM duckdb_columns() ORDER BY ALL"
-    ).fetchall()
+    ).to_arrow_table()
+    found: Counter[str] = Counter()
 
-    found = analytics._redact_tables(con, Redactor(key=b"k" * 32))
+    out = redacting(Redactor(key=b"k" * 32), found)(rows)
 
     assert found == {"card": 5, "email": 5}
-    rows = con.execute("SELECT i, ts, input, tags, raw FROM t").fetchall()
-    assert [r[0] for r in rows] == [0, 1, 2, 3, 4]
-    assert all("@" not in r[2] and r[2].startswith(f"mail {r[0]} at ") for r in rows)
-    assert all(r[3][0] == "no pii" and PLANTED["card"] not in r[3][1] for r in rows)
-    assert {r[4] for r in rows} == {None}
-    assert con.execute("SELECT sum(i) FROM numbers").fetchall() == [(3,)]
-    assert (
-        con.execute("SELECT column_name, data_type FROM duckdb_columns() ORDER BY ALL").fetchall()
-        == types
+    assert out.schema == rows.schema
+    assert out["i"].to_pylist() == [0, 1, 2, 3, 4] and out["ts"] == rows["ts"]
+    inputs, tags = out["input"].to_pylist(), out["tags"].to_pylist()
+    assert all(
+        "@" not in text and text.startswith(f"mail {i} at ") for i, text in enumerate(inputs)
     )
+    assert all(t[0] == "no pii" and PLANTED["card"] not in t[1] for t in tags)
+    assert out["raw"].null_count == 5
+
+
+def test_a_build_redacts_only_what_changed_in_the_lake(tmp_path: Path) -> None:
+    """The redacted base converges like the warehouse: a build with nothing new finds nothing to
+    redact and keeps the snapshot redacted; a rewritten partition is redacted again; a base made
+    with another detector or key is rebuilt whole."""
+    from tests.test_pack_support import PLANTED
+
+    paths = _home(tmp_path)
+    first = build_snapshot(paths).redactions
+    assert first["email"] >= 1 and first["card"] >= 1
+
+    assert build_snapshot(paths).redactions == {}
+    with duckdb.connect(str(paths.analytics), read_only=True) as con:
+        dump = json.dumps(con.execute("SELECT * FROM interactions").fetchall(), default=str)
+    assert PLANTED["email"] not in dump and "[EMAIL]" in dump
+
+    lake = Lake(paths)
+    lake.write(
+        "interactions", declared("interactions", pl.read_parquet(paths.table("interactions")))
+    )
+    again = build_snapshot(paths).redactions
+    assert 1 <= again["email"] <= first["email"]
+
+    (paths.local / "analytics-base.duckdb.redaction").write_text("another detector")
+    assert build_snapshot(paths).redactions == first
