@@ -248,3 +248,42 @@ def test_reads_return_the_declared_columns_also_before_a_table_is_written(tmp_pa
     read = lake.read("skill_vectors").collect()
     assert read.schema == pl.Schema(tables.schema("skill_vectors"))
     assert read.select("skill_id", "vector_source").row(0) == ("s", None)
+
+
+@pytest.mark.parametrize("killed_at", [1, 2])
+def test_a_filtered_load_killed_midway_is_caught_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, killed_at: int
+) -> None:
+    """A warehouse with a row filter (the analytics base) commits slice by slice: a load killed
+    after some slices, whether it built the table or replaced partitions, is made whole by the
+    next refresh, every row through the filter."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeline import warehouse as module
+
+    monkeypatch.setattr(module, "ROWS_AT_A_TIME", 1)
+    slices: list[int] = []
+
+    def upper(rows: pa.Table) -> pa.Table:
+        slices.append(rows.num_rows)
+        if len(slices) == killed_at:
+            raise KeyboardInterrupt  # the process killed here
+        index = rows.schema.get_field_index("event_id")
+        return rows.set_column(index, "event_id", pc.utf8_upper(rows["event_id"]))
+
+    lake, _ = _home(tmp_path)
+    base = Warehouse(lake.paths, tmp_path / "base.duckdb", rows=upper)
+    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a", "b"]))
+    with pytest.raises(KeyboardInterrupt):  # the table's first load
+        base.refresh("events", lake)
+    assert base.refresh("events", lake) == 2
+    assert _rows(base) == [("2026-11-01", "A"), ("2026-11-01", "B")]
+
+    slices.clear()
+    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
+    lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["c", "d"]))
+    with pytest.raises(KeyboardInterrupt):  # partitions replaced and added
+        base.refresh("events", lake)
+    assert base.refresh("events", lake) == 3
+    assert _rows(base) == [("2026-11-01", "A"), ("2026-11-02", "C"), ("2026-11-02", "D")]
