@@ -27,17 +27,22 @@ from pipeline.tables import PARTITION_COLUMNS
 DERIVED_MARKER = "_derived_by_{consumer}"
 
 
-def write_parquet_atomic(frame: pl.DataFrame, path: Location) -> Location:
-    """Write to a temporary file in the same folder, then rename: readers never see half a file.
-    On an object store: the whole file in memory, then one PUT (atomic per object)."""
+def write_parquet_atomic(frame: pl.DataFrame | pl.LazyFrame, path: Location) -> Location:
+    """Write to a temporary file in the same folder, then rename: readers never see half a file
+    (a LazyFrame is streamed into it). On an object store: the whole file in memory, then one
+    PUT (atomic per object)."""
     if isinstance(path, ObjectPath):
         buffer = io.BytesIO()
+        frame = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
         frame.write_parquet(buffer, compression="zstd", statistics=True)
         path.write_bytes(buffer.getvalue())
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    frame.write_parquet(tmp, compression="zstd", statistics=True)
+    if isinstance(frame, pl.LazyFrame):
+        frame.sink_parquet(tmp, compression="zstd", statistics=True)
+    else:
+        frame.write_parquet(tmp, compression="zstd", statistics=True)
     os.replace(tmp, path)
     return path
 
