@@ -102,6 +102,7 @@ VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {
 }
 CONTENTS_TABLE = "snapshot_contents"
 BASE = "analytics-base.duckdb"  # the snapshot's redacted base, in the home's local folder
+BASE_STAMP = BASE + ".redaction"  # beside it: the detector and key it was redacted with
 
 
 @dataclass
@@ -216,10 +217,9 @@ def _redacted_base(paths: Paths, found: Counter[str]) -> Warehouse:
     redactor = Redactor.for_home(paths)
     base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found))
     identity = f"{redactor.version} key {hashlib.sha256(redactor.key).hexdigest()[:16]}"
-    stamp = base.path.with_name(base.path.name + ".redaction")
+    stamp = paths.local / BASE_STAMP
     if not stamp.exists() or stamp.read_text() != identity:
         remove_redacted_base(paths)
-        paths.local.mkdir(parents=True, exist_ok=True)
         stamp.write_text(identity)
     return base
 
@@ -227,13 +227,8 @@ def _redacted_base(paths: Paths, found: Counter[str]) -> Warehouse:
 def remove_redacted_base(paths: Paths) -> None:
     """Delete the snapshot's base (an erasure: deleted rows stay in a DuckDB file's free blocks);
     the next build loads it whole."""
-    base = paths.local / BASE
-    for path in (
-        base,
-        base.with_name(base.name + ".wal"),
-        base.with_name(base.name + ".redaction"),
-    ):
-        path.unlink(missing_ok=True)
+    for name in (BASE, BASE + ".wal", BASE_STAMP):
+        (paths.local / name).unlink(missing_ok=True)
 
 
 def build_snapshot(paths: Paths) -> SnapshotReport:
