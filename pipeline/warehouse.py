@@ -83,10 +83,19 @@ def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 # DuckDB's own memory (its buffer pool: 80 % of the machine by default) in the pipeline's DuckDB
 # work, the warehouse and the analytics build; beyond it DuckDB spills to the home's work folder.
 DUCKDB_MEMORY = "1GiB"
+# duckdb 2.0 writes storage version 69 by default, which DuckDB 1.x clients (e.g. the 1.5 CLI)
+# cannot open; analysts use any client (SPEC §6), so the files memorypack makes are written in a
+# 1.x storage format (the analytics snapshot is a copy of one of them). A file keeps the format
+# it was made in.
+STORAGE_VERSION = "v1.4.0"
 
 
 def duckdb_config(paths: Paths) -> dict[str, str | bool | int | float | list[str]]:
-    return {"memory_limit": DUCKDB_MEMORY, "temp_directory": str(paths.local / ".duckdb-tmp")}
+    return {
+        "memory_limit": DUCKDB_MEMORY,
+        "temp_directory": str(paths.local / ".duckdb-tmp"),
+        "storage_compatibility_version": STORAGE_VERSION,
+    }
 
 
 # Rows a loading warehouse with a row filter reads from the lake at a time (the filter's memory).
