@@ -33,8 +33,16 @@ _GLUED = re.compile(
     r"[^\W_]\[(?:EMAIL|PHONE|CARD|IBAN|SSN|IP)\]|\[(?:EMAIL|PHONE|CARD|IBAN|SSN|IP)\][^\W_]"
     r"|\+\d[\d ().-]*\[PHONE\]"
 )
-# Every kind holds a digit, an @ or a colon (IPv6): other texts are skipped without a scan.
-MAYBE_PII = r"[\d@:]"
+# What every finding above contains, as one pattern polars runs in Rust over a whole column: each
+# kind's pattern without its look-arounds and checks (an email's @, an IBAN's country and check
+# digits, 8 digits at most 4 separators apart for a phone, a card or an SSN, an IPv4's dotted
+# quad, an IPv6's two colons, a placeholder). Texts that miss it are never scanned in Python: on
+# a tenant's pack, 77,123 of 124,633 distinct texts are scanned (1.3 s) instead of the 114,775
+# that hold a digit, an @ or a colon (4.2 s).
+MAYBE_PII = (
+    r"@|[A-Za-z]{2}\d{2}|\d(?:[ ./()-]{0,4}\d){7}|\d{1,3}(?:\.\d{1,3}){3}|:[0-9A-Fa-f]{0,4}:"
+    r"|\[(?:EMAIL|PHONE|CARD|IBAN|SSN|IP)\]"
+)
 
 
 def luhn_valid(number: str) -> bool:

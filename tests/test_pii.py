@@ -7,11 +7,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
 from pipeline.pii import PSEUDONYM, analyse, detect, pseudonym, redact_text
 from pipeline.pii.redactor import RedactionCache, Redactor
-from pipeline.pii_guard import find_pii, iban_valid, luhn_valid
+from pipeline.pii_guard import MAYBE_PII, find_pii, iban_valid, luhn_valid
 
 KEY = b"test-key"
 
@@ -135,6 +137,32 @@ def test_guard_finds_what_a_broken_redactor_leaves() -> None:
     assert find_pii("8.8.8.8 or fe80::1, call 06 12 34 56 78") == {"ip_address": 2, "phone": 1}
     redacted, _ = redact_text("Order #12345678901, version 1.2.3.4, mail a@b.example")
     assert not find_pii(redacted)
+
+
+_PIECES = st.sampled_from(
+    [*"0123456789", *" ./()-+@:", "12", "345", "6789", "06", "+31", "(0)", "4111", "192.168."]
+    + ["a", "Z", "DE89", "fe80", "::", "[EMAIL]", "[PHONE]", "[IP]", "x@y.org"]
+)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.lists(_PIECES, max_size=30).map("".join))
+def test_every_text_the_guard_flags_passes_its_column_prefilter(text: str) -> None:
+    """The guard scans in Python only texts its Rust prefilter (MAYBE_PII) keeps: whatever
+    find_pii flags must be kept, so the prefilter never hides a leak."""
+    if find_pii(text):
+        assert pl.Series([text]).str.contains(MAYBE_PII).item(), text
+
+
+def test_the_prefilter_keeps_every_corpus_text_the_guard_flags() -> None:
+    texts = [row.text for row in corpus()] + ["mail jürgen.mü[EMAIL] or +31 6 [PHONE]"]
+    flagged = pl.Series([t for t in texts if find_pii(t)])
+    assert flagged.len() > 50 and flagged.str.contains(MAYBE_PII).all()
+    assert (
+        not pl.Series(["version 2 of the plan", "see you at 10", "ok"])
+        .str.contains(MAYBE_PII)
+        .any()
+    )
 
 
 def test_checksums() -> None:
