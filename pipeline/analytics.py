@@ -26,6 +26,7 @@ from pipeline.tables import COMMENTS
 from pipeline.warehouse import (
     LOADED_FILES,
     ROW_HASH,
+    STORAGE_VERSION,
     Warehouse,
     duckdb_config,
     sql_quote,
@@ -155,23 +156,6 @@ def pack_versions_frame(paths: Paths) -> pl.DataFrame:
     )
 
 
-# duckdb 2.0 writes storage version 69 by default, which DuckDB 1.x clients (e.g. the 1.5 CLI) cannot
-# open; analysts use any client (SPEC §6), so the snapshot is written in a 1.x storage format.
-ANALYTICS_STORAGE_VERSION = "v1.4.0"
-
-
-def _copy_for_older_clients(paths: Paths, source: Path, target: Path) -> None:
-    """Copy a database (tables, views, comments) into a file DuckDB 1.x clients can read. The copy
-    holds only the live rows: the base's free blocks (rows deleted since, dropped columns such as
-    ROW_HASH, whose unkeyed fingerprints of raw rows could be tried against guesses) stay behind."""
-    with duckdb.connect(config=duckdb_config(paths)) as con:
-        _sql(con, f"ATTACH {sql_quote(str(source))} AS src (READ_ONLY)")
-        storage = sql_quote(ANALYTICS_STORAGE_VERSION)
-        _sql(con, f"ATTACH {sql_quote(str(target))} AS dst (STORAGE_VERSION {storage})")
-        _sql(con, "COPY FROM DATABASE src TO dst")
-        _sql(con, "DETACH dst")
-
-
 def redacting(redactor: Redactor, found: Counter[str]) -> Callable[[pa.Table], pa.Table]:
     """The snapshot's PII redaction of rows, as in a pack (SPEC §5): text columns redacted,
     PII-looking ids pseudonymized with the same key (so analysts can join them with the packs'
@@ -219,12 +203,13 @@ def _set_column(rows: pa.Table, name: str, values: pa.Array | pa.ChunkedArray) -
 def _redacted_base(paths: Paths, found: Counter[str]) -> Warehouse:
     """The snapshot's base: a DuckDB file mirroring the lake's rows redacted, converged like the
     warehouse (only what changed is loaded, so a night redacts only its new rows). A new
-    detector or key makes a new base: its identity is kept next to it."""
+    detector, key or storage format makes a new base: its identity is kept next to it."""
     from pipeline.pii.redactor import Redactor
 
     redactor = Redactor.for_home(paths)
     base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found))
-    identity = f"{redactor.version} key {hashlib.sha256(redactor.key).hexdigest()[:16]}"
+    key = hashlib.sha256(redactor.key).hexdigest()[:16]
+    identity = f"{redactor.version} key {key} storage {STORAGE_VERSION}"
     stamp = paths.local / BASE_STAMP
     if not stamp.exists() or stamp.read_text() != identity:
         remove_redacted_base(paths)
@@ -244,7 +229,8 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
 
     The warehouse and the snapshot's redacted base first converge to the lake: they reload only
     the lake files that changed since (a tenant's tables, a load date's partitions), so a night
-    neither re-reads nor re-redacts the history. The snapshot starts as a copy of the base. An analyst
+    neither re-reads nor re-redacts the history. The snapshot is a copy of the base (written in a
+    format 1.x clients read; it holds only redacted rows, in its free blocks too). An analyst
     holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
     never opens the live file for writing, so it can never be blocked by one.
     """
@@ -252,7 +238,6 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     paths.local.mkdir(parents=True, exist_ok=True)
     target = paths.analytics
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    readable = temp.with_name(temp.name.replace(".tmp", ".v1.tmp"))
     report, found = SnapshotReport(target), Counter[str]()
     try:
         lake = Lake(paths)
@@ -263,10 +248,6 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
         con = duckdb.connect(str(temp), config=duckdb_config(paths))
         try:
             _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")  # the base's bookkeeping
-            for (name,) in _sql(
-                con, f"SELECT table_name FROM duckdb_columns() WHERE column_name = '{ROW_HASH}'"
-            ):
-                _sql(con, f'ALTER TABLE "{name}" DROP COLUMN {ROW_HASH}')
             assert base.rows is not None
             con.register("_versions", base.rows(pack_versions_frame(paths).to_arrow()))
             _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')
@@ -279,6 +260,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                         report.missing.append(name)
                         notes.append((name, "missing", None, "not in the lake yet (stage not run)"))
                     continue
+                _sql(con, f'ALTER TABLE "{name}" DROP COLUMN IF EXISTS {ROW_HASH}')
                 _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
                 report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
                 notes.append((name, "table", report.tables[name], comment))
@@ -308,13 +290,11 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
             _sql(con, "CHECKPOINT")
         finally:
             con.close()
-        _copy_for_older_clients(paths, temp, readable)
-        fsync_path(readable)
-        os.replace(readable, target)
+        fsync_path(temp)
+        os.replace(temp, target)
         fsync_path(target.parent)
     finally:
-        for leftover in (temp, readable):
-            for path in (leftover, leftover.with_name(leftover.name + ".wal")):
-                path.unlink(missing_ok=True)
+        for path in (temp, temp.with_name(temp.name + ".wal")):
+            path.unlink(missing_ok=True)
     report.seconds = (datetime.now(UTC) - began).total_seconds()
     return report

@@ -83,16 +83,25 @@ def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 # DuckDB's own memory (its buffer pool: 80 % of the machine by default) in the pipeline's DuckDB
 # work, the warehouse and the analytics build; beyond it DuckDB spills to the home's work folder.
 DUCKDB_MEMORY = "1GiB"
+# duckdb 2.0 writes storage version 69 by default, which DuckDB 1.x clients (e.g. the 1.5 CLI)
+# cannot open; analysts use any client (SPEC §6), so the files memorypack makes are written in a
+# 1.x storage format (the analytics snapshot is a copy of one of them). A file keeps the format
+# it was made in.
+STORAGE_VERSION = "v1.4.0"
 
 
 def duckdb_config(paths: Paths) -> dict[str, str | bool | int | float | list[str]]:
-    return {"memory_limit": DUCKDB_MEMORY, "temp_directory": str(paths.local / ".duckdb-tmp")}
+    return {
+        "memory_limit": DUCKDB_MEMORY,
+        "temp_directory": str(paths.local / ".duckdb-tmp"),
+        "storage_compatibility_version": STORAGE_VERSION,
+    }
 
 
 # Rows a loading warehouse with a row filter reads from the lake at a time (the filter's memory).
 ROWS_AT_A_TIME = 250_000
-# A warehouse with a row filter keeps, in this column of every table, a fingerprint of the lake row
-# each row was made from: a rewritten partition's unchanged rows are not filtered again.
+# A warehouse with a row filter keeps, in this column of every table, the hash of the lake row each
+# row was made from: a rewritten partition's unchanged rows are not filtered again.
 ROW_HASH = "_lake_row"
 
 
@@ -272,8 +281,8 @@ class Warehouse:
     ) -> None:
         """Add these lake files' rows to table `name` (`create`: as a new table of their columns),
         through the row filter if there is one: streamed from a second connection, one slice
-        at a time, each row with the fingerprint of the lake row it was made from (ROW_HASH),
-        except the rows whose fingerprint the table's rows matching SQL `held` already have."""
+        at a time, each row with the hash of the lake row it was made from (ROW_HASH), except
+        the rows whose hash the table's rows matching SQL `held` already have."""
         if self.rows is None:
             with lake_source(con, files, hive) as source:
                 if create:
@@ -304,12 +313,9 @@ def _delete(con: duckdb.DuckDBPyConnection, name: str, keys: list[str]) -> None:
 
 
 def _row_hash(con: duckdb.DuckDBPyConnection, source: str) -> str:
-    """SQL for a fingerprint of a whole row of `source` (every column, its partition's too): 64
-    bits of the MD5 of the row as JSON, names included. Not DuckDB's hash(), which gives `[]`
-    and NULL, `'x'` and `['x']`, or a renamed column's row the same value."""
+    """SQL for the hash of a whole row of `source` (every column, its partition's too)."""
     columns = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
-    fields = ", ".join(f'"{column}" := "{column}"' for column in columns)
-    return f"md5_number_lower(to_json(struct_pack({fields})))"
+    return "hash(" + ", ".join(f'"{column}"' for column in columns) + ")"
 
 
 def _matches(key: str) -> str:

@@ -326,15 +326,3 @@ def test_a_rewritten_partition_filters_only_the_rows_that_changed(tmp_path: Path
     filtered.clear()
     audit("t1", rewritten)  # the same rows again
     assert base.refresh("memory_audit", lake) == 9 and filtered == []
-
-
-def test_a_row_changed_only_in_a_list_is_loaded_again(tmp_path: Path) -> None:
-    """The row fingerprint tells `[]` from NULL and `[NULL]` (DuckDB's hash() does not)."""
-    lake, _ = _home(tmp_path)
-    base = Warehouse(lake.paths, tmp_path / "base.duckdb", rows=lambda rows: rows)
-    for tags in ([], None, [None], ["a"], []):
-        day = _rows_of("events", event_id=["e"], load_date=[date(2026, 11, 1)], tags=[tags])
-        lake.write_partition("events", "2026-11-01", day)
-        assert base.refresh("events", lake) == 1
-        with base.connect(read_only=True) as con:
-            assert con.execute("SELECT tags FROM events").fetchall() == [(tags,)]
