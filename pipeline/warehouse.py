@@ -110,8 +110,7 @@ class Warehouse:
 
     With `path` and `rows`, another file whose tables mirror the lake's rows as `rows` rewrites
     them (the analytics build's redacted base): loaded ROWS_AT_A_TIME rows at a time, and like the
-    warehouse only where the lake changed; in a rewritten partition, only the rows whose lake row
-    is new (ROW_HASH). So a night filters only its new rows."""
+    warehouse only where the lake changed, so a night filters only its new rows."""
 
     def __init__(
         self,
