@@ -25,7 +25,6 @@ from pipeline.storage import Lake
 from pipeline.tables import COMMENTS
 from pipeline.warehouse import (
     LOADED_FILES,
-    ROW_HASH,
     STORAGE_VERSION,
     Warehouse,
     duckdb_config,
@@ -247,7 +246,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
         shutil.copyfile(base.path, temp)
         con = duckdb.connect(str(temp), config=duckdb_config(paths))
         try:
-            _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")  # the base's bookkeeping
+            _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")  # the warehouse's bookkeeping
             assert base.rows is not None
             con.register("_versions", base.rows(pack_versions_frame(paths).to_arrow()))
             _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')
@@ -260,7 +259,6 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                         report.missing.append(name)
                         notes.append((name, "missing", None, "not in the lake yet (stage not run)"))
                     continue
-                _sql(con, f'ALTER TABLE "{name}" DROP COLUMN IF EXISTS {ROW_HASH}')
                 _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
                 report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
                 notes.append((name, "table", report.tables[name], comment))

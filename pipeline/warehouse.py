@@ -100,9 +100,6 @@ def duckdb_config(paths: Paths) -> dict[str, str | bool | int | float | list[str
 
 # Rows a loading warehouse with a row filter reads from the lake at a time (the filter's memory).
 ROWS_AT_A_TIME = 250_000
-# A warehouse with a row filter keeps, in this column of every table, the hash of the lake row each
-# row was made from: a rewritten partition's unchanged rows are not filtered again.
-ROW_HASH = "_lake_row"
 
 
 class Warehouse:
@@ -214,16 +211,12 @@ class Warehouse:
                 key for key, identity in current.items() if loaded.get(key) != identity
             )
             gone = sorted(set(loaded) - set(current))
+            where = " OR ".join(_matches(key) for key in changed + gone)
             try:
                 with self._writing(con):
-                    if self.rows is None:
-                        _delete(con, name, changed + gone)
-                        if changed:
-                            self._insert(con, name, [files[k] for k in changed], hive=True)
-                    else:
-                        _delete(con, name, gone)
-                        if changed:
-                            self._reload(con, name, [files[k] for k in changed], changed)
+                    con.execute(f'DELETE FROM "{name}" WHERE {where}')
+                    if changed:
+                        self._insert(con, name, [files[k] for k in changed], hive=True)
                     _record(con, name, current)
                     _comment(con, name, comment)
                 return
@@ -238,24 +231,6 @@ class Warehouse:
             else:
                 con.execute(f'DROP TABLE IF EXISTS "{name}"')
             _record(con, name, current)
-
-    def _reload(
-        self, con: duckdb.DuckDBPyConnection, name: str, files: list[Location], keys: list[str]
-    ) -> None:
-        """Load rewritten (or new) partitions through the row filter, filtering only rows that
-        changed: a row whose lake row the table already holds (same ROW_HASH, as many times) is
-        kept; the others are deleted and loaded. A tenant's run rewrites its tables whole each
-        night, mostly with yesterday's rows."""
-        where = " OR ".join(_matches(key) for key in keys)
-        with lake_source(con, files, hive=True) as source:
-            row = _row_hash(con, source)
-            con.execute(
-                f'DELETE FROM "{name}" WHERE ({where}) AND {ROW_HASH} NOT IN ('
-                f"SELECT h FROM (SELECT {row} AS h, count(*) AS n FROM {source} GROUP BY h) JOIN"
-                f' (SELECT {ROW_HASH} AS h, count(*) AS n FROM "{name}" WHERE {where} GROUP BY h)'
-                " USING (h, n))"
-            )
-        self._insert(con, name, files, hive=True, held=where)
 
     @contextmanager
     def _writing(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
@@ -276,12 +251,10 @@ class Warehouse:
         files: list[Location],
         hive: bool,
         create: bool = False,
-        held: str | None = None,
     ) -> None:
         """Add these lake files' rows to table `name` (`create`: as a new table of their columns),
         through the row filter if there is one: streamed from a second connection, one slice
-        at a time, each row with the hash of the lake row it was made from (ROW_HASH), except
-        the rows whose hash the table's rows matching SQL `held` already have."""
+        at a time."""
         if self.rows is None:
             with lake_source(con, files, hive) as source:
                 if create:
@@ -290,11 +263,7 @@ class Warehouse:
                     con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
             return
         with con.cursor() as reader, lake_source(reader, files, hive) as source:
-            row = _row_hash(reader, source)
-            query = f"SELECT *, {row} AS {ROW_HASH} FROM {source}"
-            if held:  # rows already held (same lake row, as many times) are not filtered again
-                query += f' WHERE {row} NOT IN (SELECT {ROW_HASH} FROM "{name}" WHERE {held})'
-            batches = reader.sql(query).to_arrow_reader(ROWS_AT_A_TIME)
+            batches = reader.sql(f"SELECT * FROM {source}").to_arrow_reader(ROWS_AT_A_TIME)
             if create:
                 con.register("_rows", pa.Table.from_batches([], batches.schema))
                 con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _rows')
@@ -303,18 +272,6 @@ class Warehouse:
                 con.register("_rows", self.rows(pa.Table.from_batches([batch])))
                 con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM _rows')
                 con.unregister("_rows")
-
-
-def _delete(con: duckdb.DuckDBPyConnection, name: str, keys: list[str]) -> None:
-    """Delete the rows of the partitions in folders `keys`."""
-    if keys:
-        con.execute(f'DELETE FROM "{name}" WHERE ' + " OR ".join(_matches(k) for k in keys))
-
-
-def _row_hash(con: duckdb.DuckDBPyConnection, source: str) -> str:
-    """SQL for the hash of a whole row of `source` (every column, its partition's too)."""
-    columns = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
-    return "hash(" + ", ".join(f'"{column}"' for column in columns) + ")"
 
 
 def _matches(key: str) -> str:
