@@ -23,13 +23,7 @@ from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions, tenant_folders
 from pipeline.storage import Lake
 from pipeline.tables import COMMENTS
-from pipeline.warehouse import (
-    LOADED_FILES,
-    STORAGE_VERSION,
-    Warehouse,
-    duckdb_config,
-    sql_quote,
-)
+from pipeline.warehouse import LOADED_FILES, STORAGE_VERSION, Warehouse, duckdb_config, sql_quote
 
 if TYPE_CHECKING:
     from pipeline.pii.redactor import Redactor
@@ -108,7 +102,7 @@ VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {
 }
 CONTENTS_TABLE = "snapshot_contents"
 BASE = "analytics-base.duckdb"  # the snapshot's redacted base, in the home's local folder
-BASE_STAMP = BASE + ".redaction"  # beside it: the detector and key it was redacted with
+BASE_STAMP = BASE + ".redaction"  # beside it: the detector, key and format it was made with
 
 
 @dataclass
