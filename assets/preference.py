@@ -39,7 +39,9 @@ from pipeline.neighbors import (
     index_schema,
 )
 from pipeline.pairs import (
+    INTERACTION_COLUMNS,
     PROMPT_KEYS,
+    SCORE_SCHEMA,
     PairConfig,
     mine_pairs,
 )
@@ -78,19 +80,22 @@ def preference_pairs(
     context: dg.AssetExecutionContext,
     home: MemorypackHome,
     settings: StageSettings,
-    interactions: pl.DataFrame,
+    interactions: pl.LazyFrame,
     feedback: pl.LazyFrame,
-    feedback_scores: pl.DataFrame,
+    feedback_scores: pl.LazyFrame,
     memory_embeddings: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult]:
     config = settings.stage("pairs")
+    # only the columns pairs are made of: a tenant's whole interactions are its largest input
+    interaction_rows = interactions.select(INTERACTION_COLUMNS).collect()
+    scores = feedback_scores.select(list(SCORE_SCHEMA)).collect()
     embeddings = memory_embeddings.filter(pl.col("memory_kind") == "interaction")
-    index = _prompt_index(home, interactions, embeddings, config)
+    index = _prompt_index(home, interaction_rows, embeddings, config)
     pairs = mine_pairs(
-        interactions,
+        interaction_rows,
         # only corrections make pairs: the other feedback never leaves the lake
         feedback.filter(pl.col("signal") == "correction").collect(),
-        feedback_scores,
+        scores,
         embeddings,
         index.edges,
         config,

@@ -24,7 +24,7 @@ from pipeline.dpo import DPOPolicyConfig, train_policy
 from pipeline.generate.preference import planted_mined_pairs
 from pipeline.importers import import_oasst
 from pipeline.ingest import ingest_folder, typed_tables
-from pipeline.pairs import PairConfig, assign_split, finalize_pairs, ranked_pairs
+from pipeline.pairs import SCORE_SCHEMA, PairConfig, assign_split, finalize_pairs, mine_pairs
 
 OASST_SAMPLE = Path("/work/shared/data/oasst/en_100_tree.jsonl")
 OASST_DAY = date(2023, 2, 5)
@@ -37,17 +37,20 @@ def synthetic_pairs(n: int, seed: int = 0) -> pl.DataFrame:
 
 def oasst_pairs(path: Path, eval_fraction: float = PairConfig.eval_fraction) -> pl.DataFrame:
     """Ranked assistant siblings of an OASST message-tree export, imported and mined as the product
-    does (`import_oasst` → ingest → `ranked_pairs`), then split by message tree: a conversation's
+    does (`import_oasst` → ingest → `mine_pairs`: ranked siblings), then split by message tree: a conversation's
     turns share context, so no tree has pairs on both sides (`tree_id` is kept as a column)."""
     with tempfile.TemporaryDirectory(prefix="bench-oasst-") as tmp:
         import_oasst(path, Path(tmp), load_date=OASST_DAY)
         events = ingest_folder(Path(tmp) / OASST_DAY.isoformat(), OASST_DAY).events
-    interactions = typed_tables(events.lazy())["interactions"]
+    typed = typed_tables(events.lazy())
+    interactions = typed["interactions"]
     trees = interactions.select(
         pl.col("event_id").alias("chosen_id"),
         pl.col("metadata").str.json_path_match("$.tree_id").alias("tree_id"),
     )
-    pairs = finalize_pairs(ranked_pairs(interactions)).join(trees, on="chosen_id", how="left")
+    # ranked siblings only: no corrections, no scores
+    pairs = mine_pairs(interactions, typed["feedback"].clear(), pl.DataFrame(schema=SCORE_SCHEMA))
+    pairs = pairs.join(trees, on="chosen_id", how="left")
     # The product's split rule (a salted hash bucket per group), grouped by tree, not by prompt.
     by_tree = assign_split(
         pairs.select(pl.col("tree_id").alias("prompt")), PairConfig(eval_fraction=eval_fraction)

@@ -3,7 +3,7 @@ cosine ≥ a threshold. A night searches only the texts it has not seen, against
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,7 +68,7 @@ def search(
 
 def update_index(
     texts: pl.DataFrame,
-    vectors: TextVectors,
+    vectors_of: Callable[[pl.Series], TextVectors],
     previous: NeighborIndex | None,
     keys: Sequence[str],
     threshold: float,
@@ -77,43 +77,29 @@ def update_index(
     """The index over `texts` (keys + text_hash), reusing `previous` for the texts it has searched.
 
     Only texts new to their group are searched, against every text of the group, so edges between
-    two old texts are never recomputed. `vectors` must hold every text of each group that has a
-    new one (`texts_to_vectorize`). An index made with another
-    model's vectors is discarded. Texts that left a group drop out with their edges.
+    two old texts are never recomputed. `vectors_of(hashes)` gives a group's vectors; it is asked
+    one group at a time, and only for groups with a new text, so the vectors held at once are
+    one group's. An index made with another model's vectors is discarded. Texts that left a group
+    drop out with their edges.
     """
     keys = list(keys)
     texts = texts.select(*keys, "text_hash").unique().sort(*keys, "text_hash")
     if previous is None or (previous.texts["model"] != model).any():
         previous = NeighborIndex.empty(keys)
     new = texts.join(previous.texts, on=[*keys, "text_hash"], how="anti")
-    found = [_group_edges(g, new, vectors, keys, threshold) for g in _groups(new, texts, keys)]
+    found = [_group_edges(g, new, vectors_of, keys, threshold) for g in _groups(new, texts, keys)]
     kept = previous.edges
     for side in ("a", "b"):  # edges whose texts are all still there
         kept = kept.join(
             texts.rename({"text_hash": f"text_hash_{side}"}), on=[*keys, f"text_hash_{side}"]
         ).select(list(edge_schema(keys)))
-    edges = (
-        pl.concat([kept, *found])
-        .unique([*keys, "text_hash_a", "text_hash_b"], keep="first")
-        .sort(*keys, "text_hash_a", "text_hash_b")
-    )
+    # Disjoint: a kept edge joins two old texts, a found one has a new text.
+    edges = pl.concat([kept, *found]).sort(*keys, "text_hash_a", "text_hash_b")
     return NeighborIndex(
         texts=texts.with_columns(model=pl.lit(model, pl.String)),
         edges=edges,
         searched=new.height,
     )
-
-
-def texts_to_vectorize(
-    texts: pl.DataFrame, previous: NeighborIndex | None, keys: Sequence[str], model: str
-) -> pl.Series:
-    """text_hash of every text in a group that has a text the index has not searched yet."""
-    keys = list(keys)
-    if previous is None or (previous.texts["model"] != model).any():
-        return texts["text_hash"].unique()
-    new = texts.join(previous.texts, on=[*keys, "text_hash"], how="anti")
-    touched = texts.join(new.select(keys).unique(), on=keys, how="semi")
-    return touched["text_hash"].unique()
 
 
 def _groups(new: pl.DataFrame, texts: pl.DataFrame, keys: list[str]) -> list[pl.DataFrame]:
@@ -125,19 +111,21 @@ def _groups(new: pl.DataFrame, texts: pl.DataFrame, keys: list[str]) -> list[pl.
 def _group_edges(
     group: pl.DataFrame,
     new: pl.DataFrame,
-    vectors: TextVectors,
+    vectors_of: Callable[[pl.Series], TextVectors],
     keys: list[str],
     threshold: float,
 ) -> pl.DataFrame:
+    """The group's edges with a new text, each once."""
     hashes = group["text_hash"]
-    base = vectors.of(hashes)
+    base = vectors_of(hashes).of(hashes)
     is_new = hashes.is_in(
         group.join(new, on=[*keys, "text_hash"], how="semi")["text_hash"].implode()
     )
-    query_rows = np.flatnonzero(is_new.to_numpy())
+    new_rows = is_new.to_numpy()
+    query_rows = np.flatnonzero(new_rows)
     q, b, sims = search(base[query_rows], base, threshold)
     q = query_rows[q]
-    keep = q != b
+    keep = (q != b) & ~(new_rows[b] & (q > b))  # two new texts: found from both sides
     edge = pl.DataFrame(
         {"x": hashes.gather(q[keep]), "y": hashes.gather(b[keep]), "similarity": sims[keep]}
     )

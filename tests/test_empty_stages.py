@@ -12,7 +12,7 @@ from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEM
 from pipeline.decay import snapshot
 from pipeline.embed import memory_texts
 from pipeline.fewshot import few_shot_sets
-from pipeline.pairs import correction_pairs, finalize_pairs, ranked_pairs
+from pipeline.pairs import SCORE_SCHEMA, mine_pairs
 from pipeline.scoring import compute_scores
 from pipeline.skill_stats import skill_stats
 from pipeline.vectors import TextVectors
@@ -59,10 +59,8 @@ def test_texts_conflicts_and_consolidation_of_nothing_are_empty() -> None:
 
 def test_skill_stats_and_pairs_of_nothing_are_empty() -> None:
     assert skill_stats(INTERACTIONS, FEEDBACK).is_empty()
-    mined = pl.concat(
-        [correction_pairs(INTERACTIONS, FEEDBACK), ranked_pairs(INTERACTIONS)], how="diagonal"
-    )
-    assert finalize_pairs(mined).is_empty()
+    scores = pl.DataFrame(schema=SCORE_SCHEMA)
+    assert mine_pairs(INTERACTIONS, FEEDBACK, scores).is_empty()
 
 
 def test_few_shot_sets_of_nothing_are_empty() -> None:

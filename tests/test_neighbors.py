@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from pipeline.neighbors import NeighborIndex, search, texts_to_vectorize, update_index
+from pipeline.neighbors import NeighborIndex, search, update_index
 from pipeline.vectors import TextVectors
 
 KEYS = ["tenant_id", "skill_id"]
@@ -32,6 +32,17 @@ def _world(n: int, seed: int = 0) -> tuple[pl.DataFrame, TextVectors]:
     return texts, TextVectors.from_frame(cache)
 
 
+def all_of(cache: TextVectors, asked: list[list[str]] | None = None):  # type: ignore[no-untyped-def]
+    """`vectors_of` over every vector of `cache`, noting the hashes each call asks for."""
+
+    def vectors_of(hashes: pl.Series) -> TextVectors:
+        if asked is not None:
+            asked.append(hashes.to_list())
+        return cache
+
+    return vectors_of
+
+
 def test_search_is_exact_whatever_the_block_size() -> None:
     _, cache = _world(50)
     m = cache.matrix
@@ -45,29 +56,20 @@ def test_search_is_exact_whatever_the_block_size() -> None:
 
 def test_an_update_equals_a_fresh_build_and_searches_only_new_texts() -> None:
     texts, cache = _world(60)
-    fresh = update_index(texts, cache, None, KEYS, 0.95, "m")
+    fresh = update_index(texts, all_of(cache), None, KEYS, 0.95, "m")
     assert fresh.searched == texts.height
     assert fresh.edges.height == 12  # the 12 near-copies, each in its own group
     assert (fresh.edges["similarity"] > 0.99).all()
     assert (fresh.edges["text_hash_a"] < fresh.edges["text_hash_b"]).all()
 
-    first = texts.head(40)
-    earlier = update_index(first, cache, None, KEYS, 0.95, "m")
-    needed = texts_to_vectorize(texts, earlier, KEYS, "m")
-    grown = update_index(
-        texts,
-        TextVectors.from_frame(
-            pl.DataFrame({"text_hash": needed}).join(
-                pl.DataFrame({"text_hash": cache.index["text_hash"], "embedding": cache.matrix}),
-                on="text_hash",
-            )
-        ),
-        earlier,
-        KEYS,
-        0.95,
-        "m",
-    )
-    assert grown.searched == texts.height - 40
+    first = texts.filter(pl.col("skill_id") == "s0").head(20)
+    first = pl.concat([first, texts.filter(pl.col("skill_id") == "s1")])
+    earlier = update_index(first, all_of(cache), None, KEYS, 0.95, "m")
+    asked: list[list[str]] = []
+    grown = update_index(texts, all_of(cache, asked), earlier, KEYS, 0.95, "m")
+    assert grown.searched == texts.height - first.height
+    # Only the group with new texts is fetched, whole (its old texts are searched against).
+    assert asked == [texts.filter(pl.col("skill_id") == "s0")["text_hash"].sort().to_list()]
     assert_frame_equal(grown.edges, fresh.edges, check_exact=False, rel_tol=1e-5)
     order = [*KEYS, "text_hash"]
     assert grown.texts.sort(order).equals(fresh.texts.sort(order))
@@ -75,11 +77,13 @@ def test_an_update_equals_a_fresh_build_and_searches_only_new_texts() -> None:
 
 def test_texts_that_leave_drop_their_edges_and_another_model_rebuilds() -> None:
     texts, cache = _world(60)
-    full = update_index(texts, cache, None, KEYS, 0.95, "m")
+    full = update_index(texts, all_of(cache), None, KEYS, 0.95, "m")
     gone = full.edges["text_hash_b"][0]
-    smaller = update_index(texts.filter(pl.col("text_hash") != gone), cache, full, KEYS, 0.95, "m")
+    smaller = update_index(
+        texts.filter(pl.col("text_hash") != gone), all_of(cache), full, KEYS, 0.95, "m"
+    )
     assert smaller.searched == 0 and smaller.edges.height == full.edges.height - 1
-    rebuilt = update_index(texts, cache, full, KEYS, 0.95, "other-model")
+    rebuilt = update_index(texts, all_of(cache), full, KEYS, 0.95, "other-model")
     assert rebuilt.searched == texts.height
     assert_frame_equal(rebuilt.edges, full.edges, check_exact=False, rel_tol=1e-5)
     assert set(rebuilt.texts["model"]) == {"other-model"}
@@ -89,4 +93,4 @@ def test_a_missing_vector_is_an_error_not_a_silent_gap() -> None:
     texts, cache = _world(10)
     few = TextVectors(cache.index.head(3), cache.matrix[:3])
     with pytest.raises(KeyError, match="no vector"):
-        update_index(texts, few, NeighborIndex.empty(KEYS), KEYS, 0.95, "m")
+        update_index(texts, all_of(few), NeighborIndex.empty(KEYS), KEYS, 0.95, "m")

@@ -14,6 +14,7 @@ from pipeline.pairs import (
     PROMPT_KEYS,
     SCORE_SCHEMA,
     PairConfig,
+    PairTexts,
     assign_split,
     correction_pairs,
     finalize_pairs,
@@ -59,6 +60,13 @@ def scores(rows: list[tuple[str, float, float, int, int]]) -> pl.DataFrame:
     )
 
 
+def with_texts(
+    refs: pl.DataFrame, inter: pl.DataFrame, fb: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """A source's pairs with the texts their events hold."""
+    return PairTexts.of(inter, fb).attach(refs)
+
+
 def test_correction_pairs_prefer_the_corrected_output() -> None:
     inter = interactions(
         [{"event_id": "i1", "input": "Where is my order?", "output": "Long rambling text."}]
@@ -75,7 +83,7 @@ def test_correction_pairs_prefer_the_corrected_output() -> None:
             {"event_id": "f3", "target_id": "i1", "signal": "correction", "corrected_output": None},
         ]
     )
-    pairs = correction_pairs(inter, fb)
+    pairs = with_texts(correction_pairs(inter, fb), inter, fb)
     assert pairs.select(
         "prompt", "chosen", "rejected", "source", "chosen_id", "rejected_id"
     ).rows() == [
@@ -102,7 +110,7 @@ def test_regenerate_pairs_need_a_positive_regeneration() -> None:
             ("d", -0.2, -0.6, 0, 1),
         ]
     )
-    pairs = regenerate_pairs(inter, sc)
+    pairs = with_texts(regenerate_pairs(inter, sc), inter)
     assert pairs.select("prompt", "chosen", "rejected", "chosen_id", "rejected_id").rows() == [
         ("Q1", "good answer", "bad answer", "b", "a")
     ]
@@ -125,7 +133,7 @@ def test_ranked_siblings_lower_rank_wins() -> None:
             },
         ]
     )
-    pairs = ranked_pairs(inter).sort("chosen_id", "rejected_id")
+    pairs = with_texts(ranked_pairs(inter), inter).sort("chosen_id", "rejected_id")
     assert pairs.select("chosen", "rejected").rows() == [
         ("best", "middle"),
         ("best", "worst"),
@@ -199,7 +207,8 @@ def test_same_prompt_pairs_use_near_identical_prompts_and_quality_gap() -> None:
             ("concise_response", "h1", "h3", 0.90),  # below the threshold
         ]
     )
-    pairs = same_prompt_pairs(inter, sc, hashes, edges).sort("chosen_id", "rejected_id")
+    pairs = with_texts(same_prompt_pairs(inter, sc, hashes, edges), inter)
+    pairs = pairs.sort("chosen_id", "rejected_id")
     # a≻b and c≻b (gap ≥ 0.2); a vs c too close; d is far; e is another skill.
     assert pairs.select("chosen_id", "rejected_id").rows() == [("a", "b"), ("c", "b")]
     assert pairs["margin"].to_list() == [pytest.approx(1.3), pytest.approx(1.25)]

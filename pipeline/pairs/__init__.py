@@ -1,8 +1,8 @@
 """Preference pairs (SPEC §4.6): (prompt, chosen, rejected) mined from corrections, regenerations,
 near-identical prompts and ranked siblings, deduplicated, with a train/eval split grouped by prompt.
 
-Read in data order: table (schema and knobs), sources (one request's evidence), same_prompt
-(across near-identical prompts), finalize (clean, dedupe, split, check)."""
+Read in data order: table (schema and knobs), sources (one request's evidence, and the texts a
+pair names), same_prompt (across near-identical prompts), finalize (texts, dedupe, split, check)."""
 
 from pipeline.pairs.finalize import (
     assign_split,
@@ -13,12 +13,14 @@ from pipeline.pairs.finalize import (
 )
 from pipeline.pairs.same_prompt import PROMPT_KEYS, prompt_texts, same_prompt_pairs
 from pipeline.pairs.sources import (
+    REF_SCHEMA,
+    PairTexts,
     correction_pairs,
-    interaction_columns,
     ranked_pairs,
     regenerate_pairs,
 )
 from pipeline.pairs.table import (
+    INTERACTION_COLUMNS,
     MINED_COLUMNS,
     PAIR_SCHEMA,
     SCORE_SCHEMA,
@@ -31,19 +33,21 @@ from pipeline.pairs.table import (
 )
 
 __all__ = [
+    "INTERACTION_COLUMNS",
     "MINED_COLUMNS",
     "PAIR_SCHEMA",
     "PROMPT_KEYS",
+    "REF_SCHEMA",
     "SCORE_SCHEMA",
     "SOURCE_PRIORITY",
     "SPLITS",
     "PairConfig",
     "PairSource",
+    "PairTexts",
     "assign_split",
     "correction_pairs",
     "finalize_pairs",
     "format_problems",
-    "interaction_columns",
     "mine_pairs",
     "normalized_prompt",
     "prompt_texts",

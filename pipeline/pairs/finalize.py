@@ -1,11 +1,17 @@
-"""Mined rows into the table: cleaned, deduplicated by content id, split by prompt, and checked."""
+"""Mined pairs into the table: texts attached, deduplicated by content id, split by prompt, and
+checked."""
 
 from __future__ import annotations
 
 import polars as pl
 
 from pipeline.pairs.same_prompt import same_prompt_pairs
-from pipeline.pairs.sources import correction_pairs, ranked_pairs, regenerate_pairs
+from pipeline.pairs.sources import (
+    PairTexts,
+    correction_pairs,
+    ranked_pairs,
+    regenerate_pairs,
+)
 from pipeline.pairs.table import (
     MINED_COLUMNS,
     PAIR_SCHEMA,
@@ -46,40 +52,28 @@ def assign_split(pairs: pl.DataFrame, config: PairConfig | None = None) -> pl.Da
     )
 
 
-def _clean(mined: pl.DataFrame) -> pl.DataFrame:
-    """Mined rows with stripped texts, none empty and none with chosen == rejected."""
-    texts = ("prompt", "chosen", "rejected")
-    return (
-        mined.select(MINED_COLUMNS)
-        .cast({c: PAIR_SCHEMA[c] for c in MINED_COLUMNS})  # type: ignore[arg-type]
-        .with_columns(pl.col(c).str.strip_chars() for c in texts)
-        .filter(
-            pl.all_horizontal(pl.col(c).is_not_null() & (pl.col(c) != "") for c in texts)
-            & (pl.col("chosen") != pl.col("rejected"))
-        )
+TEXTS = ("prompt", "chosen", "rejected")
+
+
+def _usable() -> pl.Expr:
+    """Every text present and not empty, and chosen != rejected (texts already stripped)."""
+    return pl.all_horizontal(pl.col(c).is_not_null() & (pl.col(c) != "") for c in TEXTS) & (
+        pl.col("chosen") != pl.col("rejected")
     )
 
 
-def _pair_ids(pairs: pl.DataFrame, chunk: int = 200_000) -> pl.Series:
-    """sha256(tenant, prompt, chosen, rejected)[:16], hashed a chunk at a time (the joined texts of
-    every pair at once would be a second copy of the table)."""
-    parts = [
-        sha256_hex(
-            pairs.slice(start, chunk)
-            .select(pl.concat_str(["tenant_id", "prompt", "chosen", "rejected"], separator="\x1f"))
-            .to_series()
-        ).str.slice(0, 16)
-        for start in range(0, pairs.height, chunk)
-    ]
-    return pl.concat(parts) if parts else pl.Series(dtype=pl.String)
+def _pair_ids(pairs: pl.DataFrame) -> pl.Series:
+    """sha256(tenant, prompt, chosen, rejected)[:16], null for a pair that is not `_usable`."""
+    joined = pairs.select(
+        pl.when(_usable()).then(pl.concat_str(["tenant_id", *TEXTS], separator="\x1f"))
+    ).to_series()
+    return sha256_hex(joined).str.slice(0, 16).alias("pair_id")
 
 
-def _dedupe(pairs: pl.DataFrame, config: PairConfig) -> pl.DataFrame:
-    """One row per pair_id, the most direct source first (then the widest margin), in pair_id
-    order, with its split. The choice is made on a narrow frame of keys; the texts are gathered
-    once."""
-    pairs = pairs.with_columns(_pair_ids(pairs).alias("pair_id"))
-    keep = (
+def _kept(pairs: pl.DataFrame) -> pl.Series:
+    """Row numbers of the pairs kept: one per pair_id (rows without one are dropped), the most
+    direct source first (then the widest margin), in pair_id order."""
+    return (
         pairs.select(
             pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row"),
             "pair_id",
@@ -90,6 +84,7 @@ def _dedupe(pairs: pl.DataFrame, config: PairConfig) -> pl.DataFrame:
             "chosen_id",
             "rejected_id",
         )
+        .drop_nulls("pair_id")
         .sort(
             "pair_id",
             "_priority",
@@ -101,12 +96,18 @@ def _dedupe(pairs: pl.DataFrame, config: PairConfig) -> pl.DataFrame:
         )
         .unique(subset=["pair_id"], keep="first", maintain_order=True)["_row"]
     )
-    return assign_split(pairs[keep], config).select(list(PAIR_SCHEMA))
 
 
 def finalize_pairs(mined: pl.DataFrame, config: PairConfig | None = None) -> pl.DataFrame:
-    """Clean, deduplicate, id and split mined pairs into the `preference_pairs` table."""
-    return _dedupe(_clean(mined), config or PairConfig())
+    """Mined rows with their texts (MINED_COLUMNS) into the `preference_pairs` table: texts
+    stripped, pairs without two different answers dropped, one row per pair_id, split."""
+    pairs = (
+        mined.select(MINED_COLUMNS)
+        .cast({c: PAIR_SCHEMA[c] for c in MINED_COLUMNS})  # type: ignore[arg-type]
+        .with_columns(pl.col(c).str.strip_chars() for c in TEXTS)
+    )
+    pairs = pairs.with_columns(_pair_ids(pairs))
+    return assign_split(pairs[_kept(pairs)], config or PairConfig()).select(list(PAIR_SCHEMA))
 
 
 def mine_pairs(
@@ -116,21 +117,28 @@ def mine_pairs(
     text_hashes: pl.DataFrame | None = None,
     prompt_edges: pl.DataFrame | None = None,
     config: PairConfig | None = None,
+    chunk: int = 200_000,
 ) -> pl.DataFrame:
-    """Every source, then `finalize_pairs` (near-identical prompts need `text_hashes` and the
-    prompt neighbor index's `prompt_edges`). Each source's rows are cleaned as soon as they are
-    mined, so only one source's raw rows are held at a time."""
+    """Every source (near-identical prompts need `text_hashes` and the prompt neighbor index's
+    `prompt_edges`) into the `preference_pairs` table, as `finalize_pairs` makes it.
+
+    The sources name texts by event (`PairTexts`): the ids are computed a `chunk` of pairs at a
+    time, and only the pairs kept get their texts, so the texts of the mined pairs are never all
+    held at once."""
     config = config or PairConfig()
-    cleaned = [
-        _clean(correction_pairs(interactions, feedback, config)),
-        _clean(regenerate_pairs(interactions, scores, config)),
-        _clean(ranked_pairs(interactions, config)),
+    mined = [
+        correction_pairs(interactions, feedback, config),
+        regenerate_pairs(interactions, scores, config),
+        ranked_pairs(interactions, config),
     ]
     if text_hashes is not None and prompt_edges is not None:
-        cleaned.append(
-            _clean(same_prompt_pairs(interactions, scores, text_hashes, prompt_edges, config))
-        )
-    return _dedupe(pl.concat(cleaned), config)
+        mined.append(same_prompt_pairs(interactions, scores, text_hashes, prompt_edges, config))
+    refs = pl.concat(mined)
+    texts = PairTexts.of(interactions, feedback)
+    ids = [_pair_ids(texts.attach(refs.slice(at, chunk))) for at in range(0, refs.height, chunk)]
+    refs = refs.with_columns(pl.concat(ids) if ids else pl.Series("pair_id", [], pl.String))
+    kept = texts.attach(refs[_kept(refs)])
+    return assign_split(kept, config).select(list(PAIR_SCHEMA))
 
 
 def split_leakage(pairs: pl.DataFrame) -> list[str]:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import polars as pl
 
-from pipeline.neighbors import NeighborIndex, texts_to_vectorize, update_index
+from pipeline.neighbors import NeighborIndex, update_index
 from pipeline.pairs.same_prompt import PROMPT_KEYS, prompt_texts
 from pipeline.pairs.table import PairConfig
 from pipeline.vectors import TextVectors
@@ -27,9 +27,12 @@ def refresh_prompt_index(
     config: PairConfig,
 ) -> NeighborIndex:
     """The index over every prompt with a skill, fetching vectors (`vectors_of(model, hashes)`)
-    only for the groups that hold a prompt `previous` has not searched."""
-    keys = list(PROMPT_KEYS)
-    texts = prompt_texts(interactions, embeddings)
-    needed = texts_to_vectorize(texts, previous, keys, model)
-    vectors = vectors_of(model, needed)
-    return update_index(texts, vectors, previous, keys, config.similarity_threshold, model)
+    one group at a time, for the groups that hold a prompt `previous` has not searched."""
+    return update_index(
+        prompt_texts(interactions, embeddings),
+        lambda hashes: vectors_of(model, hashes),
+        previous,
+        list(PROMPT_KEYS),
+        config.similarity_threshold,
+        model,
+    )

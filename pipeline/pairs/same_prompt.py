@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.pairs.sources import interaction_columns
+from pipeline.pairs.sources import pair_refs
 from pipeline.pairs.table import PairConfig, PairSource
 
 PROMPT_KEYS = ("tenant_id", "skill_id")  # near-identical prompts are searched within these
@@ -113,7 +113,7 @@ def same_prompt_pairs(
     config: PairConfig | None = None,
 ) -> pl.DataFrame:
     """Same tenant × skill, identical or near-identical prompts, clearly different
-    `quality_lower`: the better-rated output ≻ the worse one.
+    `quality_lower`: the better-rated output ≻ the worse one, for the better one's prompt.
 
     `text_hashes` (tenant_id, memory_id, text_hash) says which prompt each interaction asked;
     `edges` are the near-identical prompt pairs of each tenant × skill (cosine ≥
@@ -148,31 +148,4 @@ def same_prompt_pairs(
         for key, group in rated.partition_by(keys, as_dict=True, maintain_order=True).items()
     ]
     best = pl.concat(found) if found else pl.DataFrame(schema=_BEST_SCHEMA)
-    texts = interaction_columns(interactions).select("tenant_id", "event_id", "input", "output")
-    return (
-        best.join(
-            texts.rename({"event_id": "chosen_id", "input": "prompt", "output": "chosen"}),
-            on=["tenant_id", "chosen_id"],
-            how="left",
-        )
-        .join(
-            texts.select(
-                "tenant_id",
-                pl.col("event_id").alias("rejected_id"),
-                pl.col("output").alias("rejected"),
-            ),
-            on=["tenant_id", "rejected_id"],
-            how="left",
-        )
-        .select(
-            "tenant_id",
-            "prompt",
-            "chosen",
-            "rejected",
-            pl.lit(PairSource.SAME_PROMPT.value).alias("source"),
-            "margin",
-            "skill_id",
-            "chosen_id",
-            "rejected_id",
-        )
-    )
+    return best.select(pair_refs(PairSource.SAME_PROMPT, pl.col("margin"), "chosen_id"))

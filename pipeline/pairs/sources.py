@@ -1,18 +1,87 @@
 """Pairs from one request's own evidence: a correction beats the output it corrects, a better rated
-regeneration beats the original, and ranked siblings by their rank."""
+regeneration beats the original, and ranked siblings by their rank.
+
+A source names a pair's texts by the events that hold them (`REF_SCHEMA`); `PairTexts` looks the
+texts up. A tenant's pairs outnumber its interactions, so the texts are copied only into the pairs
+that are kept (pipeline.pairs.finalize)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import polars as pl
 
 from pipeline.contracts import Signal
 from pipeline.pairs.table import PairConfig, PairSource
 
+# A mined pair: the prompt is prompt_id's input, the chosen text chosen_id's output (a correction's
+# corrected output), the rejected text rejected_id's output.
+REF_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "source": pl.String(),
+    "margin": pl.Float64(),
+    "skill_id": pl.String(),
+    "prompt_id": pl.String(),
+    "chosen_id": pl.String(),
+    "rejected_id": pl.String(),
+}
 
-def interaction_columns(interactions: pl.DataFrame) -> pl.DataFrame:
-    return interactions.select(
-        "tenant_id", "event_id", "skill_id", "input", "output", "parent_event_id", "metadata"
+
+def corrections(feedback: pl.DataFrame) -> pl.DataFrame:
+    """The corrections that carry a corrected output."""
+    return feedback.filter(
+        (pl.col("signal") == Signal.CORRECTION) & pl.col("corrected_output").is_not_null()
     )
+
+
+@dataclass(frozen=True)
+class PairTexts:
+    """The texts pairs are made of, stripped, by (tenant_id, event_id): prompts (an interaction's
+    input) and answers (an interaction's output, a correction's corrected output; event ids are
+    unique across both)."""
+
+    prompts: pl.DataFrame
+    answers: pl.DataFrame
+
+    @classmethod
+    def of(cls, interactions: pl.DataFrame, feedback: pl.DataFrame | None = None) -> PairTexts:
+        def texts(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+            return frame.select(
+                "tenant_id", "event_id", pl.col(column).str.strip_chars().alias("text")
+            )
+
+        answers = [texts(interactions, "output")]
+        if feedback is not None:
+            answers.append(texts(corrections(feedback), "corrected_output"))
+        return cls(texts(interactions, "input"), pl.concat(answers))
+
+    def attach(self, refs: pl.DataFrame) -> pl.DataFrame:
+        """`refs` (REF_SCHEMA) with their prompt, chosen and rejected texts, in their order."""
+        for column, ref, lookup in (
+            ("prompt", "prompt_id", self.prompts),
+            ("chosen", "chosen_id", self.answers),
+            ("rejected", "rejected_id", self.answers),
+        ):
+            refs = refs.join(
+                lookup.rename({"event_id": ref, "text": column}),
+                on=["tenant_id", ref],
+                how="left",
+                validate="m:1",
+                maintain_order="left",
+            )
+        return refs
+
+
+def pair_refs(source: PairSource, margin: pl.Expr, prompt_id: str) -> list[pl.Expr]:
+    return [
+        pl.col("tenant_id"),
+        pl.lit(source.value).alias("source"),
+        margin.cast(pl.Float64).alias("margin"),
+        pl.col("skill_id"),
+        pl.col(prompt_id).alias("prompt_id"),
+        pl.col("chosen_id"),
+        pl.col("rejected_id"),
+    ]
 
 
 def correction_pairs(
@@ -20,28 +89,13 @@ def correction_pairs(
 ) -> pl.DataFrame:
     """A correction's corrected output ≻ the original output, for the original's prompt."""
     config = config or PairConfig()
-    fixes = feedback.filter(
-        (pl.col("signal") == Signal.CORRECTION) & pl.col("corrected_output").is_not_null()
-    ).select(
-        "tenant_id",
-        pl.col("target_id").alias("event_id"),
-        pl.col("event_id").alias("chosen_id"),
-        "corrected_output",
+    fixes = corrections(feedback).select(
+        "tenant_id", pl.col("target_id").alias("rejected_id"), pl.col("event_id").alias("chosen_id")
     )
     return (
-        interaction_columns(interactions)
-        .join(fixes, on=["tenant_id", "event_id"], how="inner")
-        .select(
-            "tenant_id",
-            pl.col("input").alias("prompt"),
-            pl.col("corrected_output").alias("chosen"),
-            pl.col("output").alias("rejected"),
-            pl.lit(PairSource.CORRECTION.value).alias("source"),
-            pl.lit(config.correction_margin).alias("margin"),
-            "skill_id",
-            "chosen_id",
-            pl.col("event_id").alias("rejected_id"),
-        )
+        interactions.select("tenant_id", pl.col("event_id").alias("rejected_id"), "skill_id")
+        .join(fixes, on=["tenant_id", "rejected_id"], how="inner")
+        .select(pair_refs(PairSource.CORRECTION, pl.lit(config.correction_margin), "rejected_id"))
     )
 
 
@@ -51,10 +105,7 @@ def _with_scores(
     cols = scores.select(
         "tenant_id",
         pl.col("memory_id").alias(id_col),
-        *(
-            pl.col(c).alias(f"{prefix}{c}")
-            for c in ("quality_score", "quality_lower", "n_feedback", "n_positive", "n_negative")
-        ),
+        *(pl.col(c).alias(f"{prefix}{c}") for c in ("quality_score", "n_positive", "n_negative")),
     )
     return frame.join(cols, on=["tenant_id", id_col], how="left")
 
@@ -62,22 +113,15 @@ def _with_scores(
 def regenerate_pairs(
     interactions: pl.DataFrame, scores: pl.DataFrame, config: PairConfig | None = None
 ) -> pl.DataFrame:
-    """B regenerates A (`B.parent_event_id = A`) and B was rated positively: B.output ≻ A.output."""
+    """B regenerates A (`B.parent_event_id = A`) and B was rated positively: B.output ≻ A.output,
+    for A's prompt."""
     config = config or PairConfig()
-    base = interaction_columns(interactions)
-    children = base.filter(pl.col("parent_event_id").is_not_null()).select(
+    children = interactions.filter(pl.col("parent_event_id").is_not_null()).select(
         "tenant_id",
         pl.col("event_id").alias("chosen_id"),
         pl.col("parent_event_id").alias("rejected_id"),
-        pl.col("output").alias("chosen"),
     )
-    parents = base.select(
-        "tenant_id",
-        pl.col("event_id").alias("rejected_id"),
-        pl.col("input").alias("prompt"),
-        pl.col("output").alias("rejected"),
-        "skill_id",
-    )
+    parents = interactions.select("tenant_id", pl.col("event_id").alias("rejected_id"), "skill_id")
     joined = children.join(parents, on=["tenant_id", "rejected_id"], how="inner")
     joined = _with_scores(joined, scores, "chosen_id", "c_")
     joined = _with_scores(joined, scores, "rejected_id", "r_")
@@ -87,23 +131,18 @@ def regenerate_pairs(
         pl.col("c_n_positive").fill_null(0) > pl.col("c_n_negative").fill_null(0)
     )
     return joined.filter(positive & (chosen_q > rejected_q)).select(
-        "tenant_id",
-        "prompt",
-        "chosen",
-        "rejected",
-        pl.lit(PairSource.REGENERATE.value).alias("source"),
-        (chosen_q - rejected_q).alias("margin"),
-        "skill_id",
-        "chosen_id",
-        "rejected_id",
+        pair_refs(PairSource.REGENERATE, chosen_q - rejected_q, "rejected_id")
     )
 
 
 def ranked_pairs(interactions: pl.DataFrame, config: PairConfig | None = None) -> pl.DataFrame:
-    """Imported siblings (same `metadata.parent_id`) with a human `metadata.rank`: lower rank ≻ higher."""
+    """Imported siblings (same `metadata.parent_id`) with a human `metadata.rank`: lower rank ≻
+    higher, for the chosen one's prompt."""
     ranked = (
-        interaction_columns(interactions)
-        .with_columns(
+        interactions.select(
+            "tenant_id",
+            "event_id",
+            "skill_id",
             pl.col("metadata")
             .str.json_path_match("$.rank")
             .cast(pl.Int64, strict=False)
@@ -118,33 +157,19 @@ def ranked_pairs(interactions: pl.DataFrame, config: PairConfig | None = None) -
         "tenant_id",
         "parent_id",
         "n_siblings",
-        pl.col("event_id").alias("chosen_id"),
-        pl.col("input").alias("prompt"),
-        pl.col("output").alias("chosen"),
-        pl.col("rank").alias("chosen_rank"),
         "skill_id",
+        pl.col("event_id").alias("chosen_id"),
+        pl.col("rank").alias("chosen_rank"),
     )
     right = ranked.select(
         "tenant_id",
         "parent_id",
         pl.col("event_id").alias("rejected_id"),
-        pl.col("output").alias("rejected"),
         pl.col("rank").alias("rejected_rank"),
     )
+    margin = (pl.col("rejected_rank") - pl.col("chosen_rank")) / (pl.col("n_siblings") - 1)
     return (
         left.join(right, on=["tenant_id", "parent_id"], how="inner")
         .filter(pl.col("chosen_rank") < pl.col("rejected_rank"))
-        .select(
-            "tenant_id",
-            "prompt",
-            "chosen",
-            "rejected",
-            pl.lit(PairSource.RANKED.value).alias("source"),
-            ((pl.col("rejected_rank") - pl.col("chosen_rank")) / (pl.col("n_siblings") - 1))
-            .cast(pl.Float64)
-            .alias("margin"),
-            "skill_id",
-            "chosen_id",
-            "rejected_id",
-        )
+        .select(pair_refs(PairSource.RANKED, margin, "chosen_id"))
     )

@@ -37,6 +37,17 @@ PAIR_SCHEMA = tables.schema("preference_pairs")
 MINED_COLUMNS = [c for c in PAIR_SCHEMA if c not in ("pair_id", "split")]
 
 
+# The columns of interactions and feedback_scores pairs are mined from (a step reads no others).
+INTERACTION_COLUMNS = (
+    "tenant_id",
+    "event_id",
+    "skill_id",
+    "input",
+    "output",
+    "parent_event_id",
+    "metadata",
+)
+
 SCORE_SCHEMA = tables.schema(
     "feedback_scores",
     [
