@@ -314,16 +314,44 @@ def test_mine_pairs_combines_sources() -> None:
                 "event_id": "f1",
                 "target_id": "i1",
                 "signal": "correction",
-                "corrected_output": "Tomorrow.",
+                "corrected_output": " Tomorrow.\n",
             }
         ]
     )
     sc = scores([("i1", -0.5, -0.8, 0, 2), ("i2", 0.5, 0.2, 2, 0)])
     pairs = mine_pairs(inter, fb, sc)
-    # Both sources say Tomorrow ≻ Rambling for the same prompt: one pair, the correction kept.
+    # Both sources say Tomorrow ≻ Rambling for the same prompt (once stripped): one pair, the
+    # correction kept.
     assert pairs.select("chosen", "rejected", "source").rows() == [
         ("Tomorrow.", "Rambling.", "correction")
     ]
+
+
+@pytest.mark.skipif(not OASST.exists(), reason="OASST sample not available")
+def test_mining_by_reference_equals_finalizing_the_texts() -> None:
+    """`mine_pairs` attaches texts to the kept pairs only, a chunk of ids at a time: the table is
+    the one `finalize_pairs` makes of every mined pair with its texts, whatever the chunk."""
+    inter = oasst_interactions(OASST)
+    targets = inter["event_id"].head(60).to_list()
+    fb = feedback(
+        [
+            {
+                "tenant_id": "oasst",
+                "event_id": f"fix{i}",
+                "target_id": t,
+                "signal": "correction",
+                "corrected_output": a,
+            }
+            for i, (t, a) in enumerate(
+                zip(targets, ["  Shorter.", "", "Shorter."] * 20, strict=True)
+            )
+        ]
+    )
+    mined = pl.concat([correction_pairs(inter, fb), ranked_pairs(inter)])
+    expected = finalize_pairs(with_texts(mined, inter, fb))
+    assert expected.height > 100 and set(expected["source"]) == {"correction", "ranked"}
+    for chunk in (1, 97, 200_000):
+        assert mine_pairs(inter, fb, scores([]), chunk=chunk).equals(expected)
 
 
 def oasst_interactions(path: Path, tenant: str = "oasst") -> pl.DataFrame:

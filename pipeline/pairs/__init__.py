@@ -13,7 +13,6 @@ from pipeline.pairs.finalize import (
 )
 from pipeline.pairs.same_prompt import PROMPT_KEYS, prompt_texts, same_prompt_pairs
 from pipeline.pairs.sources import (
-    REF_SCHEMA,
     PairTexts,
     correction_pairs,
     ranked_pairs,
@@ -37,7 +36,6 @@ __all__ = [
     "MINED_COLUMNS",
     "PAIR_SCHEMA",
     "PROMPT_KEYS",
-    "REF_SCHEMA",
     "SCORE_SCHEMA",
     "SOURCE_PRIORITY",
     "SPLITS",

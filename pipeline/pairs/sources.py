@@ -1,7 +1,7 @@
 """Pairs from one request's own evidence: a correction beats the output it corrects, a better rated
 regeneration beats the original, and ranked siblings by their rank.
 
-A source names a pair's texts by the events that hold them (`REF_SCHEMA`); `PairTexts` looks the
+A source names a pair's texts by the events that hold them (`pair_refs`); `PairTexts` looks the
 texts up. A tenant's pairs outnumber its interactions, so the texts are copied only into the pairs
 that are kept (pipeline.pairs.finalize)."""
 
@@ -13,18 +13,6 @@ import polars as pl
 
 from pipeline.contracts import Signal
 from pipeline.pairs.table import PairConfig, PairSource
-
-# A mined pair: the prompt is prompt_id's input, the chosen text chosen_id's output (a correction's
-# corrected output), the rejected text rejected_id's output.
-REF_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "source": pl.String(),
-    "margin": pl.Float64(),
-    "skill_id": pl.String(),
-    "prompt_id": pl.String(),
-    "chosen_id": pl.String(),
-    "rejected_id": pl.String(),
-}
 
 
 def corrections(feedback: pl.DataFrame) -> pl.DataFrame:
@@ -56,7 +44,7 @@ class PairTexts:
         return cls(texts(interactions, "input"), pl.concat(answers))
 
     def attach(self, refs: pl.DataFrame) -> pl.DataFrame:
-        """`refs` (REF_SCHEMA) with their prompt, chosen and rejected texts, in their order."""
+        """`refs` (`pair_refs`) with their prompt, chosen and rejected texts, in their order."""
         for column, ref, lookup in (
             ("prompt", "prompt_id", self.prompts),
             ("chosen", "chosen_id", self.answers),
@@ -73,6 +61,9 @@ class PairTexts:
 
 
 def pair_refs(source: PairSource, margin: pl.Expr, prompt_id: str) -> list[pl.Expr]:
+    """The columns of a mined pair: tenant_id, source, margin, skill_id, and the events that hold
+    its texts: the prompt is prompt_id's input, the chosen text chosen_id's output (a correction's
+    corrected output), the rejected text rejected_id's output."""
     return [
         pl.col("tenant_id"),
         pl.lit(source.value).alias("source"),
