@@ -14,7 +14,7 @@ from memorypack.format import DATA_FILES, MANIFEST, read_latest, version_time
 from pipeline.config import Paths
 from pipeline.errors import UserError
 from pipeline.pack.build import build_pack, load_inputs, unit_rows
-from pipeline.pack.guards import run_guards
+from pipeline.pack.guards import finite_and_norms, run_guards
 from pipeline.pack.store import list_versions, prune, rollback, write_latest
 from pipeline.pack.writer import make_version, publish
 from pipeline.storage import Lake
@@ -310,3 +310,18 @@ def test_embedding_rows_are_unit_vectors_filled_a_block_at_a_time() -> None:
         matrix = unit_rows(vectors, hashes, block=block)
         assert matrix.dtype == np.float32
         np.testing.assert_allclose(matrix, expected, atol=1e-7)
+
+
+def test_embedding_checks_are_exact_across_blocks() -> None:
+    """Finite values and row norms are checked a block of rows at a time (no whole-matrix
+    temporary): a bad value in any block, and every off-length row, are still found."""
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(size=(10, 4)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix[7] *= 2.0
+    matrix[9] = 0.0  # a memory without an embedding
+    for block in (1, 3, 10, 16_384):
+        finite, norms = finite_and_norms(matrix, block)
+        assert finite and np.allclose(norms, np.linalg.norm(matrix, axis=1))
+    matrix[8, 2] = np.nan
+    assert not finite_and_norms(matrix, 3)[0]
