@@ -47,6 +47,7 @@ from pipeline.pairs import (
 )
 from pipeline.pairs.prompt_index import embedding_model, refresh_prompt_index
 from pipeline.templates import (
+    EVIDENCE_FEEDBACK_COLUMNS,
     TEMPLATE_HISTORY_SCHEMA,
     TEMPLATE_SCORE_SCHEMA,
     gather_evidence,
@@ -265,17 +266,21 @@ def refined_templates(
     home: MemorypackHome,
     settings: StageSettings,
     dpo_runs: pl.DataFrame,
-    preference_pairs: pl.DataFrame,
+    preference_pairs: pl.LazyFrame,
     few_shot_sets: pl.DataFrame,
-    interactions: pl.DataFrame,
-    feedback: pl.DataFrame,
+    interactions: pl.LazyFrame,
+    feedback: pl.LazyFrame,
 ) -> Iterator[dg.MaterializeResult]:
     registry = load_registry()
-    tenants = interaction_tenants(interactions)
+    # Only what the templates are made of: a large tenant's pairs and feedback are gigabytes.
+    skills = interactions.select("tenant_id", "event_id", "skill_id").collect()
+    tenants = interaction_tenants(skills)
     policy_config, config = settings.stage("dpo"), settings.stage("templates")
     runs = latest_trained(dpo_runs, home.paths.models)
-    evals = preference_pairs.filter(pl.col("split") == "eval")
-    evidence = gather_evidence(interactions, feedback, few_shot_sets, config)
+    evals = preference_pairs.filter(pl.col("split") == "eval").collect()
+    evidence = gather_evidence(
+        skills, feedback.select(EVIDENCE_FEEDBACK_COLUMNS).collect(), few_shot_sets, config
+    )
     if runs.is_empty():
         context.log.info("no trained DPO policy: current templates stay")
     result = refine_templates(

@@ -155,6 +155,7 @@ def write_pack(
         MEMORY_SCHEMA,
         PASS_THROUGH,
         VECTOR_SCHEMA,
+        EmbeddingMatrix,
         PackContent,
     )
     from pipeline.pack.writer import publish
@@ -208,7 +209,7 @@ def write_pack(
         tenant_id=tenant,
         as_of=AS_OF,
         frames=frames,
-        embeddings=np.ascontiguousarray(vectors, dtype=np.float32),
+        embeddings=EmbeddingMatrix.of(vectors),
         models=models or {"embedding": {"model": "bench", "dim": int(vectors.shape[1])}},
         metrics={},
         inputs={},

@@ -32,6 +32,8 @@ from pipeline.dpo import (
     train_policy,
     wilson_interval,
 )
+from pipeline.dpo import scorer as scorer_module
+from pipeline.dpo.scorer import logit_batches
 from pipeline.generate.preference import planted_mined_pairs
 from pipeline.pairs import finalize_pairs
 
@@ -295,7 +297,7 @@ def test_sft_examples_are_positive_outputs_and_train_chosen() -> None:
 
 
 @pytest.mark.slow
-def test_a_local_model_folder_with_lora(tmp_path: Path) -> None:
+def test_a_local_model_folder_with_lora(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pairs = planted_pairs(40)
     texts = pairs["prompt"].to_list() + pairs["chosen"].to_list() + pairs["rejected"].to_list()
     tokenizer = build_tokenizer(texts, FAST)
@@ -317,7 +319,19 @@ def test_a_local_model_folder_with_lora(tmp_path: Path) -> None:
     )
     # LoRA weights are merged: the saved policy is a plain model that loads without peft.
     assert (Path(run.model_dir or "") / "policy" / "model.safetensors").exists()
-    assert PolicyScorer.load(run.model_dir or "").evaluate(evals)[0] == run.eval_accuracy
+    scored = PolicyScorer.load(run.model_dir or "").evaluate(evals)
+    assert scored[0] == run.eval_accuracy
+    # One row a forward pass (the logits cap at its smallest) scores the same, to float32 rounding.
+    monkeypatch.setattr(scorer_module, "MAX_LOGIT_CELLS", 1)
+    assert PolicyScorer.load(run.model_dir or "").evaluate(evals) == pytest.approx(scored, rel=1e-5)
+
+
+def test_logit_batches_bound_rows_and_logits() -> None:
+    lengths = [5, 1, 9, 3, 9, 2]
+    batches = [b.tolist() for b in logit_batches(lengths, 3, vocab=10, max_cells=200)]
+    # Shortest first; a batch stops at 3 rows or at 200 logits (rows × its longest × vocab).
+    assert batches == [[1, 5, 3], [0, 2], [4]]
+    assert [b.tolist() for b in logit_batches([50], 3, vocab=10, max_cells=200)] == [[0]]
 
 
 @pytest.mark.slow

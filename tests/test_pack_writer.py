@@ -1,5 +1,6 @@
 """Pack publishing: content, identical re-publish, tenant isolation, PII, retention, rollback, guards."""
 
+import io
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -13,7 +14,8 @@ from memorypack import MemoryPack
 from memorypack.format import DATA_FILES, MANIFEST, read_latest, version_time
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.pack.build import build_pack, load_inputs, unit_rows
+from pipeline.pack.build import build_pack, load_inputs, unit_blocks
+from pipeline.pack.content import EmbeddingMatrix
 from pipeline.pack.guards import finite_and_norms, run_guards
 from pipeline.pack.store import list_versions, prune, rollback, write_latest
 from pipeline.pack.writer import make_version, publish
@@ -234,7 +236,7 @@ def test_guards_catch_bad_inputs(paths: Paths) -> None:
     content.frames["few_shot.parquet"] = content.frames["few_shot.parquet"].with_columns(
         pl.lit("a-i1").alias("memory_id"), pl.lit(False).alias("is_corrected")
     )
-    content.embeddings = content.embeddings[:-1]
+    content.embeddings = EmbeddingMatrix.of(content.embeddings.read()[:-1])
     results = {g.name: g for g in run_guards(content, inputs)}
     assert not any(g.passed for g in results.values())
     assert "1 memories out of range" in results["pack_confidence_in_range"].detail
@@ -295,7 +297,7 @@ def test_packs_named_before_publish_order_versions_still_list_first(paths: Paths
 
 def test_embedding_rows_are_unit_vectors_filled_a_block_at_a_time() -> None:
     """Row i is the unit vector of the i-th memory's text (repeats share it), zeros where the
-    text has none; a fill block by block gives the same matrix as one block."""
+    text has none; written and read block by block, whatever the block."""
     vectors = TextVectors.from_frame(
         pl.DataFrame(
             {"text_hash": ["a", "b"], "embedding": [[3.0, 4.0], [0.0, 2.0]]},
@@ -307,9 +309,16 @@ def test_embedding_rows_are_unit_vectors_filled_a_block_at_a_time() -> None:
         [[0, 1], [0, 0], [0.6, 0.8], [0, 0], [0.6, 0.8], [0, 1], [0, 1]], dtype=np.float32
     )
     for block in (1, 2, 3, 100):
-        matrix = unit_rows(vectors, hashes, block=block)
-        assert matrix.dtype == np.float32
-        np.testing.assert_allclose(matrix, expected, atol=1e-7)
+        matrix = EmbeddingMatrix(unit_blocks(vectors, hashes, block=block), len(hashes), 2)
+        assert [len(rows) for rows in matrix.blocks(3)] == [3, 3, 1]
+        np.testing.assert_allclose(np.vstack(list(matrix.blocks(3))), expected, atol=1e-7)
+        # The file is what np.save writes of the matrix, and goes with the object.
+        saved = io.BytesIO()
+        np.save(saved, matrix.read(), allow_pickle=False)
+        assert matrix.path.read_bytes() == saved.getvalue()
+        path = matrix.path
+        del matrix
+        assert not path.exists()
 
 
 def test_embedding_checks_are_exact_across_blocks() -> None:
@@ -321,7 +330,7 @@ def test_embedding_checks_are_exact_across_blocks() -> None:
     matrix[7] *= 2.0
     matrix[9] = 0.0  # a memory without an embedding
     for block in (1, 3, 10, 16_384):
-        finite, norms = finite_and_norms(matrix, block)
+        finite, norms = finite_and_norms(EmbeddingMatrix.of(matrix).blocks(block))
         assert finite and np.allclose(norms, np.linalg.norm(matrix, axis=1))
     matrix[8, 2] = np.nan
-    assert not finite_and_norms(matrix, 3)[0]
+    assert not finite_and_norms(EmbeddingMatrix.of(matrix).blocks(3))[0]

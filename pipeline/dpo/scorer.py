@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,28 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
+# Logits one forward pass holds (rows × positions × vocabulary floats, ≈ 256 MB; log_softmax makes
+# a second copy): 32 long rows over a 50k vocabulary would otherwise take 1.6 GB each.
+MAX_LOGIT_CELLS = 64_000_000
+
+
+def logit_batches(
+    lengths: Sequence[int], batch_size: int, vocab: int, max_cells: int = MAX_LOGIT_CELLS
+) -> Iterator[np.ndarray]:
+    """Row indices, shortest first (batches pad little), at most `batch_size` rows and
+    `max_cells` logits a batch (a row alone may exceed it)."""
+    batch: list[int] = []
+    for i in np.argsort(lengths, kind="stable").tolist():
+        if batch and (
+            len(batch) == batch_size or (len(batch) + 1) * lengths[i] * vocab > max_cells
+        ):
+            yield np.array(batch)
+            batch = []
+        batch.append(i)
+    if batch:
+        yield np.array(batch)
+
+
 def sequence_logps(
     model: Any,
     tokenizer: Any,
@@ -36,9 +58,9 @@ def sequence_logps(
     """(Σ log p(completion tokens | prompt), number of completion tokens), tokenized the way TRL
     does (completion + EOS, cut at `max_length` from the end).
 
-    Rows are scored shortest first (batches pad little), and the vocabulary head runs only from a
-    batch's first completion token on: prompt positions never count, and the head (vocabulary ×
-    width) is most of a small model's work.
+    Rows are scored in `logit_batches`, and the vocabulary head runs only from a batch's first
+    completion token on: prompt positions never count, and the head (vocabulary × width) is most
+    of a small model's work.
     """
     import inspect
 
@@ -59,10 +81,9 @@ def sequence_logps(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = np.zeros(len(seqs), dtype=np.float64)
     counts = np.array([max(0, len(s) - b) for s, b in zip(seqs, splits, strict=True)], np.float64)
-    order = np.argsort([len(s) for s in seqs], kind="stable")
+    vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 1)
     model.eval()
-    for start in range(0, len(order), batch_size):
-        batch = order[start : start + batch_size]
+    for batch in logit_batches([len(s) for s in seqs], batch_size, vocab, MAX_LOGIT_CELLS):
         width = max(len(seqs[i]) for i in batch)
         ids = torch.tensor([seqs[i] + [pad] * (width - len(seqs[i])) for i in batch])
         attention = torch.tensor([[1] * len(seqs[i]) + [0] * (width - len(seqs[i])) for i in batch])

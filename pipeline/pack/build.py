@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
 from pipeline.pack.content import (
     CONFLICT_SCHEMA,
     ENUM_COLUMNS,
+    FILL_ROWS,
     FLOATS,
     ID_COLUMNS,
     PASS_THROUGH,
@@ -19,6 +21,7 @@ from pipeline.pack.content import (
     STRING,
     STRINGS,
     VECTOR_SCHEMA,
+    EmbeddingMatrix,
     PackContent,
     PackInputs,
 )
@@ -30,12 +33,10 @@ from pipeline.vectors import TextVectors
 # load_inputs is the build's other half: callers read the lake, then build each tenant.
 __all__ = ["build_pack", "cut_long_texts", "load_inputs"]
 
-FILL_ROWS = 16_384  # rows of the embedding matrix filled at a time (24 MiB of 384-dim vectors)
-
 
 def _embeddings(
     inputs: PackInputs, tenant: str, memories: pl.DataFrame
-) -> tuple[np.ndarray, str | None]:
+) -> tuple[EmbeddingMatrix, str | None]:
     """(matrix, model): row i ↔ memories row i, float32, unit length (a memory without an
     embedding is a zero row); the model is the one most of the tenant's memories were embedded
     with (the vectors' own model, not the cache's, which keeps others)."""
@@ -47,33 +48,33 @@ def _embeddings(
     )
     models = table["model"].drop_nulls()
     model = str(models.mode().sort().first()) if models.len() else None
-    if inputs.cache is None or model is None:
-        return np.zeros((memories.height, 0), dtype=np.float32), model
-    vectors = inputs.cache.vectors(model, table["text_hash"])
-    if not len(vectors):
-        return np.zeros((memories.height, 0), dtype=np.float32), model
+    vectors = inputs.cache.vectors(model, table["text_hash"]) if inputs.cache and model else None
+    if vectors is None or not len(vectors):
+        return EmbeddingMatrix.of(np.zeros((memories.height, 0), dtype=np.float32)), model
     aligned = memories.select("memory_id").join(
         table.unique("memory_id").select("memory_id", "text_hash"),
         on="memory_id",
         how="left",
         maintain_order="left",
     )
-    return unit_rows(vectors, aligned["text_hash"]), model
+    blocks = unit_blocks(vectors, aligned["text_hash"])
+    return EmbeddingMatrix(blocks, memories.height, vectors.dim), model
 
 
-def unit_rows(vectors: TextVectors, hashes: pl.Series, block: int = FILL_ROWS) -> np.ndarray:
-    """Row i: the unit vector of hashes[i] (zeros where it has none). Filled and normalised
-    `block` rows at a time: a whole-matrix temporary (the gathered vectors, their norms) would be
-    a second copy of the pack's largest array."""
+def unit_blocks(
+    vectors: TextVectors, hashes: pl.Series, block: int = FILL_ROWS
+) -> Iterator[np.ndarray]:
+    """Row i: the unit vector of hashes[i] (zeros where it has none), `block` rows at a time: the
+    matrix is the pack's largest array, and is never made whole (`EmbeddingMatrix`)."""
     present = vectors.has(hashes).fill_null(False).to_numpy()
-    matrix = np.zeros((len(hashes), vectors.dim), dtype=np.float32)
     for start in range(0, len(hashes), block):
-        rows, found = matrix[start : start + block], present[start : start + block]
+        found = present[start : start + block]
+        rows = np.zeros((len(found), vectors.dim), dtype=np.float32)
         if found.any():
             rows[found] = vectors.of(hashes.slice(start, block).filter(pl.Series(found)))
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
         np.divide(rows, norms, out=rows, where=norms > 0)
-    return matrix
+        yield rows
 
 
 def _vectors(inputs: PackInputs, tenant: str) -> pl.DataFrame:
@@ -207,9 +208,9 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         frames[file_name], cut = cut_long_texts(frames[file_name])
         truncated.update({f"{file_name}:{column}": n for column, n in cut.items()})
     inputs.redactor.flush()
-    models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.shape[1])
+    models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.dim)
     encoder = (
-        encoder_files(embedding_model, embeddings.shape[1], inputs.models_dir)
+        encoder_files(embedding_model, embeddings.dim, inputs.models_dir)
         if inputs.models_dir is not None
         else None
     )

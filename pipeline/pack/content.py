@@ -3,6 +3,10 @@ content a build passes along."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+import weakref
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -270,6 +274,47 @@ class PackInputs:
         return table.filter(pl.col("tenant_id") == tenant).collect()
 
 
+FILL_ROWS = 16_384  # rows of the embedding matrix handled at a time (24 MiB of 384-dim vectors)
+
+
+class EmbeddingMatrix:
+    """A pack's embeddings (rows × dim float32; row i is memory i's unit vector, zeros without
+    one) in a temporary .npy file, written and read a block of rows at a time: at 1.3M memories
+    the matrix is 2 GB, and a night never holds it whole. The file goes with the object."""
+
+    def __init__(self, blocks: Iterable[np.ndarray], rows: int, dim: int) -> None:
+        handle, name = tempfile.mkstemp(prefix="pack-embeddings-", suffix=".npy")
+        self.path, self.rows, self.dim = Path(name), rows, dim
+        weakref.finalize(self, self.path.unlink, missing_ok=True)
+        header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
+        with os.fdopen(handle, "wb") as out:  # the bytes np.save writes, a block at a time
+            np.lib.format.write_array_header_1_0(out, header)
+            written = 0
+            for block in blocks:
+                out.write(np.ascontiguousarray(block, dtype="<f4").tobytes())
+                written += len(block)
+        if written != rows:
+            raise ValueError(f"{written} embedding rows written, {rows} declared")
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> EmbeddingMatrix:
+        """A matrix already in memory (a small one: tests, benchmarks)."""
+        return cls([matrix], matrix.shape[0], matrix.shape[1])
+
+    def blocks(self, size: int = FILL_ROWS) -> Iterator[np.ndarray]:
+        """The rows, `size` at a time, read from the file (not mapped: a read block is freed)."""
+        with self.path.open("rb") as handle:
+            np.lib.format.read_magic(handle)
+            np.lib.format.read_array_header_1_0(handle)
+            for start in range(0, self.rows, size):
+                n = min(size, self.rows - start)
+                yield np.fromfile(handle, dtype="<f4", count=n * self.dim).reshape(n, self.dim)
+
+    def read(self) -> np.ndarray:
+        """The whole matrix (a small one)."""
+        return np.load(self.path)
+
+
 @dataclass
 class PackContent:
     """One tenant's pack before it is written: frames per file, the embedding matrix, manifest parts."""
@@ -277,7 +322,7 @@ class PackContent:
     tenant_id: str
     as_of: datetime
     frames: dict[str, pl.DataFrame]
-    embeddings: np.ndarray
+    embeddings: EmbeddingMatrix
     models: dict[str, Any]
     metrics: dict[str, Any]
     inputs: dict[str, Any]

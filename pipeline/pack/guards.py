@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,28 +76,23 @@ def _few_shot_not_negative(content: PackContent, inputs: PackInputs) -> GuardRes
     )
 
 
-def finite_and_norms(matrix: np.ndarray, block: int = 16_384) -> tuple[bool, np.ndarray]:
-    """Whether every value is finite, and each row's norm: `block` rows at a time, since a
-    whole-matrix temporary would double the pack's largest array (2 GiB at 1.3M memories)."""
-    norms = np.empty(matrix.shape[0], dtype=matrix.dtype)
-    finite = True
-    for start in range(0, matrix.shape[0], block):
-        rows = matrix[start : start + block]
+def finite_and_norms(blocks: Iterable[np.ndarray]) -> tuple[bool, np.ndarray]:
+    """Whether every value is finite, and each row's norm, a block of rows at a time."""
+    finite, norms = True, [np.empty(0, dtype=np.float32)]
+    for rows in blocks:
         finite = finite and bool(np.isfinite(rows).all())
-        norms[start : start + block] = np.linalg.norm(rows, axis=1)
-    return finite, norms
+        norms.append(np.linalg.norm(rows, axis=1))
+    return finite, np.concatenate(norms)
 
 
 def _embeddings_match(content: PackContent, inputs: PackInputs) -> GuardResult:
-    matrix = content.embeddings
+    matrix = content.embeddings  # float32 by construction (EmbeddingMatrix)
     rows = content.frames["memories.parquet"].height
     problems = list(content.problems)
-    if matrix.shape[0] != rows:
-        problems.append(f"{matrix.shape[0]} embedding rows for {rows} memories")
-    if matrix.dtype != np.float32:
-        problems.append(f"embeddings are {matrix.dtype}, not float32")
-    if matrix.size:
-        finite, norms = finite_and_norms(matrix)
+    if matrix.rows != rows:
+        problems.append(f"{matrix.rows} embedding rows for {rows} memories")
+    if matrix.rows and matrix.dim:
+        finite, norms = finite_and_norms(matrix.blocks())
         if not finite:
             problems.append("embeddings contain NaN or infinity")
         off = int(((np.abs(norms - 1) > NORM_TOLERANCE) & (norms > 0)).sum())
@@ -105,8 +101,8 @@ def _embeddings_match(content: PackContent, inputs: PackInputs) -> GuardResult:
     return GuardResult(
         "pack_embeddings_match_memories",
         not problems,
-        "; ".join(problems) or f"{rows} unit-length float32 rows, dim {matrix.shape[1]}",
-        {"rows": rows, "dim": int(matrix.shape[1])},
+        "; ".join(problems) or f"{rows} unit-length float32 rows, dim {matrix.dim}",
+        {"rows": rows, "dim": matrix.dim},
     )
 
 

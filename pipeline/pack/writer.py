@@ -19,8 +19,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from memorypack.format import (
     EMBEDDINGS,
     MANIFEST,
@@ -86,14 +84,8 @@ def _write_files(folder: Path, content: PackContent) -> dict[str, dict[str, Any]
         _fsynced(path)
         files[name] = {"rows": frame.height}
         step_done("first_file_written")
-    path = folder / EMBEDDINGS
-    with path.open("wb") as handle:
-        np.save(
-            handle, np.ascontiguousarray(content.embeddings, dtype=np.float32), allow_pickle=False
-        )
-        handle.flush()
-        os.fsync(handle.fileno())
-    files[EMBEDDINGS] = {"rows": int(content.embeddings.shape[0])}
+    _fsynced(Path(shutil.copyfile(content.embeddings.path, folder / EMBEDDINGS)))
+    files[EMBEDDINGS] = {"rows": content.embeddings.rows}
     for name, entry in files.items():
         entry["sha256"] = sha256_file(folder / name)
         entry["bytes"] = (folder / name).stat().st_size

@@ -4,6 +4,7 @@ Read in data order: registry (the base templates and knobs), candidates (from ev
 (a policy's verdict on a template), history (the versions), refine (one night)."""
 
 from pipeline.templates.candidates import (
+    EVIDENCE_FEEDBACK_COLUMNS,
     REASON_GUIDANCE,
     Candidate,
     SkillEvidence,
@@ -48,6 +49,7 @@ from pipeline.templates.scores import (
 
 __all__ = [
     "DECISION_SCHEMA",
+    "EVIDENCE_FEEDBACK_COLUMNS",
     "REASON_GUIDANCE",
     "REGISTRY_RESOURCE",
     "SOURCE_REFINED",

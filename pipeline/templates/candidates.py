@@ -50,6 +50,10 @@ def _sentence_count() -> pl.Expr:
     return pl.max_horizontal(pl.col("text").str.count_matches(r"[.!?]+(\s|$)"), pl.lit(1))
 
 
+# The feedback columns evidence is made of.
+EVIDENCE_FEEDBACK_COLUMNS = ("tenant_id", "target_id", "ts", "signal", "reason", "corrected_output")
+
+
 def gather_evidence(
     interactions: pl.DataFrame,
     feedback: pl.DataFrame,
