@@ -134,11 +134,12 @@ def mine_pairs(
     if text_hashes is not None and prompt_edges is not None:
         mined.append(same_prompt_pairs(interactions, scores, text_hashes, prompt_edges, config))
     refs = pl.concat(mined)
+    del mined  # below, the pairs not kept are let go before the texts are copied
     texts = PairTexts.of(interactions, feedback)
     ids = [_pair_ids(texts.attach(refs.slice(at, chunk))) for at in range(0, refs.height, chunk)]
     refs = refs.with_columns(pl.concat(ids) if ids else pl.Series("pair_id", [], pl.String))
-    kept = texts.attach(refs[_kept(refs)])
-    return assign_split(kept, config).select(list(PAIR_SCHEMA))
+    refs = refs[_kept(refs)]
+    return assign_split(texts.attach(refs), config).select(list(PAIR_SCHEMA))
 
 
 def split_leakage(pairs: pl.DataFrame) -> list[str]:
