@@ -185,12 +185,15 @@ def dpo_policy(
     home: MemorypackHome,
     settings: StageSettings,
     preference_pairs: pl.DataFrame,
-    interactions: pl.DataFrame,
-    feedback_scores: pl.DataFrame,
+    interactions: pl.LazyFrame,
+    feedback_scores: pl.LazyFrame,
 ) -> Iterator[dg.MaterializeResult]:
     policy_config, pairs = settings.stage("dpo"), preference_pairs
-    sft = sft_examples_from(interactions, feedback_scores, pairs)
-    tenants = interaction_tenants(interactions)
+    # the columns SFT examples are made of, not the whole tables
+    texts = interactions.select("tenant_id", "event_id", "input", "output").collect()
+    scores = feedback_scores.select("tenant_id", "memory_id", "quality_score").collect()
+    sft = sft_examples_from(texts, scores, pairs)
+    tenants = interaction_tenants(texts)
     runs = train_shared(home.paths, pairs, sft, policy_config, tenants)
     current = runs_frame(runs)
     history, recorded = extend_history(
