@@ -3,10 +3,12 @@ row matcher, and the command line's one-line errors."""
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -14,6 +16,8 @@ from pipeline.cli import main
 from pipeline.config import Paths
 from pipeline.erasure import Subject, Tombstones, record_tombstone, tombstone_hash
 from pipeline.ingest import ingest_folder
+from pipeline.pack.content import write_npy
+from pipeline.pack.erase import _kept_blocks
 from pipeline.pii import pseudonym
 from pipeline.scrub import Needles, scrub_frame
 from tests.conftest import feedback, interaction, memory, write_landing
@@ -243,3 +247,15 @@ def test_landing_and_dagster_history_lose_the_person(tmp_path: Path) -> None:
             assert needle.encode() not in data, (path, needle)
     with sqlite3.connect(history / "runs.db") as con:
         assert con.execute("SELECT count(*) FROM event_logs").fetchone() == (50,)
+
+
+def test_an_erasure_keeps_embedding_rows_a_block_at_a_time(tmp_path: Path) -> None:
+    """The rewritten embeddings.npy is np.save of the kept rows, read and written in blocks."""
+    matrix = np.arange(40, dtype=np.float32).reshape(10, 4)
+    np.save(tmp_path / "all.npy", matrix)
+    keep = np.array([1, 0, 1, 1, 0, 0, 1, 1, 1, 0], dtype=bool)
+    kept = _kept_blocks(tmp_path / "all.npy", keep, size=3)
+    write_npy(tmp_path / "kept.npy", kept, int(keep.sum()), 4)
+    expected = io.BytesIO()
+    np.save(expected, matrix[keep], allow_pickle=False)
+    assert (tmp_path / "kept.npy").read_bytes() == expected.getvalue()

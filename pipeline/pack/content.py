@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import polars as pl
@@ -277,6 +277,42 @@ class PackInputs:
 FILL_ROWS = 16_384  # rows of the embedding matrix handled at a time (24 MiB of 384-dim vectors)
 
 
+def write_npy(path: Path, blocks: Iterable[np.ndarray], rows: int, dim: int) -> None:
+    """A (rows × dim) float32 .npy file from blocks of rows: the bytes np.save writes of the whole
+    matrix, which is never made."""
+    header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
+    written = 0
+    with path.open("wb") as out:
+        np.lib.format.write_array_header_1_0(out, header)
+        for block in blocks:
+            out.write(np.ascontiguousarray(block, dtype="<f4").tobytes())
+            written += len(block)
+    if written != rows:
+        raise ValueError(f"{written} embedding rows written to {path.name}, {rows} declared")
+
+
+def _npy_shape(handle: BinaryIO) -> tuple[int, int]:
+    np.lib.format.read_magic(handle)
+    rows, dim = np.lib.format.read_array_header_1_0(handle)[0]
+    return int(rows), int(dim)
+
+
+def npy_shape(path: Path) -> tuple[int, int]:
+    """(rows, dim) of a 2-D .npy file, from its header."""
+    with path.open("rb") as handle:
+        return _npy_shape(handle)
+
+
+def npy_blocks(path: Path, size: int = FILL_ROWS) -> Iterator[np.ndarray]:
+    """The rows of a 2-D float32 .npy file, `size` at a time, read (not mapped: a block that was
+    read is freed)."""
+    with path.open("rb") as handle:
+        rows, dim = _npy_shape(handle)
+        for start in range(0, rows, size):
+            n = min(size, rows - start)
+            yield np.fromfile(handle, dtype="<f4", count=n * dim).reshape(n, dim)
+
+
 class EmbeddingMatrix:
     """A pack's embeddings (rows × dim float32; row i is memory i's unit vector, zeros without
     one) in a temporary .npy file, written and read a block of rows at a time: at 1.3M memories
@@ -284,17 +320,10 @@ class EmbeddingMatrix:
 
     def __init__(self, blocks: Iterable[np.ndarray], rows: int, dim: int) -> None:
         handle, name = tempfile.mkstemp(prefix="pack-embeddings-", suffix=".npy")
+        os.close(handle)
         self.path, self.rows, self.dim = Path(name), rows, dim
         weakref.finalize(self, self.path.unlink, missing_ok=True)
-        header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
-        with os.fdopen(handle, "wb") as out:  # the bytes np.save writes, a block at a time
-            np.lib.format.write_array_header_1_0(out, header)
-            written = 0
-            for block in blocks:
-                out.write(np.ascontiguousarray(block, dtype="<f4").tobytes())
-                written += len(block)
-        if written != rows:
-            raise ValueError(f"{written} embedding rows written, {rows} declared")
+        write_npy(self.path, blocks, rows, dim)
 
     @classmethod
     def of(cls, matrix: np.ndarray) -> EmbeddingMatrix:
@@ -302,13 +331,7 @@ class EmbeddingMatrix:
         return cls([matrix], matrix.shape[0], matrix.shape[1])
 
     def blocks(self, size: int = FILL_ROWS) -> Iterator[np.ndarray]:
-        """The rows, `size` at a time, read from the file (not mapped: a read block is freed)."""
-        with self.path.open("rb") as handle:
-            np.lib.format.read_magic(handle)
-            np.lib.format.read_array_header_1_0(handle)
-            for start in range(0, self.rows, size):
-                n = min(size, self.rows - start)
-                yield np.fromfile(handle, dtype="<f4", count=n * self.dim).reshape(n, self.dim)
+        yield from npy_blocks(self.path, size)  # a generator of self: the file lives while read
 
     def read(self) -> np.ndarray:
         """The whole matrix (a small one)."""

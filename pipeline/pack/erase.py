@@ -31,7 +31,7 @@ from memorypack.format import (
 )
 from memorypack.fs import Location, ObjectPath, read_parquet
 from pipeline.pack import remote
-from pipeline.pack.content import PackContent
+from pipeline.pack.content import FILL_ROWS, PackContent, npy_blocks, npy_shape, write_npy
 from pipeline.pack.disk import TEMP_PREFIX, fsync_path
 from pipeline.pack.store import clean_leftovers, list_versions, remove_dir, write_latest
 from pipeline.pack.writer import _write_manifest, content_hash, publish_lock
@@ -69,6 +69,15 @@ def _scrubbed_files(
     return changed, keep_rows, removed
 
 
+def _kept_blocks(path: Path, keep_rows: np.ndarray, size: int = FILL_ROWS) -> Iterator[np.ndarray]:
+    """The rows of the .npy at `path` that `keep_rows` keeps, a block at a time (a 1.3M-memory
+    pack's matrix is 2 GB: neither it nor the kept copy is held whole)."""
+    start = 0
+    for block in npy_blocks(path, size):
+        yield block[keep_rows[start : start + len(block)]]
+        start += len(block)
+
+
 def _write_version(
     version_dir: Path,
     temp: Path,
@@ -84,10 +93,9 @@ def _write_version(
             changed[name].write_parquet(path, compression="zstd", statistics=True)
             rows = changed[name].height
         elif name == EMBEDDINGS and keep_rows is not None:
-            matrix = np.load(version_dir / name, allow_pickle=False)
-            with path.open("wb") as handle:
-                np.save(handle, np.ascontiguousarray(matrix[keep_rows]), allow_pickle=False)
             rows = int(keep_rows.sum())
+            dim = npy_shape(version_dir / name)[1]
+            write_npy(path, _kept_blocks(version_dir / name, keep_rows), rows, dim)
         else:
             shutil.copyfile(version_dir / name, path)
             rows = entry["rows"]
