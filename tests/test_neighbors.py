@@ -1,5 +1,7 @@
 """The near-identical text index: exact blocked search, and an update that equals a fresh build."""
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 import pytest
@@ -32,7 +34,9 @@ def _world(n: int, seed: int = 0) -> tuple[pl.DataFrame, TextVectors]:
     return texts, TextVectors.from_frame(cache)
 
 
-def all_of(cache: TextVectors, asked: list[list[str]] | None = None):  # type: ignore[no-untyped-def]
+def all_of(
+    cache: TextVectors, asked: list[list[str]] | None = None
+) -> Callable[[pl.Series], TextVectors]:
     """`vectors_of` over every vector of `cache`, noting the hashes each call asks for."""
 
     def vectors_of(hashes: pl.Series) -> TextVectors:
