@@ -453,3 +453,35 @@ def test_the_trainer_knobs_reach_trls_own_configs_by_name(tmp_path: Path) -> Non
     for args in (sft, dpo, cpo):
         assert (args.seed, args.data_seed, args.per_device_train_batch_size) == (7, 7, 3)
         assert (args.weight_decay, args.max_length, args.use_cpu) == (0.01, 77, True)
+
+
+def test_a_shared_template_prefix_is_computed_once_and_scores_the_same(monkeypatch) -> None:
+    """Candidate templates are scored with the template's tokens run once a batch and shared
+    through the key/value cache: the same log-probs as running every row whole, to float32
+    rounding, in batches of any size (with padding) and for a prompt of another length."""
+    from pipeline.dpo.scorer import sequence_logps
+    from pipeline.templates.registry import format_prompt
+
+    pairs = planted_pairs(12)
+    texts = pairs["prompt"].to_list() + pairs["chosen"].to_list() + pairs["rejected"].to_list()
+    tokenizer = build_tokenizer(texts, FAST)
+    model = build_model(tokenizer, FAST)
+    template = "Answer briefly and politely. Be kind."  # 29 tokens: rows of 77-86
+    prompts = [format_prompt(p, template) for p in pairs["prompt"].to_list()]
+    completions = pairs["chosen"].to_list()
+    found: list[int] = []
+    measure = scorer_module._shared_prefix
+
+    def recorded(seqs: list[list[int]], limit: int) -> int:
+        found.append(measure(seqs, limit))
+        return found[-1]
+
+    monkeypatch.setattr(scorer_module, "_shared_prefix", recorded)
+    for batch_size in (1, 5, 32):
+        shared = sequence_logps(model, tokenizer, prompts, completions, 96, batch_size)
+        assert found[-1] >= scorer_module.MIN_SHARED_TOKENS  # the template's tokens were shared
+        with monkeypatch.context() as patched:
+            patched.setattr(scorer_module, "MIN_SHARED_TOKENS", 10**6)
+            whole = sequence_logps(model, tokenizer, prompts, completions, 96, batch_size)
+        assert shared[1].tolist() == whole[1].tolist()
+        assert shared[0] == pytest.approx(whole[0], rel=1e-5)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
 from pipeline.pii import PSEUDONYM, analyse, detect, pseudonym, redact_text
-from pipeline.pii.redactor import RedactionCache, Redactor
+from pipeline.pii.redactor import IDENTIFIERS_KEY, RedactionCache, Redactor
 from pipeline.pii_guard import MAYBE_PII, find_pii, iban_valid, luhn_valid
 
 KEY = b"test-key"
@@ -206,6 +206,43 @@ def test_frame_redacts_texts_and_pseudonymizes_pii_ids() -> None:
     assert pseudonym(b"other", "acme", "jane.doe@example.com") != hashed
 
 
+def test_a_frame_of_many_tenants_is_looked_up_once_and_redacted_per_tenant(tmp_path: Path) -> None:
+    """Texts of every column and tenant are hashed and looked up together, once; ids get their
+    own tenant's pseudonyms, in the frame's row order; the result is each tenant's rows redacted
+    alone."""
+    lookups: list[str] = []
+
+    class Counted(RedactionCache):
+        def lookup(self, version: str, hashes: pl.Series) -> pl.DataFrame:
+            lookups.append(version)
+            return super().lookup(version, hashes)
+
+    frame = pl.DataFrame(
+        {
+            "tenant_id": ["acme", "globex", "acme", "globex"],
+            "contact_id": ["jane@example.com", "jane@example.com", "c00001", None],
+            "member_ids": [["i_1", "jane@example.com"], [], None, ["bob@example.com"]],
+            "prompt": ["mail bob@example.com", "hi", None, "mail bob@example.com"],
+            "answer": ["hi", "call 06 12 34 56 78", "ok", "hi"],
+            "tags": [["bob@example.com"], None, [], ["x"]],
+        }
+    )
+    redactor = Redactor(KEY, Counted(tmp_path / "pii_cache"))
+    out, counts = redactor.frame(frame, identifiers={"contact_id", "member_ids"})
+    # One lookup of the texts; ids per tenant and column (the e-mails are not plain ids).
+    assert sorted(lookups) == [redactor.version] + [redactor.version + IDENTIFIERS_KEY] * 4
+    alone = [
+        Redactor(KEY).frame(frame.filter(pl.col("tenant_id") == t), {"contact_id", "member_ids"})
+        for t in ("acme", "globex")
+    ]
+    expected = pl.concat([alone[0][0][0:1], alone[1][0][0:1], alone[0][0][1:2], alone[1][0][1:2]])
+    assert out.equals(expected)
+    assert counts == alone[0][1] + alone[1][1] == {"email": 7, "phone": 1}
+    assert out["contact_id"][0] == pseudonym(KEY, "acme", "jane@example.com")
+    assert out["contact_id"][1] == pseudonym(KEY, "globex", "jane@example.com")
+    assert out["prompt"].to_list() == ["mail [EMAIL]", "hi", None, "mail [EMAIL]"]
+
+
 def test_each_distinct_text_is_analysed_once(tmp_path: Path) -> None:
     cache = RedactionCache(tmp_path / "pii_cache")
     texts = pl.Series("text", ["call 06 12 34 56 78", "hello", "call 06 12 34 56 78"])
@@ -227,23 +264,51 @@ def test_each_distinct_text_is_analysed_once(tmp_path: Path) -> None:
 
 def test_identifiers_are_analysed_once_and_kept_apart_from_texts(tmp_path: Path) -> None:
     cache = RedactionCache(tmp_path / "pii_cache")
-    ids = pl.Series("contact_id", ["jane.doe@example.com", "i_00000042", "i_00000042"])
+    ids = pl.Series("contact_id", ["jane.doe@example.com", "ord-42", "ord-42", "i_00000042", None])
     first = Redactor(KEY, cache)
     out, counts = first.series(ids, tenant_id="acme")
     assert out.to_list() == [pseudonym(KEY, "acme", "jane.doe@example.com"), *ids[1:]]
+    # A plain id (i_00000042: `rules.PLAIN_ID`) cannot hold PII: neither analysed nor cached.
     assert counts == {"email": 1} and first.ids_analysed == 2
     first.flush()
     again = Redactor(KEY, cache)
-    out_again, counts_again = again.series(ids.append(pl.Series(["i_00000043"])), "acme")
-    assert out_again.to_list()[:3] == out.to_list() and counts_again == counts
-    assert again.ids_analysed == 1  # only the new id
+    out_again, counts_again = again.series(ids.append(pl.Series(["ord-43", "i_7"])), "acme")
+    assert out_again.to_list()[:5] == out.to_list() and counts_again == counts
+    assert again.ids_analysed == 1  # only the new id that is not plain
     again.flush()
     # The cache keeps no readable form of an identifier, and texts are not served from it.
-    cached = pl.read_parquet(tmp_path / "pii_cache" / "*+identifiers" / "*.parquet")
+    cached = pl.read_parquet(tmp_path / "pii_cache" / f"*{IDENTIFIERS_KEY}" / "*.parquet")
     assert cached["redacted"].null_count() == cached.height == 3
     text = Redactor(KEY, cache)
     assert text.series(pl.Series(["jane.doe@example.com"]))[0].to_list() == ["[EMAIL]"]
     assert (text.analysed, text.served) == (1, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="aZé_-@:.+ 019٣\n", max_size=14),
+            st.from_regex(
+                r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+|[A-Za-z]+_[0-9]{1,12}\n?", fullmatch=True
+            ),
+        ),
+        max_size=20,
+    )
+)
+def test_plain_identifiers_are_exactly_the_ones_may_hold_pii_skips(values: list[str]) -> None:
+    """The vectorised prefilter agrees value by value with `rules.PLAIN_ID.fullmatch`, which
+    `may_hold_pii(…, names=False)` skips: it never lets an id that could hold PII through."""
+    from pipeline.pii import rules
+    from pipeline.pii.redactor import plain_identifiers
+
+    found = plain_identifiers(pl.Series(values, dtype=pl.String)).to_list()
+    assert found == [rules.PLAIN_ID.fullmatch(v) is not None for v in values]
+    assert all(
+        not rules.may_hold_pii(v, names=False)
+        for v, plain in zip(values, found, strict=True)
+        if plain
+    )
 
 
 def test_key_file_is_created_once_and_private(tmp_path: Path, monkeypatch) -> None:
@@ -349,7 +414,7 @@ def test_short_bare_digit_runs_skip_the_phone_regions_and_change_no_finding(monk
     shortcut = [detect(texts, ner=False), detect(texts)]
     # Every neighbour may join a short run to more digits: the short-run shortcut never applies.
     monkeypatch.setattr(rules, "_PHONE_JOINER", re.compile(""))
-    monkeypatch.setattr(rules, "_PLAIN_ID", re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+"))
+    monkeypatch.setattr(rules, "PLAIN_ID", re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+"))
     assert shortcut == [detect(texts, ner=False), detect(texts)]
     kinds = [[s.kind for s in spans] for spans in shortcut[1]]
     assert kinds[:2] == [[], []] and kinds[2] == ["phone"] and "phone" in kinds[3]

@@ -25,6 +25,19 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
+# A prefix all rows share is computed once a batch from this many tokens on (below: not worth it).
+MIN_SHARED_TOKENS = 16
+
+
+def _shared_prefix(seqs: Sequence[list[int]], limit: int) -> int:
+    """How many leading tokens every row has in common (at most `limit`; 0 below
+    MIN_SHARED_TOKENS)."""
+    prefix = seqs[0][: max(limit, 0)]
+    for seq in seqs[1:]:
+        prefix = prefix[: _common_prefix(prefix, seq)]
+    return len(prefix) if len(prefix) >= MIN_SHARED_TOKENS else 0
+
+
 # Logits one forward pass holds (rows × positions × vocabulary floats, ≈ 256 MB; log_softmax makes
 # a second copy): 32 long rows over a 50k vocabulary would otherwise take 1.6 GB each.
 MAX_LOGIT_CELLS = 64_000_000
@@ -78,6 +91,9 @@ def sequence_logps(
         for p, f, s in zip(prompt_ids, full_ids, seqs, strict=True)
     ]
     can_skip = "logits_to_keep" in inspect.signature(model.forward).parameters
+    # The tokens every row starts with (a template, when candidate templates are scored), short
+    # of every completion: run once a batch for one row and shared through the key/value cache.
+    shared = _shared_prefix(seqs, min(splits) - 1) if can_skip and seqs else 0
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = np.zeros(len(seqs), dtype=np.float64)
     counts = np.array([max(0, len(s) - b) for s, b in zip(seqs, splits, strict=True)], np.float64)
@@ -90,9 +106,13 @@ def sequence_logps(
         # Logits at positions first-1 … width-1 predict the tokens at first … width-1.
         first = min(splits[i] for i in batch) if can_skip else 1
         keep = width - first + 1
-        extra = {"logits_to_keep": keep} if can_skip else {}
+        inputs, extra = ids, {"logits_to_keep": keep} if can_skip else {}
         with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=attention, **extra).logits
+            if shared:
+                cache = model(input_ids=ids[:1, :shared], use_cache=True).past_key_values
+                cache.batch_repeat_interleave(len(batch))
+                inputs, extra["past_key_values"] = ids[:, shared:], cache
+            logits = model(input_ids=inputs, attention_mask=attention, **extra).logits
         logits = logits[:, -keep:-1].float()
         targets = ids[:, first:]
         positions = torch.arange(first, width)[None, :]

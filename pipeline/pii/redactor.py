@@ -14,20 +14,22 @@ import polars as pl
 from memorypack.fs import Location
 from pipeline import tables
 from pipeline.config import TENANT_COLUMN, Paths
+from pipeline.pii import rules
 from pipeline.pii.detect import analyse
 from pipeline.pii.keys import pii_key, pseudonym
 from pipeline.pii.rules import detector_version
 from pipeline.storage import Lake
 from pipeline.vectors import PartsCache
 
-IDENTIFIERS_KEY = (
-    "+identifiers"  # the cache folder of identifiers: `<detector version>+identifiers`
-)
+# The cache folder of identifiers: `<detector version>+identifiers2`. 2: plain ids are no longer
+# cached (`plain_identifiers`); the first folder held every id (3.7M at 1M interactions), which
+# each lookup scanned. A home's earlier `+identifiers` folder is no longer read (it may be deleted).
+IDENTIFIERS_KEY = "+identifiers2"
 
 
 class RedactionCache(PartsCache):
     """`<lake>/pii_cache/<detector version>/part-*.parquet`: text_hash (a keyed hash of the exact
-    text), redacted, kinds; identifiers' findings in `<detector version>+identifiers/` (no
+    text), redacted, kinds; identifiers' findings in `<detector version>+identifiers2/` (no
     redacted text). Append-only like the embedding cache; a new detector version starts
     a new folder, so nothing redacted by an older detector is ever served."""
 
@@ -48,6 +50,20 @@ class RedactionCache(PartsCache):
 
 
 _CACHE_SCHEMA = tables.schema("pii_cache")
+_TEXT_TYPES = (pl.String, pl.List(pl.String))
+
+
+def _values(series: pl.Series) -> pl.Series:
+    """The distinct non-null values of a String column or of the lists of a List(String) one."""
+    flat = series.explode() if series.dtype == pl.List(pl.String) else series
+    return flat.drop_nulls().unique(maintain_order=True).rename("text")
+
+
+def plain_identifiers(values: pl.Series) -> pl.Series:
+    """Which identifiers are plain (`rules.PLAIN_ID` matches the whole value), in one vectorised
+    pass: they cannot hold PII (`may_hold_pii`), so ids of these shapes are neither hashed, looked
+    up in the cache nor analysed (millions a night in the analytics build, most of its ids)."""
+    return values.str.contains(f"^(?:{rules.PLAIN_ID.pattern})$").fill_null(False)
 
 
 @dataclass
@@ -136,16 +152,24 @@ class Redactor:
     ) -> tuple[pl.Series, Counter[str]]:
         """A String or List(String) column with PII redacted (tenant_id=None: free text) or, for
         an identifier column (tenant_id given), PII-looking values replaced by pseudonyms."""
-        counts: Counter[str] = Counter()
-        if series.dtype not in (pl.String, pl.List(pl.String)):
-            return series, counts
-        is_list = series.dtype == pl.List(pl.String)
-        flat = series.explode() if is_list else series
-        distinct = flat.drop_nulls().unique(maintain_order=True)
+        if series.dtype not in _TEXT_TYPES:
+            return series, Counter()
+        distinct = _values(series)
+        if tenant_id is not None:
+            distinct = distinct.filter(~plain_identifiers(distinct))
         if distinct.is_empty():
-            return series, counts
-        table = self._redactions(distinct, ner=tenant_id is None)
-        changed = table.filter(pl.col("kinds").list.len() > 0)
+            return series, Counter()
+        return self._apply(series, self._redactions(distinct, ner=tenant_id is None), tenant_id)
+
+    def _apply(
+        self, series: pl.Series, table: pl.DataFrame, tenant_id: str | None
+    ) -> tuple[pl.Series, Counter[str]]:
+        """`series` with the values `table` (`_redactions` of them, and maybe of others) found PII
+        in replaced: by their redacted text, or for an identifier by its pseudonym."""
+        counts: Counter[str] = Counter()
+        flat = series.explode() if series.dtype == pl.List(pl.String) else series
+        occurrences = flat.value_counts(name="n").rename({flat.name: "text"})
+        changed = table.filter(pl.col("kinds").list.len() > 0).join(occurrences, on="text")
         if changed.is_empty():
             return series, counts
         if tenant_id is not None:
@@ -156,12 +180,11 @@ class Redactor:
                     dtype=pl.String,
                 )
             )
-        occurrences = flat.value_counts(name="n").rename({flat.name: "text"})
-        for kinds, n in changed.join(occurrences, on="text").select("kinds", "n").iter_rows():
+        for kinds, n in changed.select("kinds", "n").iter_rows():
             for kind in kinds:
                 counts[kind] += n
         mapping = dict(zip(changed["text"].to_list(), changed["redacted"].to_list(), strict=True))
-        if is_list:
+        if series.dtype == pl.List(pl.String):
             out = series.list.eval(pl.element().replace(mapping))
         else:
             out = series.replace(mapping)
@@ -172,32 +195,57 @@ class Redactor:
     ) -> tuple[pl.DataFrame, Counter[str]]:
         """Redact every String / List(String) column; `identifiers` get pseudonyms instead (per
         the frame's tenant_id) and `keep` (enumerations such as kind or status) stay as they are.
-        """
+
+        The free-text columns of every tenant are hashed and looked up in the cache together,
+        once: a text's redaction does not depend on its tenant or column, and each lookup scans
+        the cache."""
         started = time.perf_counter()
         try:
-            return self._frame(frame, set(identifiers), set(keep))
+            columns = [
+                name
+                for name, kind in frame.schema.items()
+                if kind in _TEXT_TYPES and name not in set(keep) | {"tenant_id"}
+            ]
+            texts = [name for name in columns if name not in set(identifiers)]
+            counts: Counter[str] = Counter()
+            if texts:
+                values = pl.concat([_values(frame[name]) for name in texts]).unique()
+                if not values.is_empty():
+                    table = self._redactions(values, ner=True)
+                    redacted = []
+                    for name in texts:
+                        column, found = self._apply(frame[name], table, None)
+                        redacted.append(column)
+                        counts.update(found)
+                    frame = frame.with_columns(redacted)
+            ids = [name for name in columns if name in set(identifiers)]
+            if ids:
+                frame, found = self._identifiers(frame, ids)
+                counts.update(found)
+            return frame, counts
         finally:
             self.seconds += time.perf_counter() - started
 
-    def _frame(
-        self, frame: pl.DataFrame, identifiers: set[str], keep: set[str]
+    def _identifiers(
+        self, frame: pl.DataFrame, ids: list[str]
     ) -> tuple[pl.DataFrame, Counter[str]]:
+        """The identifier columns `ids` pseudonymized where they look like PII, per tenant."""
+        ids = [name for name in ids if not plain_identifiers(_values(frame[name])).all()]
+        if not ids:
+            return frame, Counter()
         tenants = frame["tenant_id"].unique().to_list() if "tenant_id" in frame.columns else []
+        counts: Counter[str] = Counter()
         if len(tenants) > 1:  # pseudonyms are per tenant: one tenant at a time, order kept
-            counts: Counter[str] = Counter()
             parts = []
             for part in frame.with_row_index("_row").partition_by("tenant_id"):
-                part, found = self._frame(part, identifiers, keep | {"_row"})
+                part, found = self._identifiers(part, ids)
                 parts.append(part)
                 counts.update(found)
             return pl.concat(parts).sort("_row").drop("_row"), counts
         tenant = str(tenants[0]) if tenants else ""
-        counts = Counter()
         columns = []
-        for column in frame.columns:
-            series = frame[column]
-            if column not in keep and column != "tenant_id":
-                series, found = self.series(series, tenant if column in identifiers else None)
-                counts.update(found)
-            columns.append(series)
-        return pl.DataFrame(columns), counts
+        for name in ids:
+            column, found = self.series(frame[name], tenant)
+            columns.append(column)
+            counts.update(found)
+        return frame.with_columns(columns), counts
