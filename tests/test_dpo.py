@@ -485,3 +485,11 @@ def test_a_shared_template_prefix_is_computed_once_and_scores_the_same(monkeypat
             whole = sequence_logps(model, tokenizer, prompts, completions, 96, batch_size)
         assert shared[1].tolist() == whole[1].tolist()
         assert shared[0] == pytest.approx(whole[0], rel=1e-5)
+    # A model whose cache cannot be repeated over a batch is run whole.
+    from transformers import DynamicCache
+
+    owner = next(k for k in DynamicCache.__mro__ if "batch_repeat_interleave" in vars(k))
+    monkeypatch.delattr(owner, "batch_repeat_interleave")
+    assert sequence_logps(model, tokenizer, prompts, completions, 96, 5)[0] == pytest.approx(
+        whole[0], rel=1e-5
+    )

@@ -243,6 +243,23 @@ def test_a_frame_of_many_tenants_is_looked_up_once_and_redacted_per_tenant(tmp_p
     assert out["prompt"].to_list() == ["mail [EMAIL]", "hi", None, "mail [EMAIL]"]
 
 
+def test_frame_takes_any_iterable_and_any_column_name() -> None:
+    """One-shot iterables of identifiers and kept columns; text columns named like the
+    redactor's own working columns."""
+    frame = pl.DataFrame(
+        {
+            "tenant_id": ["acme"],
+            "contact_id": ["jane@example.com"],
+            "n": ["mail bob@example.com"],
+            "text": ["call 06 12 34 56 78"],
+            "kind": ["Bob"],
+        }
+    )
+    out, _ = Redactor(KEY).frame(frame, identifiers=iter(["contact_id"]), keep=iter(["kind"]))
+    email = pseudonym(KEY, "acme", "jane@example.com")
+    assert out.row(0) == ("acme", email, "mail [EMAIL]", "call [PHONE]", "Bob")
+
+
 def test_each_distinct_text_is_analysed_once(tmp_path: Path) -> None:
     cache = RedactionCache(tmp_path / "pii_cache")
     texts = pl.Series("text", ["call 06 12 34 56 78", "hello", "call 06 12 34 56 78"])

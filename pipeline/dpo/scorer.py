@@ -109,9 +109,13 @@ def sequence_logps(
         inputs, extra = ids, {"logits_to_keep": keep} if can_skip else {}
         with torch.no_grad():
             if shared:
-                cache = model(input_ids=ids[:1, :shared], use_cache=True).past_key_values
-                cache.batch_repeat_interleave(len(batch))
-                inputs, extra["past_key_values"] = ids[:, shared:], cache
+                prefix = model(input_ids=ids[:1, :shared], use_cache=True, logits_to_keep=1)
+                cache = prefix.past_key_values
+                if not hasattr(cache, "batch_repeat_interleave"):  # a cache that cannot repeat
+                    shared = 0
+                else:
+                    cache.batch_repeat_interleave(len(batch))
+                    inputs, extra["past_key_values"] = ids[:, shared:], cache
             logits = model(input_ids=inputs, attention_mask=attention, **extra).logits
         logits = logits[:, -keep:-1].float()
         targets = ids[:, first:]

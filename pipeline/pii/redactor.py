@@ -168,7 +168,7 @@ class Redactor:
         in replaced: by their redacted text, or for an identifier by its pseudonym."""
         counts: Counter[str] = Counter()
         flat = series.explode() if series.dtype == pl.List(pl.String) else series
-        occurrences = flat.value_counts(name="n").rename({flat.name: "text"})
+        occurrences = flat.rename("text").value_counts(name="n")
         changed = table.filter(pl.col("kinds").list.len() > 0).join(occurrences, on="text")
         if changed.is_empty():
             return series, counts
@@ -200,13 +200,12 @@ class Redactor:
         once: a text's redaction does not depend on its tenant or column, and each lookup scans
         the cache."""
         started = time.perf_counter()
+        identifiers, kept = set(identifiers), set(keep) | {"tenant_id"}
         try:
             columns = [
-                name
-                for name, kind in frame.schema.items()
-                if kind in _TEXT_TYPES and name not in set(keep) | {"tenant_id"}
+                n for n, kind in frame.schema.items() if kind in _TEXT_TYPES and n not in kept
             ]
-            texts = [name for name in columns if name not in set(identifiers)]
+            texts = [name for name in columns if name not in identifiers]
             counts: Counter[str] = Counter()
             if texts:
                 values = pl.concat([_values(frame[name]) for name in texts]).unique()
@@ -218,7 +217,7 @@ class Redactor:
                         redacted.append(column)
                         counts.update(found)
                     frame = frame.with_columns(redacted)
-            ids = [name for name in columns if name in set(identifiers)]
+            ids = [name for name in columns if name in identifiers]
             if ids:
                 frame, found = self._identifiers(frame, ids)
                 counts.update(found)
