@@ -120,7 +120,7 @@ class Redactor:
         if self.cache is not None:
             known = pl.concat([known, self.cache.lookup(key, frame["text_hash"])])
         known = known.unique("text_hash", keep="first")
-        missing = frame.join(known, on="text_hash", how="anti")
+        missing = frame.join(known, on="text_hash", how="anti", maintain_order="left")
         if ner:
             self.served += frame.height - missing.height
         if missing.height:
@@ -208,7 +208,9 @@ class Redactor:
             texts = [name for name in columns if name not in identifiers]
             counts: Counter[str] = Counter()
             if texts:
-                values = pl.concat([_values(frame[name]) for name in texts]).unique()
+                values = pl.concat([_values(frame[name]) for name in texts]).unique(
+                    maintain_order=True
+                )
                 if not values.is_empty():
                     table = self._redactions(values, ner=True)
                     redacted = []
