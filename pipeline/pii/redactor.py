@@ -53,10 +53,14 @@ _CACHE_SCHEMA = tables.schema("pii_cache")
 _TEXT_TYPES = (pl.String, pl.List(pl.String))
 
 
+def _flat(series: pl.Series) -> pl.Series:
+    """A String column, or the items of a List(String) one."""
+    return series.explode() if series.dtype == pl.List(pl.String) else series
+
+
 def _values(series: pl.Series) -> pl.Series:
     """The distinct non-null values of a String column or of the lists of a List(String) one."""
-    flat = series.explode() if series.dtype == pl.List(pl.String) else series
-    return flat.drop_nulls().unique(maintain_order=True).rename("text")
+    return _flat(series).drop_nulls().unique(maintain_order=True).rename("text")
 
 
 def plain_identifiers(values: pl.Series) -> pl.Series:
@@ -167,8 +171,7 @@ class Redactor:
         """`series` with the values `table` (`_redactions` of them, and maybe of others) found PII
         in replaced: by their redacted text, or for an identifier by its pseudonym."""
         counts: Counter[str] = Counter()
-        flat = series.explode() if series.dtype == pl.List(pl.String) else series
-        occurrences = flat.rename("text").value_counts(name="n")
+        occurrences = _flat(series).rename("text").value_counts(name="n")
         changed = table.filter(pl.col("kinds").list.len() > 0).join(occurrences, on="text")
         if changed.is_empty():
             return series, counts
