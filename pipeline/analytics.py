@@ -155,13 +155,13 @@ def redacting(redactor: Redactor, found: Counter[str]) -> Callable[[pa.Table], p
     ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`); what it
     finds is counted in `found`. Texts already seen by a pack or an earlier build come from the
     redactor's cache, where each slice's new analyses go."""
-    from pipeline.pack.content import DIGEST_COLUMNS, ENUM_COLUMNS, ID_COLUMNS
+    from pipeline.pack.content import ENUM_COLUMNS, ID_COLUMNS, MACHINE_COLUMNS
 
     def redact(rows: pa.Table) -> pa.Table:
         texts = [
             f.name
             for f in rows.schema
-            if _is_text(f.type) and f.name not in ENUM_COLUMNS | DIGEST_COLUMNS | {"tenant_id"}
+            if _is_text(f.type) and f.name not in ENUM_COLUMNS | MACHINE_COLUMNS | {"tenant_id"}
         ]
         for f in rows.schema:
             if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):

@@ -186,10 +186,13 @@ ENUM_COLUMNS = frozenset(
 )
 
 
-# Digests the pipeline computes (sha256 or HMAC hex): nothing of a person can be read in them,
-# so the analytics snapshot keeps them as they are instead of analysing them as text (no pack
-# file has one).
-DIGEST_COLUMNS = frozenset({"content_hash", "text_hash", "subject_hash", "pair_id"})
+# Texts the pipeline makes: digests (sha256 or HMAC hex), pack versions (`<publish time>-<hash>`)
+# and Dagster run ids. Nothing of a person can be read in them, so the analytics snapshot keeps
+# them as they are instead of analysing them as text (no pack file has one): spaCy's NER tags
+# about one version in a thousand as a place, and a redacted version joins to no pack.
+MACHINE_COLUMNS = frozenset(
+    {"content_hash", "text_hash", "subject_hash", "pair_id", "version", "dagster_run_id"}
+)
 
 
 ID_COLUMNS = frozenset(
