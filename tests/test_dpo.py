@@ -1,5 +1,6 @@
 """DPO policy: a tiny GPT-2 learns a planted preference (polite/concise ≻ rude/rambling)."""
 
+import functools
 import json
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
@@ -456,7 +457,7 @@ def test_the_trainer_knobs_reach_trls_own_configs_by_name(tmp_path: Path) -> Non
 
 
 def test_a_shared_template_prefix_is_computed_once_and_scores_the_same(monkeypatch) -> None:
-    """Candidate templates are scored with the template's tokens run once a batch and shared
+    """Candidate templates are scored with the template's tokens run once a call and shared
     through the key/value cache: the same log-probs as running every row whole, to float32
     rounding, in batches of any size (with padding) and for a prompt of another length."""
     from pipeline.dpo.scorer import sequence_logps
@@ -477,9 +478,21 @@ def test_a_shared_template_prefix_is_computed_once_and_scores_the_same(monkeypat
         return found[-1]
 
     monkeypatch.setattr(scorer_module, "_shared_prefix", recorded)
+    forward, rows = model.forward, []
+
+    @functools.wraps(forward)
+    def counted(*args, **kwargs):  # the rows of each forward pass
+        rows.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counted)
     for batch_size in (1, 5, 32):
+        rows.clear()
         shared = sequence_logps(model, tokenizer, prompts, completions, 96, batch_size)
         assert found[-1] >= scorer_module.MIN_SHARED_TOKENS  # the template's tokens were shared
+        # One pass of the prefix (one row) for the call, then each batch once.
+        assert rows[0] == 1 and sum(rows[1:]) == len(prompts)
+        assert len(rows) == 1 + -(-len(prompts) // batch_size)
         with monkeypatch.context() as patched:
             patched.setattr(scorer_module, "MIN_SHARED_TOKENS", 10**6)
             whole = sequence_logps(model, tokenizer, prompts, completions, 96, batch_size)

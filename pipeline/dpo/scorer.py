@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -92,13 +93,21 @@ def sequence_logps(
     ]
     can_skip = "logits_to_keep" in inspect.signature(model.forward).parameters
     # The tokens every row starts with (a template, when candidate templates are scored), short
-    # of every completion: run once a batch for one row and shared through the key/value cache.
+    # of every completion: run once, for one row, and handed to each batch through a copy of its
+    # key/value cache (a batch's forward pass appends to the cache it is given).
     shared = _shared_prefix(seqs, min(splits) - 1) if can_skip and seqs else 0
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = np.zeros(len(seqs), dtype=np.float64)
     counts = np.array([max(0, len(s) - b) for s, b in zip(seqs, splits, strict=True)], np.float64)
     vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 1)
     model.eval()
+    prefix_cache = None
+    if shared:
+        with torch.no_grad():
+            prefix = torch.tensor([seqs[0][:shared]])
+            prefix_cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+        if not hasattr(prefix_cache, "batch_repeat_interleave"):  # a cache that cannot repeat
+            shared, prefix_cache = 0, None
     for batch in logit_batches([len(s) for s in seqs], batch_size, vocab, MAX_LOGIT_CELLS):
         width = max(len(seqs[i]) for i in batch)
         ids = torch.tensor([seqs[i] + [pad] * (width - len(seqs[i])) for i in batch])
@@ -108,14 +117,10 @@ def sequence_logps(
         keep = width - first + 1
         inputs, extra = ids, {"logits_to_keep": keep} if can_skip else {}
         with torch.no_grad():
-            if shared:
-                prefix = model(input_ids=ids[:1, :shared], use_cache=True, logits_to_keep=1)
-                cache = prefix.past_key_values
-                if not hasattr(cache, "batch_repeat_interleave"):  # a cache that cannot repeat
-                    shared = 0
-                else:
-                    cache.batch_repeat_interleave(len(batch))
-                    inputs, extra["past_key_values"] = ids[:, shared:], cache
+            if prefix_cache is not None:
+                cache = copy.deepcopy(prefix_cache)
+                cache.batch_repeat_interleave(len(batch))
+                inputs, extra["past_key_values"] = ids[:, shared:], cache
             logits = model(input_ids=inputs, attention_mask=attention, **extra).logits
         logits = logits[:, -keep:-1].float()
         targets = ids[:, first:]
@@ -193,7 +198,9 @@ class PolicyScorer:
     def __call__(
         self, prompts: list[str], chosen: list[str], rejected: list[str]
     ) -> tuple[np.ndarray, np.ndarray]:
-        return self.rewards(prompts, chosen), self.rewards(prompts, rejected)
+        # One pass over both sides: rows of a template share its prefix, computed once a model.
+        rewards = self.rewards(prompts + prompts, chosen + rejected)
+        return rewards[: len(chosen)], rewards[len(chosen) :]
 
     def evaluate(self, pairs: pl.DataFrame) -> tuple[float | None, float | None, float | None]:
         """(preference accuracy, mean reward margin, the reference model's accuracy) on pairs with
