@@ -26,7 +26,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-# A prefix all rows share is computed once a batch from this many tokens on (below: not worth it).
+# A prefix all rows share is computed once, apart, from this many tokens on (below: not worth it).
 MIN_SHARED_TOKENS = 16
 
 
@@ -107,7 +107,7 @@ def sequence_logps(
             prefix = torch.tensor([seqs[0][:shared]])
             prefix_cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
         if not hasattr(prefix_cache, "batch_repeat_interleave"):  # a cache that cannot repeat
-            shared, prefix_cache = 0, None
+            prefix_cache = None
     for batch in logit_batches([len(s) for s in seqs], batch_size, vocab, MAX_LOGIT_CELLS):
         width = max(len(seqs[i]) for i in batch)
         ids = torch.tensor([seqs[i] + [pad] * (width - len(seqs[i])) for i in batch])
