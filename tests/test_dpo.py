@@ -506,3 +506,31 @@ def test_a_shared_template_prefix_is_computed_once_and_scores_the_same(monkeypat
     assert sequence_logps(model, tokenizer, prompts, completions, 96, 5)[0] == pytest.approx(
         whole[0], rel=1e-5
     )
+
+
+def test_gpt2s_gelu_runs_fused_to_the_same_log_probs() -> None:
+    """A policy trained with `gelu_new` (older homes) is scored with PyTorch's fused kernel of
+    the same formula: the same values to float32 rounding (the exact, erf GELU is further off
+    than that), and the same log-probs. New policies are built with it."""
+    import torch
+    from transformers.activations import GELUTanh, NewGELUActivation
+
+    from pipeline.dpo.scorer import fused_gelu, sequence_logps
+
+    x = torch.linspace(-8, 8, 16_001)
+    formula = NewGELUActivation()(x)
+    assert (GELUTanh()(x) - formula).abs().max() < 1e-6
+    assert (torch.nn.GELU()(x) - formula).abs().max() > 1e-4
+    pairs = planted_pairs(8)
+    texts = pairs["prompt"].to_list() + pairs["chosen"].to_list()
+    tokenizer = build_tokenizer(texts, FAST)
+    model = build_model(tokenizer, FAST)
+    assert model.config.activation_function == "gelu_pytorch_tanh"
+    model.config.activation_function = "gelu_new"
+    for block in model.transformer.h:
+        block.mlp.act = NewGELUActivation()
+    args = (tokenizer, pairs["prompt"].to_list(), pairs["chosen"].to_list(), 96)
+    before = sequence_logps(model, *args)[0]
+    fused_gelu(model)
+    assert all(isinstance(block.mlp.act, GELUTanh) for block in model.transformer.h)
+    assert sequence_logps(model, *args)[0] == pytest.approx(before, rel=1e-5)

@@ -3,6 +3,7 @@ and the publish guard's independent detector: every leak of issue 17 is a case h
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -207,15 +208,17 @@ def test_frame_redacts_texts_and_pseudonymizes_pii_ids() -> None:
 
 
 def test_a_frame_of_many_tenants_is_looked_up_once_and_redacted_per_tenant(tmp_path: Path) -> None:
-    """Texts of every column and tenant are hashed and looked up together, once; ids get their
-    own tenant's pseudonyms, in the frame's row order; the result is each tenant's rows redacted
-    alone."""
-    lookups: list[str] = []
+    """Texts of every column and tenant are hashed and looked up together, once, and so are ids
+    (in the caches of the frame's tenants); ids get their own tenant's pseudonyms, in the frame's
+    row order; the result is each tenant's rows redacted alone."""
+    lookups: list[tuple[str, list[str] | None]] = []
 
     class Counted(RedactionCache):
-        def lookup(self, version: str, hashes: pl.Series) -> pl.DataFrame:
-            lookups.append(version)
-            return super().lookup(version, hashes)
+        def lookup(
+            self, version: str, hashes: pl.Series, tenants: Sequence[str] | None = None
+        ) -> pl.DataFrame:
+            lookups.append((version, None if tenants is None else list(tenants)))
+            return super().lookup(version, hashes, tenants)
 
     frame = pl.DataFrame(
         {
@@ -229,8 +232,9 @@ def test_a_frame_of_many_tenants_is_looked_up_once_and_redacted_per_tenant(tmp_p
     )
     redactor = Redactor(KEY, Counted(tmp_path / "pii_cache"))
     out, counts = redactor.frame(frame, identifiers={"contact_id", "member_ids"})
-    # One lookup of the texts; ids per tenant and column (the e-mails are not plain ids).
-    assert sorted(lookups) == [redactor.version] + [redactor.version + IDENTIFIERS_KEY] * 4
+    # One lookup of the texts, one of the ids (the e-mails are not plain ids).
+    tenants = ["acme", "globex"]
+    assert lookups == [(redactor.version, tenants), (redactor.version + IDENTIFIERS_KEY, tenants)]
     alone = [
         Redactor(KEY).frame(frame.filter(pl.col("tenant_id") == t), {"contact_id", "member_ids"})
         for t in ("acme", "globex")
@@ -299,6 +303,28 @@ def test_identifiers_are_analysed_once_and_kept_apart_from_texts(tmp_path: Path)
     text = Redactor(KEY, cache)
     assert text.series(pl.Series(["jane.doe@example.com"]))[0].to_list() == ["[EMAIL]"]
     assert (text.analysed, text.served) == (1, 0)
+
+
+def test_a_lookup_reads_the_caches_of_the_tenants_asked_for(tmp_path: Path) -> None:
+    """The home's cache reads its own rows and those of the tenants' packs asked for (None: every
+    tenant's); a text only another tenant's pack met is analysed again, to the same result."""
+    root = tmp_path / "pii_cache"
+    packs = {t: root / f"tenant_id={t}" for t in ("acme", "globex")}
+    for tenant, text in (("acme", "mail ann@example.com"), ("globex", "call bob@example.com")):
+        pack = Redactor(KEY, RedactionCache(packs[tenant]))
+        pack.series(pl.Series([text]))
+        pack.flush()
+    home = Redactor(KEY, RedactionCache(root, packs))
+    texts = pl.Series(["mail ann@example.com", "call bob@example.com"])
+    hashes = home._hash(texts)
+    assert home.cache is not None
+    assert home.cache.lookup(home.version, hashes).height == 2
+    assert home.cache.lookup(home.version, hashes, ["acme"])["text_hash"].to_list() == [hashes[0]]
+    assert home.cache.lookup(home.version, hashes, ["initech"]).is_empty()
+    frame = pl.DataFrame({"tenant_id": ["acme", "acme"], "prompt": texts})
+    out, counts = home.frame(frame)
+    assert out["prompt"].to_list() == ["mail [EMAIL]", "call [EMAIL]"]
+    assert (home.served, home.analysed, counts) == (1, 1, {"email": 2})
 
 
 @settings(max_examples=300, deadline=None)

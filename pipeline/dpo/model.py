@@ -64,6 +64,7 @@ def build_model(tokenizer: Any, config: DPOPolicyConfig) -> Any:
         n_layer=config.n_layer,
         n_embd=config.n_embd,
         n_head=config.n_head,
+        activation_function="gelu_pytorch_tanh",  # gelu_new's formula, one fused kernel
         bos_token_id=tokenizer.eos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

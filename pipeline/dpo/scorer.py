@@ -135,6 +135,17 @@ def sequence_logps(
     return out, counts
 
 
+def fused_gelu(model: Any) -> None:
+    """GPT-2's `gelu_new` (the tanh approximation, in five tensor operations) replaced by
+    PyTorch's fused kernel of the same formula, equal to float rounding: a fifth of the scoring
+    time of a small policy went to it. Models trained since (`build_model`) use it already."""
+    from transformers.activations import GELUTanh, NewGELUActivation
+
+    for module in model.modules():
+        if isinstance(getattr(module, "act", None), NewGELUActivation):
+            module.act = GELUTanh()
+
+
 class PolicyScorer:
     """The reward a trained policy learned, for full prompts: β·(log π(y|x) − log π_ref(y|x)),
     per token for the length-normalised losses, without the reference for SimPO."""
@@ -165,6 +176,8 @@ class PolicyScorer:
         policy = AutoModelForCausalLM.from_pretrained(str(root / "policy"), local_files_only=True)
         ref_dir = run.get("reference_dir") or str(root / "reference")
         reference = AutoModelForCausalLM.from_pretrained(ref_dir, local_files_only=True)
+        for model in (policy, reference):
+            fused_gelu(model)
         loss_type = (run.get("config") or {}).get("loss_type", "sigmoid")
         return cls(
             policy,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -33,12 +33,20 @@ class RedactionCache(PartsCache):
     redacted text). Append-only like the embedding cache; a new detector version starts
     a new folder, so nothing redacted by an older detector is ever served."""
 
-    def __init__(self, root: Location, also: Sequence[Location] = ()) -> None:
+    def __init__(self, root: Location, tenants: Mapping[str, Location] | None = None) -> None:
         super().__init__(root)
-        self.also = [PartsCache(other) for other in also]  # read, never written
+        # tenant -> its packs' cache: read, never written
+        self.tenants = {t: PartsCache(folder) for t, folder in (tenants or {}).items()}
 
-    def lookup(self, version: str, hashes: pl.Series) -> pl.DataFrame:
-        scans = [s for s in (c.scan(version) for c in (self, *self.also)) if s is not None]
+    def lookup(
+        self, version: str, hashes: pl.Series, tenants: Sequence[str] | None = None
+    ) -> pl.DataFrame:
+        """The cached rows of `hashes`: from this cache and the caches of `tenants` (None: every
+        tenant's). A text another tenant's pack redacted is then analysed again: the same result,
+        and each lookup scans a tenant's cache, not the home's ~1M texts at 1M interactions."""
+        chosen = self.tenants if tenants is None else {t: self.tenants.get(t) for t in tenants}
+        caches = [self, *(c for c in chosen.values() if c is not None)]
+        scans = [s for s in (c.scan(version) for c in caches) if s is not None]
         if not scans:
             return pl.DataFrame(schema=_CACHE_SCHEMA)
         return (
@@ -94,8 +102,8 @@ class Redactor:
         (a text a pack redacted is not analysed again; the key and detector are the same)."""
         cache = paths.pii_cache
         tenants = [] if paths.tenant is not None else Lake(paths).tenants("pii_cache")
-        also = [cache / f"{TENANT_COLUMN}={tenant}" for tenant in tenants]
-        return cls(pii_key(paths.home), RedactionCache(cache, also))
+        packs = {tenant: cache / f"{TENANT_COLUMN}={tenant}" for tenant in tenants}
+        return cls(pii_key(paths.home), RedactionCache(cache, packs))
 
     def _hash(self, texts: pl.Series) -> pl.Series:
         return pl.Series(
@@ -111,7 +119,9 @@ class Redactor:
         own folder, so an id's finding is never served for the same string met as free text."""
         return self.version if ner else self.version + IDENTIFIERS_KEY
 
-    def _redactions(self, distinct: pl.Series, ner: bool) -> pl.DataFrame:
+    def _redactions(
+        self, distinct: pl.Series, ner: bool, tenants: Sequence[str] | None = None
+    ) -> pl.DataFrame:
         """text, redacted, kinds for distinct non-null texts (identifiers: redacted is null, their
         pseudonym is computed per tenant from the value). Identifiers are cached too: every night
         packs every memory_id again, and an id like `i_00000042` costs the phone matcher as much
@@ -122,7 +132,7 @@ class Redactor:
         for pending in self.fresh.get(key, []):
             known = pl.concat([known, pending])
         if self.cache is not None:
-            known = pl.concat([known, self.cache.lookup(key, frame["text_hash"])])
+            known = pl.concat([known, self.cache.lookup(key, frame["text_hash"], tenants)])
         known = known.unique("text_hash", keep="first")
         missing = frame.join(known, on="text_hash", how="anti", maintain_order="left")
         if ner:
@@ -200,56 +210,70 @@ class Redactor:
         the frame's tenant_id) and `keep` (enumerations such as kind or status) stay as they are.
 
         The free-text columns of every tenant are hashed and looked up in the cache together,
-        once: a text's redaction does not depend on its tenant or column, and each lookup scans
-        the cache."""
+        once, and so are the identifier columns: a value's findings depend neither on its tenant
+        nor on its column, and each lookup scans the cache (of the frame's tenants)."""
         started = time.perf_counter()
         identifiers, kept = set(identifiers), set(keep) | {"tenant_id"}
         try:
             columns = [
                 n for n, kind in frame.schema.items() if kind in _TEXT_TYPES and n not in kept
             ]
-            texts = [name for name in columns if name not in identifiers]
+            tenants = _tenants(frame)
             counts: Counter[str] = Counter()
-            if texts:
-                values = pl.concat([_values(frame[name]) for name in texts]).unique(
-                    maintain_order=True
-                )
-                if not values.is_empty():
-                    table = self._redactions(values, ner=True)
-                    redacted = []
-                    for name in texts:
-                        column, found = self._apply(frame[name], table, None)
-                        redacted.append(column)
-                        counts.update(found)
-                    frame = frame.with_columns(redacted)
-            ids = [name for name in columns if name in identifiers]
-            if ids:
-                frame, found = self._identifiers(frame, ids)
+            for ids in (False, True):
+                names = [name for name in columns if (name in identifiers) == ids]
+                values = _distinct(frame, names)
+                if ids:
+                    values = values.filter(~plain_identifiers(values))
+                if values.is_empty():
+                    continue
+                table = self._redactions(values, ner=not ids, tenants=tenants)
+                if ids:
+                    frame, found = self._pseudonymized(frame, names, table)
+                else:
+                    frame, found = self._redacted(frame, names, table, None)
                 counts.update(found)
             return frame, counts
         finally:
             self.seconds += time.perf_counter() - started
 
-    def _identifiers(
-        self, frame: pl.DataFrame, ids: list[str]
+    def _redacted(
+        self, frame: pl.DataFrame, names: list[str], table: pl.DataFrame, tenant_id: str | None
     ) -> tuple[pl.DataFrame, Counter[str]]:
-        """The identifier columns `ids` pseudonymized where they look like PII, per tenant."""
-        ids = [name for name in ids if not plain_identifiers(_values(frame[name])).all()]
-        if not ids:
-            return frame, Counter()
-        tenants = frame["tenant_id"].unique().to_list() if "tenant_id" in frame.columns else []
+        """`frame` with columns `names` passed through `_apply` with `table`."""
         counts: Counter[str] = Counter()
-        if len(tenants) > 1:  # pseudonyms are per tenant: one tenant at a time, order kept
-            parts = []
-            for part in frame.with_row_index("_row").partition_by("tenant_id"):
-                part, found = self._identifiers(part, ids)
-                parts.append(part)
-                counts.update(found)
-            return pl.concat(parts).sort("_row").drop("_row"), counts
-        tenant = str(tenants[0]) if tenants else ""
         columns = []
-        for name in ids:
-            column, found = self.series(frame[name], tenant)
+        for name in names:
+            column, found = self._apply(frame[name], table, tenant_id)
             columns.append(column)
             counts.update(found)
         return frame.with_columns(columns), counts
+
+    def _pseudonymized(
+        self, frame: pl.DataFrame, ids: list[str], table: pl.DataFrame
+    ) -> tuple[pl.DataFrame, Counter[str]]:
+        """The identifier columns `ids` pseudonymized where `table` found PII, per tenant."""
+        if "tenant_id" not in frame.columns or frame["tenant_id"].n_unique() == 1:
+            tenant = str(frame["tenant_id"][0]) if "tenant_id" in frame.columns else ""
+            return self._redacted(frame, ids, table, tenant)
+        counts: Counter[str] = Counter()
+        parts = []  # pseudonyms are per tenant: one tenant at a time, order kept
+        for part in frame.with_row_index("_row").partition_by("tenant_id"):
+            part, found = self._redacted(part, ids, table, str(part["tenant_id"][0]))
+            parts.append(part)
+            counts.update(found)
+        return pl.concat(parts).sort("_row").drop("_row"), counts
+
+
+def _tenants(frame: pl.DataFrame) -> list[str] | None:
+    """The tenants of a frame's rows, or None (every tenant) without a tenant on each row."""
+    if "tenant_id" not in frame.columns or frame["tenant_id"].null_count():
+        return None
+    return [str(t) for t in frame["tenant_id"].unique(maintain_order=True).to_list()]
+
+
+def _distinct(frame: pl.DataFrame, names: list[str]) -> pl.Series:
+    """The distinct non-null values of the String / List(String) columns `names`, in order."""
+    if not names:
+        return pl.Series("text", [], dtype=pl.String)
+    return pl.concat([_values(frame[name]) for name in names]).unique(maintain_order=True)
