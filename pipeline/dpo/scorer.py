@@ -137,8 +137,9 @@ def sequence_logps(
 
 def fused_gelu(model: Any) -> None:
     """GPT-2's `gelu_new` (the tanh approximation, in five tensor operations) replaced by
-    PyTorch's fused kernel of the same formula, equal to float rounding: a fifth of the scoring
-    time of a small policy went to it. Models trained since (`build_model`) use it already."""
+    PyTorch's fused kernel of the same formula, equal to float rounding: the five took ~18 % of
+    scoring a small policy's candidates, and scoring on one thread takes ~8 % less. Models built
+    since (`build_model`) use it already."""
     from transformers.activations import GELUTanh, NewGELUActivation
 
     for module in model.modules():
