@@ -44,8 +44,8 @@ class RedactionCache(PartsCache):
         """The cached rows of `hashes`: from this cache and the caches of `tenants` (None: every
         tenant's). A text another tenant's pack redacted is then analysed again: the same result,
         and each lookup scans a tenant's cache, not the home's ~1M texts at 1M interactions."""
-        chosen = self.tenants if tenants is None else {t: self.tenants.get(t) for t in tenants}
-        caches = [self, *(c for c in chosen.values() if c is not None)]
+        chosen = self.tenants if tenants is None else [t for t in tenants if t in self.tenants]
+        caches = [self, *(self.tenants[t] for t in chosen)]
         scans = [s for s in (c.scan(version) for c in caches) if s is not None]
         if not scans:
             return pl.DataFrame(schema=_CACHE_SCHEMA)
