@@ -19,6 +19,7 @@ from pipeline.pack.content import EmbeddingMatrix
 from pipeline.pack.guards import finite_and_norms, run_guards
 from pipeline.pack.store import list_versions, prune, rollback, write_latest
 from pipeline.pack.writer import make_version, publish
+from pipeline.pii_guard import find_pii
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache, TextVectors
 from tests.test_pack_support import AS_OF, DIM, PLANTED, make_lake
@@ -244,6 +245,49 @@ def test_guards_catch_bad_inputs(paths: Paths) -> None:
     assert "5 embedding rows for 6 memories" in results["pack_embeddings_match_memories"].detail
     assert results["pack_single_tenant"].metadata["foreign_rows"] == {"memories.parquet": 1}
     assert "memories.parquet:text" in results["pack_pii_redacted"].detail
+
+
+def test_the_pii_guard_scans_a_clean_text_once_and_a_leak_every_time(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The publish guard remembers the texts its detector found clean (keyed hashes in the
+    redaction cache, under the detector's version): the next night's pack scans only its new
+    texts; a leak is never remembered, so it stops every publish; a changed detector scans
+    everything again."""
+    from pipeline.pack import guards
+
+    scanned: list[str] = []
+
+    def counted(text: str):
+        scanned.append(text)
+        return find_pii(text)
+
+    monkeypatch.setattr(guards, "find_pii", counted)
+
+    def pii_guard(content=None) -> tuple[bool, dict]:
+        scanned.clear()
+        inputs = load_inputs(Lake(paths), AS_OF)  # a new night: a new redactor, the same cache
+        result = {g.name: g for g in run_guards(content or build_pack(inputs, "acme"), inputs)}
+        found = result["pack_pii_redacted"]
+        return found.passed, found.metadata["leaks"]
+
+    assert pii_guard() == (True, {})
+    first = sorted(scanned)
+    assert len(first) >= 5  # ids and texts with digits, an @ or a colon
+    assert pii_guard() == (True, {}) and scanned == []
+
+    content = build_pack(load_inputs(Lake(paths), AS_OF), "acme")
+    memories = content.frames["memories.parquet"]
+    leak = pl.when(pl.col("memory_id") == "a-i3").then(pl.lit("call 030-12345678"))
+    content.frames["memories.parquet"] = memories.with_columns(
+        leak.otherwise(pl.col("text")).alias("text")
+    )
+    for _ in range(2):
+        assert pii_guard(content) == (False, {"memories.parquet:text": 1})
+        assert scanned == ["call 030-12345678"]
+
+    monkeypatch.setattr(guards, "guard_version", lambda: "guard-another")
+    assert pii_guard() == (True, {}) and sorted(scanned) == first
 
 
 def test_corrected_examples_are_allowed_despite_negative_feedback(paths: Paths) -> None:

@@ -151,6 +151,26 @@ class Redactor:
             known = pl.concat([known, computed])
         return frame.join(known, on="text_hash", how="left")
 
+    def known(self, key: str, texts: pl.Series) -> pl.Series:
+        """Which of `texts` (distinct) the cache holds under `key`, by keyed hash: e.g. the texts
+        the publish guard found clean (`remember`)."""
+        if self.cache is None or texts.is_empty():
+            return pl.Series("known", [False] * texts.len(), dtype=pl.Boolean)
+        hashes = self._hash(texts)
+        found = self.cache.lookup(key, hashes)["text_hash"]
+        return hashes.is_in(found.implode()).alias("known")
+
+    def remember(self, key: str, texts: pl.Series) -> None:
+        """Keep `texts` in the cache under `key`, as values with nothing found in them."""
+        if self.cache is None or texts.is_empty():
+            return
+        self.cache.append(
+            key,
+            pl.DataFrame({"text_hash": self._hash(texts)}).with_columns(
+                redacted=pl.lit(None, pl.String), kinds=pl.lit([], pl.List(pl.String))
+            ),
+        )
+
     def flush(self) -> None:
         """Write the redactions computed since the last flush to the cache (one part per key)."""
         started = time.perf_counter()
