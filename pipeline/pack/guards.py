@@ -143,14 +143,10 @@ def _pii_redacted(content: PackContent, inputs: PackInputs) -> GuardResult:
     texts = pl.concat(values.values()).unique() if values else pl.Series(dtype=pl.String)
     memo, version = inputs.redactor, guard_version()
     unknown = texts.filter(~memo.known(version, texts)) if memo is not None else texts
-    leaking = pl.Series([t for t in unknown.to_list() if find_pii(t)], dtype=pl.String)
+    leaking = pl.Series([t for t in unknown.to_list() if find_pii(t)], dtype=pl.String).implode()
     if memo is not None:
-        memo.remember(version, unknown.filter(~unknown.is_in(leaking.implode())))
-    leaks = {
-        where: n
-        for where, found in values.items()
-        if (n := int(found.is_in(leaking.implode()).sum()))
-    }
+        memo.remember(version, unknown.filter(~unknown.is_in(leaking)))
+    leaks = {where: n for where, found in values.items() if (n := int(found.is_in(leaking).sum()))}
     return GuardResult(
         "pack_pii_redacted",
         not leaks,
