@@ -458,8 +458,10 @@ def test_the_trainer_knobs_reach_trls_own_configs_by_name(tmp_path: Path) -> Non
 
 def test_a_shared_template_prefix_is_computed_once_and_scores_the_same(monkeypatch) -> None:
     """Candidate templates are scored with the template's tokens run once a call and shared
-    through the key/value cache: the same log-probs as running every row whole, to float32
-    rounding, in batches of any size (with padding) and for a prompt of another length."""
+    through the key/value cache, and the vocabulary head only where a completion token is
+    predicted: the same log-probs as running every row whole, or the head over every position,
+    to float32 rounding, in batches of any size (with padding) and for a prompt of another
+    length."""
     from pipeline.dpo.scorer import sequence_logps
     from pipeline.templates.registry import format_prompt
 
@@ -478,14 +480,16 @@ def test_a_shared_template_prefix_is_computed_once_and_scores_the_same(monkeypat
         return found[-1]
 
     monkeypatch.setattr(scorer_module, "_shared_prefix", recorded)
-    forward, rows = model.forward, []
+    # Counted where every pass goes: batches run the base model (the head only where a
+    # completion token is predicted), the prefix's pass runs the whole model.
+    forward, rows = model.transformer.forward, []
 
     @functools.wraps(forward)
     def counted(*args, **kwargs):  # the rows of each forward pass
-        rows.append(kwargs["input_ids"].shape[0])
+        rows.append((args[0] if args else kwargs["input_ids"]).shape[0])
         return forward(*args, **kwargs)
 
-    monkeypatch.setattr(model, "forward", counted)
+    monkeypatch.setattr(model.transformer, "forward", counted)
     for batch_size in (1, 5, 32):
         rows.clear()
         shared = sequence_logps(model, tokenizer, prompts, completions, 96, batch_size)
@@ -498,6 +502,10 @@ def test_a_shared_template_prefix_is_computed_once_and_scores_the_same(monkeypat
             whole = sequence_logps(model, tokenizer, prompts, completions, 96, batch_size)
         assert shared[1].tolist() == whole[1].tolist()
         assert shared[0] == pytest.approx(whole[0], rel=1e-5)
+        with monkeypatch.context() as patched:  # the head over every position from the first
+            patched.setattr(scorer_module, "_plain_head", lambda model: None)
+            headless = sequence_logps(model, tokenizer, prompts, completions, 96, batch_size)
+        assert shared[0] == pytest.approx(headless[0], rel=1e-5)
     # A model whose cache cannot be repeated over a batch is run whole.
     from transformers import DynamicCache
 

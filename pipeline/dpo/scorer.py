@@ -6,6 +6,7 @@ import copy
 import json
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,25 +62,24 @@ def logit_batches(
         yield np.array(batch)
 
 
-def sequence_logps(
-    model: Any,
-    tokenizer: Any,
-    prompts: Sequence[str],
-    completions: Sequence[str],
-    max_length: int,
-    batch_size: int = 32,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(Σ log p(completion tokens | prompt), number of completion tokens), tokenized the way TRL
-    does (completion + EOS, cut at `max_length` from the end).
+@dataclass(frozen=True)
+class Tokenized:
+    """Rows tokenized the way TRL does (completion + EOS, cut at `max_length` from the end), with
+    where each row's completion begins: what every model sharing the tokenizer scores."""
 
-    Rows are scored in `logit_batches`, and the vocabulary head runs only from a batch's first
-    completion token on: prompt positions never count, and the head (vocabulary × width) is most
-    of a small model's work.
-    """
-    import inspect
+    seqs: list[list[int]]
+    splits: list[int]
+    pad: int
 
-    import torch
+    @property
+    def counts(self) -> np.ndarray:
+        """Completion tokens of each row."""
+        return np.array([max(0, len(s) - b) for s, b in zip(self.seqs, self.splits, strict=True)])
 
+
+def tokenize(
+    tokenizer: Any, prompts: Sequence[str], completions: Sequence[str], max_length: int
+) -> Tokenized:
     eos = tokenizer.eos_token or ""
     prompt_ids = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
     full_ids = tokenizer(
@@ -91,16 +91,59 @@ def sequence_logps(
         max(1, min(_common_prefix(p, f), len(s)))
         for p, f, s in zip(prompt_ids, full_ids, seqs, strict=True)
     ]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return Tokenized(seqs, splits, pad)
+
+
+def sequence_logps(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    completions: Sequence[str],
+    max_length: int,
+    batch_size: int = 32,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Σ log p(completion tokens | prompt), number of completion tokens), tokenized the way TRL
+    does (`tokenize`)."""
+    rows = tokenize(tokenizer, prompts, completions, max_length)
+    return tokenized_logps(model, rows, batch_size), rows.counts.astype(np.float64)
+
+
+def _plain_head(model: Any) -> Any:
+    """The vocabulary head of a Hugging Face causal LM whose logits are exactly head(its base
+    model's last hidden state), else None (a wrapper, e.g. peft's, or scaled or capped logits)."""
+    from transformers import PreTrainedModel
+
+    config = getattr(model, "config", None)
+    if not isinstance(model, PreTrainedModel) or model.base_model is model:
+        return None
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
+        return None
+    return model.get_output_embeddings()
+
+
+def tokenized_logps(model: Any, rows: Tokenized, batch_size: int = 32) -> np.ndarray:
+    """Σ log p(completion tokens | prompt) of each row.
+
+    Rows are scored in `logit_batches`. The vocabulary head (vocabulary × width: most of a small
+    model's work) runs only at the positions that predict a completion token, and a token's
+    log-probability is its logit less the log-sum-exp of its position's logits (no full
+    log-softmax is made). A model whose logits are not plainly its head's (`_plain_head`) is run
+    whole, from the batch's first completion token on."""
+    import inspect
+
+    import torch
+
+    seqs, splits, pad = rows.seqs, rows.splits, rows.pad
     can_skip = "logits_to_keep" in inspect.signature(model.forward).parameters
     # The tokens every row starts with (a template, when candidate templates are scored), short
     # of every completion: run once, for one row, and handed to each batch through a copy of its
     # key/value cache (a batch's forward pass appends to the cache it is given).
     shared = _shared_prefix(seqs, min(splits) - 1) if can_skip and seqs else 0
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = np.zeros(len(seqs), dtype=np.float64)
-    counts = np.array([max(0, len(s) - b) for s, b in zip(seqs, splits, strict=True)], np.float64)
     vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 1)
     model.eval()
+    head = _plain_head(model) if can_skip else None
     prefix_cache = None
     if shared:
         with torch.no_grad():
@@ -112,27 +155,33 @@ def sequence_logps(
         width = max(len(seqs[i]) for i in batch)
         ids = torch.tensor([seqs[i] + [pad] * (width - len(seqs[i])) for i in batch])
         attention = torch.tensor([[1] * len(seqs[i]) + [0] * (width - len(seqs[i])) for i in batch])
-        # Logits at positions first-1 … width-1 predict the tokens at first … width-1.
         first = min(splits[i] for i in batch) if can_skip else 1
-        keep = width - first + 1
-        inputs, extra = ids, {"logits_to_keep": keep} if can_skip else {}
+        # The completion tokens: (row, position - first) of each, predicted from position - 1.
+        positions = torch.arange(first, width)[None, :]
+        lengths = torch.tensor([len(seqs[i]) for i in batch])[:, None]
+        begins = torch.tensor([splits[i] for i in batch])[:, None]
+        row, at = ((positions >= begins) & (positions < lengths)).nonzero(as_tuple=True)
+        inputs, extra = ids, {}
         with torch.no_grad():
             if prefix_cache is not None:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(batch))
                 inputs, extra["past_key_values"] = ids[:, shared:], cache
-            logits = model(input_ids=inputs, attention_mask=attention, **extra).logits
-        logits = logits[:, -keep:-1].float()
-        targets = ids[:, first:]
-        positions = torch.arange(first, width)[None, :]
-        lengths = torch.tensor([len(seqs[i]) for i in batch])[:, None]
-        begins = torch.tensor([splits[i] for i in batch])[:, None]
-        counted = ((positions >= begins) & (positions < lengths)).float()
-        token_logps = (
-            torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        )
-        out[batch] = (token_logps * counted).sum(-1).double().numpy()
-    return out, counts
+            if head is not None:
+                states = model.base_model(input_ids=inputs, attention_mask=attention, **extra)
+                found = states.last_hidden_state
+            else:
+                keep = {"logits_to_keep": width - first + 1} if can_skip else {}
+                found = model(input_ids=inputs, attention_mask=attention, **extra, **keep).logits
+            # `found` holds the last positions of the batch (not the shared prefix's, nor the
+            # prompts' before `first` when cut).
+            before = found[row, at + first - 1 - width + found.shape[1]]
+            logits = (head(before) if head is not None else before).float()
+            token = logits.gather(-1, ids[row, at + first][:, None]).squeeze(-1)
+            token = token - torch.logsumexp(logits, dim=-1)
+        sums = torch.zeros(len(batch), dtype=torch.float64).index_add_(0, row, token.double())
+        out[batch] = sums.numpy()
+    return out
 
 
 def fused_gelu(model: Any) -> None:
@@ -194,9 +243,10 @@ class PolicyScorer:
         self, prompts: Sequence[str], completions: Sequence[str]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(Σ log π, Σ log π_ref, completion tokens) of each completion."""
-        args = (self.tokenizer, prompts, completions, self.max_length, self.batch_size)
-        policy, tokens = sequence_logps(self.policy, *args)
-        return policy, sequence_logps(self.reference, *args)[0], tokens
+        rows = tokenize(self.tokenizer, prompts, completions, self.max_length)
+        policy = tokenized_logps(self.policy, rows, self.batch_size)
+        reference = tokenized_logps(self.reference, rows, self.batch_size)
+        return policy, reference, rows.counts.astype(np.float64)
 
     def _reward(self, policy: np.ndarray, reference: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         ratio = policy if self.reference_free else policy - reference
