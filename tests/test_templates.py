@@ -123,6 +123,46 @@ def test_evidence_and_candidates_from_feedback_reasons() -> None:
     assert candidates["combined"].template.startswith("Base.\nKeep answers under 2 sentences.")
 
 
+def test_the_corrections_candidate_quotes_the_consensus_not_the_newest() -> None:
+    """The correction given most often (spacing aside) is quoted, the newest among equals: a night
+    that brings one more correction keeps the candidate, so its score comes from the memo."""
+    inter = pl.DataFrame(
+        [
+            {c: None for c in contracts.INTERACTION_COLUMNS}
+            | {"tenant_id": "acme", "event_id": f"i{k}", "skill_id": "casual_chat"}
+            for k in range(5)
+        ],
+        schema=contracts.INTERACTION_SCHEMA,
+    )
+
+    def corrections(*rows: tuple[int, str]) -> pl.DataFrame:
+        return pl.DataFrame(
+            [
+                {c: None for c in contracts.FEEDBACK_COLUMNS}
+                | {
+                    "tenant_id": "acme",
+                    "event_id": f"f{day}",
+                    "target_id": f"i{day}",
+                    "ts": datetime(2026, 11, day + 1, tzinfo=UTC),
+                    "signal": "correction",
+                    "corrected_output": text,
+                }
+                for day, text in rows
+            ],
+            schema=contracts.FEEDBACK_SCHEMA,
+        )
+
+    def quoted(fb: pl.DataFrame) -> list[str]:
+        return gather_evidence(inter, fb)[("acme", "casual_chat")].corrections
+
+    night = [(0, "Say hi back."), (1, "Say  hi back. "), (2, "Ask how they are.")]
+    assert quoted(corrections(*night)) == ["Say hi back.", "Ask how they are."]
+    # The next night's single new correction does not move the quote: the candidate is the same.
+    assert quoted(corrections(*night, (3, "Use their name.")))[0] == "Say hi back."
+    # Two given equally often: the newer one first.
+    assert quoted(corrections((0, "Older."), (1, "Newer."))) == ["Newer.", "Older."]
+
+
 def test_selection_keeps_the_current_template_unless_a_candidate_wins() -> None:
     current = TemplateScore(accuracy=0.75, margin=0.5, n=8)
     assert select_template(current, [], 1e-3) is None

@@ -33,14 +33,14 @@ class SkillEvidence:
     tenant_id: str
     skill_id: str
     reasons: dict[str, int] = field(default_factory=dict)
-    corrections: list[str] = field(default_factory=list)
+    corrections: list[str] = field(default_factory=list)  # distinct, the most given first
     best_outputs: list[str] = field(default_factory=list)
     typical_sentences: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
             "reasons": self.reasons,
-            "n_corrections": len(self.corrections),
+            "n_distinct_corrections": len(self.corrections),
             "n_best_outputs": len(self.best_outputs),
             "typical_sentences": self.typical_sentences,
         }
@@ -73,22 +73,44 @@ def gather_evidence(
         .filter(pl.col("len") >= config.min_reason_count)
         .sort("tenant_id", "skill_id", "len", "reason", descending=[False, False, True, False])
     )
-    corrections = (
-        fb.filter(
-            (pl.col("signal") == Signal.CORRECTION) & pl.col("corrected_output").is_not_null()
-        )
-        .sort("ts", descending=True)
-        .select("tenant_id", "skill_id", pl.col("corrected_output").alias("text"))
+    corrected = fb.filter(
+        (pl.col("signal") == Signal.CORRECTION) & pl.col("corrected_output").is_not_null()
+    ).select(
+        "tenant_id",
+        "skill_id",
+        "ts",
+        pl.col("corrected_output").str.replace_all(r"\s+", " ").str.strip_chars().alias("text"),
     )
+    # The correction people gave most often first (the same words, spacing aside): it is the
+    # skill's consensus, and it stays the quoted one while the consensus holds, so its candidate
+    # is scored once, not again each night a correction arrives. Ties: the newest, then the text.
+    corrections = (
+        corrected.group_by("tenant_id", "skill_id", "text")
+        .agg(pl.len().alias("n"), pl.col("ts").max())
+        .sort(
+            "tenant_id", "skill_id", "n", "ts", "text", descending=[False, False, True, True, False]
+        )
+        .select("tenant_id", "skill_id", "text")
+    )
+    # The few-shot sets' own order (best first, recency, then id), across the skill's sets.
     best = (
         few_shot_sets.filter(pl.col("skill_id").is_not_null())
-        .sort("rank")
+        .sort(
+            "tenant_id",
+            "skill_id",
+            "rank",
+            "selection_score",
+            "ts",
+            "memory_id",
+            descending=[False, False, False, True, True, False],
+            nulls_last=True,
+        )
         .select("tenant_id", "skill_id", pl.col("output").alias("text"))
         if few_shot_sets is not None and few_shot_sets.height
         else pl.DataFrame(schema={"tenant_id": pl.String, "skill_id": pl.String, "text": pl.String})
     )
     sentences = (
-        pl.concat([corrections, best])
+        pl.concat([corrected.select("tenant_id", "skill_id", "text"), best])
         .with_columns(_sentence_count().alias("n"))
         .group_by("tenant_id", "skill_id")
         .agg(pl.col("n").median().round().cast(pl.Int64))
