@@ -30,6 +30,11 @@ SCORES_SCHEMA = tables.schema(
 )
 
 
+# The order examples are chosen in: best first, recency breaks ties, then the id, for a deterministic
+# order (column → descending).
+BEST_FIRST = {"selection_score": True, "ts": True, "memory_id": False}
+
+
 @dataclass(frozen=True)
 class FewShotConfig:
     k: int = 5
@@ -115,8 +120,7 @@ def candidates(
             .otherwise(pl.col("ts"))
             .alias("ts"),
         )
-        # Best first; recency breaks ties (then id, for a deterministic order).
-        .sort("selection_score", "ts", "memory_id", descending=[True, True, False])
+        .sort(*BEST_FIRST, descending=list(BEST_FIRST.values()))
     )
 
 

@@ -74,7 +74,9 @@ class Tokenized:
     @property
     def counts(self) -> np.ndarray:
         """Completion tokens of each row."""
-        return np.array([max(0, len(s) - b) for s, b in zip(self.seqs, self.splits, strict=True)])
+        return np.array(
+            [max(0, len(s) - b) for s, b in zip(self.seqs, self.splits, strict=True)], np.float64
+        )
 
 
 def tokenize(
@@ -106,7 +108,7 @@ def sequence_logps(
     """(Σ log p(completion tokens | prompt), number of completion tokens), tokenized the way TRL
     does (`tokenize`)."""
     rows = tokenize(tokenizer, prompts, completions, max_length)
-    return tokenized_logps(model, rows, batch_size), rows.counts.astype(np.float64)
+    return tokenized_logps(model, rows, batch_size), rows.counts
 
 
 def _plain_head(model: Any) -> Any:
@@ -246,7 +248,7 @@ class PolicyScorer:
         rows = tokenize(self.tokenizer, prompts, completions, self.max_length)
         policy = tokenized_logps(self.policy, rows, self.batch_size)
         reference = tokenized_logps(self.reference, rows, self.batch_size)
-        return policy, reference, rows.counts.astype(np.float64)
+        return policy, reference, rows.counts
 
     def _reward(self, policy: np.ndarray, reference: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         ratio = policy if self.reference_free else policy - reference

@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.contracts import FeedbackReason, Signal
+from pipeline.fewshot import BEST_FIRST
 from pipeline.templates.registry import TemplateConfig
 
 # Guidance distilled from feedback reasons; `{n}` is the typical sentence count of good answers.
@@ -92,17 +93,15 @@ def gather_evidence(
         )
         .select("tenant_id", "skill_id", "text")
     )
-    # The few-shot sets' own order (best first, recency, then id), across the skill's sets.
+    # Rank first, then the few-shot sets' own order, across the skill's sets.
     best = (
         few_shot_sets.filter(pl.col("skill_id").is_not_null())
         .sort(
             "tenant_id",
             "skill_id",
             "rank",
-            "selection_score",
-            "ts",
-            "memory_id",
-            descending=[False, False, False, True, True, False],
+            *BEST_FIRST,
+            descending=[False, False, False, *BEST_FIRST.values()],
             nulls_last=True,
         )
         .select("tenant_id", "skill_id", pl.col("output").alias("text"))
