@@ -8,6 +8,7 @@ import shutil
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -101,6 +102,9 @@ VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {
     ),
 }
 CONTENTS_TABLE = "snapshot_contents"
+# The build's DuckDB memory (DUCKDB_MEMORY in all) between its two files, loaded at the same time:
+# the base's rows come through the redaction in slices, the warehouse's stream from the lake.
+BASE_MEMORY, WAREHOUSE_MEMORY = "768MiB", "256MiB"
 BASE = "analytics-base.duckdb"  # the snapshot's redacted base, in the home's local folder
 BASE_STAMP = BASE + ".redaction"  # beside it: the detector, key and format it was made with
 
@@ -200,7 +204,7 @@ def _redacted_base(paths: Paths, found: Counter[str]) -> Warehouse:
     from pipeline.pii.redactor import Redactor
 
     redactor = Redactor.for_home(paths)
-    base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found))
+    base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found), memory=BASE_MEMORY)
     key = hashlib.sha256(redactor.key).hexdigest()[:16]
     identity = f"{redactor.version} key {key} storage {STORAGE_VERSION}"
     stamp = paths.local / BASE_STAMP
@@ -234,9 +238,14 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     report, found = SnapshotReport(target), Counter[str]()
     try:
         lake = Lake(paths)
-        Warehouse(paths).converge(lake, WAREHOUSE_TABLES)
-        base = _redacted_base(paths, found)
-        base.converge(lake, WAREHOUSE_TABLES)
+        # Two files, so two writers at once: the warehouse's loads are DuckDB's own work, the
+        # base's mostly its redaction in Python; side by side they use both cores.
+        with ThreadPoolExecutor(1, thread_name_prefix="warehouse") as beside:
+            warehouse = Warehouse(paths, memory=WAREHOUSE_MEMORY)
+            converged = beside.submit(warehouse.converge, lake, WAREHOUSE_TABLES)
+            base = _redacted_base(paths, found)
+            base.converge(lake, WAREHOUSE_TABLES)
+            converged.result()
         shutil.copyfile(base.path, temp)
         con = duckdb.connect(str(temp), config=duckdb_config(paths))
         try:

@@ -14,6 +14,9 @@ from pipeline.vectors import TextVectors
 
 # Similarities held in memory at once by a search (≈ 32 MB of float32), whatever the group size.
 MAX_BLOCK_CELLS = 8_000_000
+# Vectors fetched at once for the groups searched together (≈ 150 MB at 384 dimensions): each
+# fetch reads the tenant's whole embedding cache, so groups share one while they fit in it.
+MAX_FETCHED_VECTORS = 100_000
 
 
 def index_schema(keys: Sequence[str]) -> dict[str, pl.DataType]:
@@ -73,21 +76,26 @@ def update_index(
     keys: Sequence[str],
     threshold: float,
     model: str,
+    max_fetched: int = MAX_FETCHED_VECTORS,
 ) -> NeighborIndex:
     """The index over `texts` (keys + text_hash), reusing `previous` for the texts it has searched.
 
     Only texts new to their group are searched, against every text of the group, so edges between
-    two old texts are never recomputed. `vectors_of(hashes)` gives a group's vectors; it is asked
-    one group at a time, and only for groups with a new text, so the vectors held at once are
-    one group's. An index made with another model's vectors is discarded. Texts that left a group
-    drop out with their edges.
+    two old texts are never recomputed. `vectors_of(hashes)` gives the vectors of groups with a
+    new text, asked for consecutive groups together up to `max_fetched` vectors (a larger group
+    alone), so one fetch serves several groups and the vectors held at once stay bounded. An
+    index made with another model's vectors is discarded. Texts that left a group drop out with
+    their edges.
     """
     keys = list(keys)
     texts = texts.select(*keys, "text_hash").unique().sort(*keys, "text_hash")
     if previous is None or (previous.texts["model"] != model).any():
         previous = NeighborIndex.empty(keys)
     new = texts.join(previous.texts, on=[*keys, "text_hash"], how="anti")
-    found = [_group_edges(g, new, vectors_of, keys, threshold) for g in _groups(new, texts, keys)]
+    found = []
+    for batch in _batches(_groups(new, texts, keys), max_fetched):
+        vectors = vectors_of(pl.concat([group["text_hash"] for group in batch]))
+        found += [_group_edges(group, new, vectors, keys, threshold) for group in batch]
     kept = previous.edges
     for side in ("a", "b"):  # edges whose texts are all still there
         kept = kept.join(
@@ -108,16 +116,29 @@ def _groups(new: pl.DataFrame, texts: pl.DataFrame, keys: list[str]) -> list[pl.
     return texts.join(touched, on=keys, how="semi").partition_by(keys, maintain_order=True)
 
 
+def _batches(groups: list[pl.DataFrame], max_rows: int) -> list[list[pl.DataFrame]]:
+    """Consecutive groups together while their rows fit in `max_rows` (a larger group alone)."""
+    batches: list[list[pl.DataFrame]] = []
+    rows = 0
+    for group in groups:
+        if not batches or rows + group.height > max_rows:
+            batches.append([])
+            rows = 0
+        batches[-1].append(group)
+        rows += group.height
+    return batches
+
+
 def _group_edges(
     group: pl.DataFrame,
     new: pl.DataFrame,
-    vectors_of: Callable[[pl.Series], TextVectors],
+    vectors: TextVectors,
     keys: list[str],
     threshold: float,
 ) -> pl.DataFrame:
     """The group's edges with a new text, each once."""
     hashes = group["text_hash"]
-    base = vectors_of(hashes).of(hashes)
+    base = vectors.of(hashes)
     is_new = hashes.is_in(
         group.join(new, on=[*keys, "text_hash"], how="semi")["text_hash"].implode()
     )

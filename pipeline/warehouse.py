@@ -90,9 +90,11 @@ DUCKDB_MEMORY = "1GiB"
 STORAGE_VERSION = "v1.4.0"
 
 
-def duckdb_config(paths: Paths) -> dict[str, str | bool | int | float | list[str]]:
+def duckdb_config(
+    paths: Paths, memory: str = DUCKDB_MEMORY
+) -> dict[str, str | bool | int | float | list[str]]:
     return {
-        "memory_limit": DUCKDB_MEMORY,
+        "memory_limit": memory,
         "temp_directory": str(paths.local / ".duckdb-tmp"),
         "storage_compatibility_version": STORAGE_VERSION,
     }
@@ -114,10 +116,12 @@ class Warehouse:
         paths: Paths,
         path: Path | None = None,
         rows: Callable[[pa.Table], pa.Table] | None = None,
+        memory: str = DUCKDB_MEMORY,
     ) -> None:
         self.paths = paths
         self.path = path or paths.warehouse
         self.rows = rows
+        self.memory = memory
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -127,7 +131,9 @@ class Warehouse:
         while True:
             try:
                 con = duckdb.connect(
-                    str(self.path), read_only=read_only, config=duckdb_config(self.paths)
+                    str(self.path),
+                    read_only=read_only,
+                    config=duckdb_config(self.paths, self.memory),
                 )
                 break
             except duckdb.IOException as error:

@@ -98,3 +98,15 @@ def test_a_missing_vector_is_an_error_not_a_silent_gap() -> None:
     few = TextVectors(cache.index.head(3), cache.matrix[:3])
     with pytest.raises(KeyError, match="no vector"):
         update_index(texts, all_of(few), NeighborIndex.empty(KEYS), KEYS, 0.95, "m")
+
+
+def test_groups_share_a_fetch_while_they_fit_and_find_the_same_edges() -> None:
+    texts, cache = _world(60)
+    sizes = texts.group_by("skill_id").len().sort("skill_id")["len"].to_list()
+    together: list[list[str]] = []
+    one = update_index(texts, all_of(cache, together), None, KEYS, 0.95, "m")
+    assert [len(hashes) for hashes in together] == [sum(sizes)]  # both groups, one fetch
+    apart: list[list[str]] = []
+    two = update_index(texts, all_of(cache, apart), None, KEYS, 0.95, "m", max_fetched=max(sizes))
+    assert [len(hashes) for hashes in apart] == sizes  # one group a fetch: both would not fit
+    assert_frame_equal(one.edges, two.edges)
