@@ -27,7 +27,7 @@ def refresh_prompt_index(
     config: PairConfig,
 ) -> NeighborIndex:
     """The index over every prompt with a skill, fetching vectors (`vectors_of(model, hashes)`)
-    one group at a time, for the groups that hold a prompt `previous` has not searched."""
+    for the groups that hold a prompt `previous` has not searched, several groups a fetch."""
     return update_index(
         prompt_texts(interactions, embeddings),
         lambda hashes: vectors_of(model, hashes),
