@@ -229,8 +229,10 @@ def run_child(
     env: dict[str, str] | None = None,
     stdout: Any = None,
     stderr: Any = None,
+    cwd: Path = ROOT,
 ) -> ChildRun:
-    """Run a process and measure its peak RSS exactly (wait4 gives that child's own rusage)."""
+    """Run a process (in `cwd`: the checkout whose code `-m` runs) and measure its peak RSS
+    exactly (wait4 gives that child's own rusage)."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         list(argv),
@@ -238,7 +240,7 @@ def run_child(
         stdout=stdout,
         stderr=stderr,
         start_new_session=True,
-        cwd=str(ROOT),
+        cwd=str(cwd),
     )
     timed_out = False
     while True:

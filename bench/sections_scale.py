@@ -39,6 +39,7 @@ from bench.common import (
     CACHE,
     GIB,
     MIB,
+    ROOT,
     Figure,
     Sizes,
     dpo_smoke,
@@ -91,11 +92,15 @@ def _night(
     steps: int,
     logs: Path,
     label: str,
+    root: Path = ROOT,
 ) -> dict[str, Any]:
-    """One night in a child process: its outcome, wall time, peak RSS and the load meanwhile."""
+    """One night in a child process: its outcome, wall time, peak RSS and the load meanwhile.
+    `root`: the checkout whose code runs it (another commit's worktree: bench/incremental_ab.py)."""
     result = logs / f"{label}.json"
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     env["DAGSTER_HOME"] = str(home / "dagster")
+    if root != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), str(root / "lib" / "src")])
     with (logs / f"{label}.log").open("w") as log, _load_average() as load:
         child = run_child(
             python_child(
@@ -113,6 +118,7 @@ def _night(
             env=env,
             stdout=log,
             stderr=log,
+            cwd=root,
         )
     outcome = json.loads(result.read_text()) if result.exists() else {"success": False}
     if not outcome.get("success"):

@@ -1,0 +1,201 @@
+"""The incremental night of two commits, side by side on the same home (what a change saves).
+
+A home is built once by this checkout's full night (generated logs over 7 load dates, cached
+under bench/.cache), then each round runs one incremental night (+`--new` interactions on the
+next date) on a fresh copy of it with the base commit's code and with this checkout's, in turn,
+so a noisy neighbour slows both alike. The base commit runs from a git worktree; the copies'
+recorded file identities are re-keyed to the copied files, which are the same data, so neither
+night rebuilds what it would not have rebuilt in place.
+
+    python -m bench.incremental_ab --base 6939358 --interactions 250000 --tenants 1 --new 7500
+
+Prints a table (wall time, ingest, analytics build, each tenant step summed over tenants) and
+writes it with every night's details to bench/results/<date>-incremental-ab-<base>-<head>.*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench import data
+from bench.common import CACHE, ROOT, offline_env, write_json
+from bench.sections_scale import _embedding_export, _fresh_home, _night
+from bench.sections_scale_goal import _night_details
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def _rev(rev: str, root: Path = ROOT) -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "--short", rev], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _worktree(rev: str) -> Path:
+    """A checkout of `rev` beside the bench cache (made once), sharing its cache."""
+    tree = CACHE / f"worktree-{rev}"
+    if not (tree / "bench").is_dir():
+        subprocess.run(["git", "worktree", "add", "-f", "--detach", str(tree), rev], cwd=ROOT,
+                       check=True, capture_output=True)  # fmt: skip
+        (tree / "bench" / ".cache").symlink_to(CACHE, target_is_directory=True)
+    return tree
+
+
+def _identity(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def rekey(home: Path) -> int:
+    """Record the copied files' identities (inode, size, mtime) where the original's were recorded
+    for a file of the same size and mtime: the derived-partition markers and the two DuckDB files'
+    `_lake_files`. Returns how many were re-keyed."""
+    import duckdb
+
+    from pipeline.config import Paths
+    from pipeline.storage import DERIVED_MARKER, Lake
+    from pipeline.warehouse import LOADED_FILES
+
+    def same(old: str, path: Path) -> bool:
+        st = path.stat()
+        return old.split(":")[1:] == [str(st.st_size), str(st.st_mtime_ns)]
+
+    n = 0
+    for marker in (home / "lake").rglob(DERIVED_MARKER.format(consumer="*")):
+        for file in marker.parent.glob("*.parquet"):
+            if same(marker.read_text(), file):
+                marker.write_text(_identity(file))
+                n += 1
+    lake = Lake(Paths.from_env(home))
+    for name in ("warehouse.duckdb", "analytics-base.duckdb"):
+        if not (home / name).exists():
+            continue
+        con = duckdb.connect(str(home / name))
+        try:
+            for table, part, old in con.execute(
+                f"SELECT table_name, part, identity FROM {LOADED_FILES}"
+            ).fetchall():
+                copied = lake.files(table).get(part)
+                if isinstance(copied, Path) and same(old, copied):
+                    con.execute(
+                        f"UPDATE {LOADED_FILES} SET identity = ? WHERE table_name = ? AND part = ?",
+                        [_identity(copied), table, part],
+                    )
+                    n += 1
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+    return n
+
+
+def _base_home(args: argparse.Namespace, key: str) -> tuple[Path, str]:
+    """The cached home after the full night (beside it, its landing with the new date added) and
+    that date."""
+    work = CACHE / f"ab-{key}"
+    landing, logs, home = work / "landing", work / "logs", work / "home"
+    dates = data.dates(data.START, 7)
+    new_day = data.START + timedelta(days=7)
+    if not (work / "done").exists():
+        shutil.rmtree(work, ignore_errors=True)
+        for folder in (landing, logs):
+            folder.mkdir(parents=True)
+        source, _ = data.landing(
+            args.interactions, days=7, seed=0, feedback=3.0, tenants=args.tenants
+        )
+        for day in dates:
+            (landing / day).symlink_to(source / day, target_is_directory=True)
+        export, _ = _embedding_export(logs)
+        _night(_fresh_home(home, export), landing, dates[0], dates[-1], args.workers,
+               args.dpo_max_steps, logs, "full")  # fmt: skip
+        data.add_day(landing, new_day, args.new, seed=1000, feedback=3.0, tenants=args.tenants)
+        (work / "done").write_text("ok")
+    return home, new_day.isoformat()
+
+
+def _summary(night: dict[str, Any]) -> dict[str, Any]:
+    details = _night_details(night, {})
+    return {
+        "seconds": details["seconds"],
+        "ingest_s": details["ingest_s"],
+        "analytics_s": details["analytics_s"],
+        "peak_rss_mib_largest_worker": details["peak_rss_mib_largest_worker"],
+        "steps_s": {k: v for k, v in details["step_totals_s"].items() if v >= 0.5},
+    }
+
+
+def _table(runs: dict[str, list[dict[str, Any]]], labels: dict[str, str]) -> str:
+    steps = sorted({s for rs in runs.values() for r in rs for s in r["steps_s"]},
+                   key=lambda s: -runs["change"][0]["steps_s"].get(s, 0))  # fmt: skip
+    rows = [("incremental night, wall (s)", "seconds"), ("ingest (s)", "ingest_s"),
+            ("analytics build (s)", "analytics_s"),
+            ("largest worker peak RSS (MiB)", "peak_rss_mib_largest_worker"),
+            *((f"`{s}`, summed over tenants (s)", s) for s in steps)]  # fmt: skip
+
+    def cell(label: str, key: str) -> str:
+        return ", ".join(f"{r.get(key, r['steps_s'].get(key, 0.0)):g}" for r in runs[label])
+
+    lines = [f"| | {labels['base']} | {labels['change']} |", "|---|---|---|"]
+    lines += [f"| {name} | {cell('base', key)} | {cell('change', key)} |" for name, key in rows]
+    base, change = (statistics.median(r["seconds"] for r in runs[k]) for k in ("base", "change"))
+    lines.append(f"\nMedian wall: {base:g} s → {change:g} s ({change / base - 1:+.1%}).")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", required=True, help="the commit to compare this checkout with")
+    parser.add_argument("--interactions", type=int, default=250_000)
+    parser.add_argument("--tenants", type=int, default=1)
+    parser.add_argument("--new", type=int, default=7_500, help="interactions of the new date")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--dpo-max-steps", type=int, default=10)
+    args = parser.parse_args(argv)
+    offline_env()
+    base, head = _rev(args.base), _rev("HEAD")
+    key = f"i{args.interactions}-t{args.tenants}-n{args.new}-w{args.workers}-s{args.dpo_max_steps}"
+    home, day = _base_home(args, key)
+    trees = {"base": _worktree(base), "change": ROOT}
+    runs: dict[str, list[dict[str, Any]]] = {"base": [], "change": []}
+    nights: list[dict[str, Any]] = []
+    for round_ in range(args.rounds):
+        for label, tree in trees.items():
+            copy = CACHE / f"ab-run-{label}"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(home.parent, copy, symlinks=True)
+            rekey(copy / "home")
+            night = _night(copy / "home", copy / "landing", day, day, args.workers,
+                           args.dpo_max_steps, copy / "logs", f"incremental-{label}", root=tree)  # fmt: skip
+            runs[label].append(_summary(night))
+            nights.append({"round": round_, "label": label, **night})
+            shutil.rmtree(copy, ignore_errors=True)
+            print(f"round {round_ + 1} {label}: {night['seconds']} s", flush=True)
+    dirty = " (uncommitted changes)" if _dirty() else ""
+    labels = {"base": f"{base}", "change": f"{head}{dirty}"}
+    table = _table(runs, labels)
+    title = (
+        f"Incremental night, {base} vs {head}{dirty}: {args.tenants} tenant(s), "
+        f"{args.interactions:,} interactions over 7 dates, +{args.new:,} on the next, "
+        f"--workers {args.workers}, dpo max_steps {args.dpo_max_steps}; {args.rounds} rounds "
+        f"(base, change in turn; one value per round)"
+    )
+    print(f"\n{title}\n\n{table}")
+    name = f"{datetime.now(UTC).date().isoformat()}-incremental-ab-{base}-{head}"
+    (RESULTS / f"{name}.md").write_text(f"# {title}\n\n{table}\n", encoding="utf-8")
+    write_json(RESULTS / f"{name}.json", {"argv": vars(args), "runs": runs, "nights": nights})
+
+
+def _dirty() -> bool:
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    return bool(status.stdout.strip())
+
+
+if __name__ == "__main__":
+    main()
