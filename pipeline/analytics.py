@@ -239,7 +239,8 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     try:
         lake = Lake(paths)
         # Two files, so two writers at once: the warehouse's loads are DuckDB's own work, the
-        # base's mostly its redaction in Python; side by side they use both cores.
+        # base's mostly its redaction in Python; side by side they use both cores. They share
+        # the spill folder: DuckDB 2 names its temporary files per instance (duckdb#24811).
         with ThreadPoolExecutor(1, thread_name_prefix="warehouse") as beside:
             warehouse = Warehouse(paths, memory=WAREHOUSE_MEMORY)
             converged = beside.submit(warehouse.converge, lake, WAREHOUSE_TABLES)
