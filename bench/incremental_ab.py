@@ -47,45 +47,41 @@ def _worktree(rev: str) -> Path:
     return tree
 
 
-def _identity(path: Path) -> str:
-    st = path.stat()
-    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-
 def rekey(home: Path) -> int:
-    """Record the copied files' identities (inode, size, mtime) where the original's were recorded
-    for a file of the same size and mtime: the derived-partition markers and the two DuckDB files'
-    `_lake_files`. Returns how many were re-keyed."""
+    """Record the copied files' identities (`storage.file_identity`) where the original's were
+    recorded for a file of the same size and mtime: the derived-partition markers and the
+    warehouse's and the analytics base's `_lake_files`. Returns how many were re-keyed."""
     import duckdb
 
+    from pipeline.analytics import BASE
     from pipeline.config import Paths
-    from pipeline.storage import DERIVED_MARKER, Lake
+    from pipeline.storage import DERIVED_MARKER, Lake, file_identity
     from pipeline.warehouse import LOADED_FILES
 
     def same(old: str, path: Path) -> bool:
-        st = path.stat()
-        return old.split(":")[1:] == [str(st.st_size), str(st.st_mtime_ns)]
+        return old.split(":")[1:] == file_identity(path).split(":")[1:]
 
     n = 0
     for marker in (home / "lake").rglob(DERIVED_MARKER.format(consumer="*")):
         for file in marker.parent.glob("*.parquet"):
             if same(marker.read_text(), file):
-                marker.write_text(_identity(file))
+                marker.write_text(file_identity(file))
                 n += 1
-    lake = Lake(Paths.from_env(home))
-    for name in ("warehouse.duckdb", "analytics-base.duckdb"):
-        if not (home / name).exists():
+    paths = Paths.from_env(home)
+    lake = Lake(paths)
+    for db in (paths.warehouse, paths.local / BASE):
+        if not db.exists():
             continue
-        con = duckdb.connect(str(home / name))
+        con = duckdb.connect(str(db))
         try:
-            for table, part, old in con.execute(
-                f"SELECT table_name, part, identity FROM {LOADED_FILES}"
-            ).fetchall():
-                copied = lake.files(table).get(part)
+            recorded = con.execute(f"SELECT table_name, part, identity FROM {LOADED_FILES}")
+            files: dict[str, dict[str, Any]] = {}
+            for table, part, old in recorded.fetchall():
+                copied = files.setdefault(table, lake.files(table)).get(part)
                 if isinstance(copied, Path) and same(old, copied):
                     con.execute(
                         f"UPDATE {LOADED_FILES} SET identity = ? WHERE table_name = ? AND part = ?",
-                        [_identity(copied), table, part],
+                        [file_identity(copied), table, part],
                     )
                     n += 1
             con.execute("CHECKPOINT")
