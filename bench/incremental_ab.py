@@ -5,7 +5,9 @@ under bench/.cache), then each round runs one incremental night (+`--new` intera
 next date) on a fresh copy of it with the base commit's code and with this checkout's, in turn,
 so a noisy neighbour slows both alike. The base commit runs from a git worktree; the copies'
 recorded file identities are re-keyed to the copied files, which are the same data, so neither
-night rebuilds what it would not have rebuilt in place.
+night rebuilds what it would not have rebuilt in place. Before its night (untimed), each copy's
+analytics build runs with that side's code, so a change to what the warehouse or the redacted
+base holds is not timed as the night's.
 
     python -m bench.incremental_ab --base 6939358 --interactions 250000 --tenants 1 --new 7500
 
@@ -19,16 +21,19 @@ import argparse
 import shutil
 import statistics
 import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bench import data
-from bench.common import CACHE, ROOT, offline_env, write_json
+from bench.common import CACHE, ROOT, offline_env, run_child, write_json
 from bench.sections_scale import _embedding_export, _fresh_home, _night
 from bench.sections_scale_goal import _night_details
 
 RESULTS = ROOT / "bench" / "results"
+CONVERGE = """import sys; from pathlib import Path; from pipeline.analytics import build_snapshot
+from pipeline.config import Paths; build_snapshot(Paths.from_env(Path(sys.argv[1])))"""
 
 
 def _rev(rev: str, root: Path = ROOT) -> str:
@@ -166,6 +171,10 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(home.parent, copy, symlinks=True)
             rekey(copy / "home")
+            converged = run_child([sys.executable, "-c", CONVERGE, str(copy / "home")], cwd=tree)
+            assert converged.returncode == 0, (
+                f"{label}: the analytics build before the night failed"
+            )
             night = _night(copy / "home", copy / "landing", day, day, args.workers,
                            args.dpo_max_steps, copy / "logs", f"incremental-{label}", root=tree)  # fmt: skip
             runs[label].append(_summary(night))

@@ -24,7 +24,14 @@ from pipeline.pack.disk import fsync_path
 from pipeline.pack.store import list_versions, tenant_folders
 from pipeline.storage import Lake
 from pipeline.tables import COMMENTS
-from pipeline.warehouse import LOADED_FILES, STORAGE_VERSION, Warehouse, duckdb_config, sql_quote
+from pipeline.warehouse import (
+    DIGEST,
+    LOADED_FILES,
+    STORAGE_VERSION,
+    Warehouse,
+    duckdb_config,
+    sql_quote,
+)
 
 if TYPE_CHECKING:
     from pipeline.pii.redactor import Redactor
@@ -206,7 +213,7 @@ def _redacted_base(paths: Paths, found: Counter[str]) -> Warehouse:
     redactor = Redactor.for_home(paths)
     base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found), memory=BASE_MEMORY)
     key = hashlib.sha256(redactor.key).hexdigest()[:16]
-    identity = f"{redactor.version} key {key} storage {STORAGE_VERSION}"
+    identity = f"{redactor.version} key {key} storage {STORAGE_VERSION} rows {DIGEST}"
     stamp = paths.local / BASE_STAMP
     if not stamp.exists() or stamp.read_text() != identity:
         remove_redacted_base(paths)
@@ -227,7 +234,8 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     The warehouse and the snapshot's redacted base first converge to the lake: they reload only
     the lake files that changed since (a tenant's tables, a load date's partitions), so a night
     neither re-reads nor re-redacts the history. The snapshot is a copy of the base (written in a
-    format 1.x clients read; it holds only redacted rows, in its free blocks too). An analyst
+    format 1.x clients read; it holds only redacted rows, in its free blocks too, where the only
+    trace of a lake row is its 64-bit hash, the base's column dropped from the copy). An analyst
     holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
     never opens the live file for writing, so it can never be blocked by one.
     """
@@ -250,7 +258,11 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
         shutil.copyfile(base.path, temp)
         con = duckdb.connect(str(temp), config=duckdb_config(paths))
         try:
-            _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")  # the warehouse's bookkeeping
+            _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")  # the base's bookkeeping
+            for (name,) in _sql(
+                con, f"SELECT table_name FROM duckdb_columns() WHERE column_name = '{DIGEST}'"
+            ):
+                _sql(con, f'ALTER TABLE "{name}" DROP COLUMN {DIGEST}')
             assert base.rows is not None
             con.register("_versions", base.rows(pack_versions_frame(paths).to_arrow()))
             _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')

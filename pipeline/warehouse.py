@@ -102,6 +102,9 @@ def duckdb_config(
 
 # Rows a loading warehouse with a row filter reads from the lake at a time (the filter's memory).
 ROWS_AT_A_TIME = 250_000
+# The column where a warehouse with a row filter keeps the digest (`_digest`) of each row as the
+# lake had it: its rows are the filter's, so a rewritten partition's rows are matched by it.
+DIGEST = "_row_digest"
 
 
 class Warehouse:
@@ -109,7 +112,8 @@ class Warehouse:
 
     With `path` and `rows`, another file whose tables mirror the lake's rows as `rows` rewrites
     them (the analytics build's redacted base): loaded ROWS_AT_A_TIME rows at a time, and like the
-    warehouse only where the lake changed, so a night filters only its new rows."""
+    warehouse only where the lake changed, so a night filters only its new rows. Its tables have
+    one more column, DIGEST."""
 
     def __init__(
         self,
@@ -152,11 +156,11 @@ class Warehouse:
 
         The warehouse records which version of each lake file every table holds (`LOADED_FILES`:
         inode, size, mtime). A refresh reloads only what differs from the lake, whichever run
-        wrote it: partitions added or rewritten are replaced, partitions the lake no longer has
-        are deleted, an unpartitioned table is rebuilt when its file changed, a table the lake no
-        longer has is dropped. So what a killed or blocked run wrote to the lake but not here is
-        caught up by the next refresh, and a night does not re-read unchanged load dates. A table
-        without a record or whose columns changed is rebuilt whole. Rows and record change in one
+        wrote it: partitions added are loaded, rewritten ones (a tenant's file, an unpartitioned
+        table's) merged, partitions the lake no longer has deleted, a table the lake no longer
+        has dropped. So what a killed or blocked run wrote to the lake but not here is caught up
+        by the next refresh, and a night does not re-read unchanged load dates. A table without a
+        record or whose columns changed is rebuilt whole. Rows and record change in one
         transaction. Without `comment` the table keeps the one it has.
         """
         with self.connect() as con:
@@ -211,22 +215,28 @@ class Warehouse:
     ) -> None:
         partitioned = bool(current) and "" not in current
         # Rows of a partition are found again by its folder's hive values (an earlier layout's
-        # record, without them, rebuilds the table).
-        if partitioned and loaded and all(hive_values(key) for key in loaded):
-            changed = sorted(
-                key for key, identity in current.items() if loaded.get(key) != identity
-            )
+        # record, without them, rebuilds the table); a table of one file is one partition.
+        if loaded and (
+            all(hive_values(key) for key in loaded)
+            if partitioned
+            else set(loaded) == set(current) == {""}
+        ):
+            changed = [key for key, identity in current.items() if loaded.get(key) != identity]
             gone = sorted(set(loaded) - set(current))
-            where = " OR ".join(_matches(key) for key in changed + gone)
+            added = sorted(key for key in changed if key not in loaded)
             try:
                 with self._writing(con):
-                    con.execute(f'DELETE FROM "{name}" WHERE {where}')
-                    if changed:
-                        self._insert(con, name, [files[k] for k in changed], hive=True)
+                    if gone or added:  # an added partition's: rows a killed load left
+                        where = " OR ".join(_matches(key) for key in gone + added)
+                        con.execute(f'DELETE FROM "{name}" WHERE {where}')
+                    for key in sorted(set(changed) - set(added)):
+                        self._merge(con, name, key, files[key], hive=partitioned)
+                    if added:
+                        self._insert(con, name, [files[k] for k in added], hive=True)
                     _record(con, name, current)
                     _comment(con, name, comment)
                 return
-            except duckdb.Error:  # the columns changed: rebuild the whole table instead
+            except (duckdb.Error, _Rebuild):  # the columns changed: rebuild the whole table
                 pass
         if self.rows is not None:  # no transaction below: a crash leaves the table not loaded
             _record(con, name, {})
@@ -237,6 +247,39 @@ class Warehouse:
             else:
                 con.execute(f'DROP TABLE IF EXISTS "{name}"')
             _record(con, name, current)
+
+    def _merge(
+        self, con: duckdb.DuckDBPyConnection, name: str, key: str, file: Location, hive: bool
+    ) -> None:
+        """Make a rewritten partition's rows its file's: the rows the file no longer holds are
+        deleted, the rows it adds inserted, and a row it kept is left alone, not filtered again
+        (a night rewrites each of a tenant's tables, and keeps most of their rows). Rows are
+        told apart by their digest; a file with two rows of one digest replaces the partition."""
+        where = _matches(key)
+        columns = [c for c in _columns(con, name) if c != DIGEST]
+        held = DIGEST if self.rows is not None else _digest(columns)
+        with lake_source(con, [file], hive) as source:
+            if set(_columns(con, f"SELECT * FROM {source}")) != set(columns):
+                raise _Rebuild
+            digest = _digest(columns)
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE _incoming AS SELECT {digest} AS d FROM {source}"
+            )
+            try:
+                repeated = con.execute(
+                    "SELECT count(*) > count(DISTINCT d) FROM _incoming"
+                ).fetchall()
+                if repeated[0][0]:
+                    con.execute(f'DELETE FROM "{name}" WHERE {where}')
+                    self._insert(con, name, [file], hive)
+                    return
+                con.execute(
+                    f'DELETE FROM "{name}" WHERE {where} AND {held} NOT IN (SELECT d FROM _incoming)'
+                )
+                kept = f'SELECT {held} FROM "{name}" WHERE {where}'
+                self._insert(con, name, [file], hive, only=f"{digest} NOT IN ({kept})")
+            finally:
+                con.execute("DROP TABLE IF EXISTS _incoming")
 
     @contextmanager
     def _writing(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
@@ -257,31 +300,60 @@ class Warehouse:
         files: list[Location],
         hive: bool,
         create: bool = False,
+        only: str = "TRUE",
     ) -> None:
-        """Add these lake files' rows to table `name` (`create`: as a new table of their columns),
-        through the row filter if there is one: streamed from a second connection, one slice
-        at a time."""
+        """Add these lake files' rows (`only` those where this SQL holds) to table `name`
+        (`create`: as a new table of their columns), through the row filter if there is one:
+        streamed from a second connection, one slice at a time, each row's digest beside it."""
         if self.rows is None:
             with lake_source(con, files, hive) as source:
+                rows = f"SELECT * FROM {source} WHERE {only}"
                 if create:
-                    con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM {source}')
+                    con.execute(f'CREATE OR REPLACE TABLE "{name}" AS {rows}')
                 else:
-                    con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {source}')
+                    con.execute(f'INSERT INTO "{name}" BY NAME {rows}')
             return
         with con.cursor() as reader, lake_source(reader, files, hive) as source:
-            batches = reader.sql(f"SELECT * FROM {source}").to_arrow_reader(ROWS_AT_A_TIME)
+            digest = _digest(_columns(reader, f"SELECT * FROM {source}"))
+            query = f"SELECT *, {digest} AS {DIGEST} FROM {source} WHERE {only}"
+            batches = reader.sql(query).to_arrow_reader(ROWS_AT_A_TIME)
             if create:
                 con.register("_rows", pa.Table.from_batches([], batches.schema))
                 con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _rows')
                 con.unregister("_rows")
             for batch in batches:
-                con.register("_rows", self.rows(pa.Table.from_batches([batch])))
+                rows = pa.Table.from_batches([batch])
+                digests = rows[DIGEST]
+                rows = self.rows(rows.drop_columns([DIGEST])).append_column(DIGEST, digests)
+                con.register("_rows", rows)
                 con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM _rows')
                 con.unregister("_rows")
 
 
+class _Rebuild(Exception):
+    """A partition's file no longer has its table's columns: the table is loaded whole."""
+
+
+def _columns(con: duckdb.DuckDBPyConnection, relation: str) -> list[str]:
+    """The columns of a table (by name) or of a query's result, in order."""
+    query = relation if relation.startswith("SELECT") else f'SELECT * FROM "{relation}"'
+    return [row[0] for row in con.execute(f"DESCRIBE {query}").fetchall()]
+
+
+def _digest(columns: Sequence[str]) -> str:
+    """SQL for a row's digest: DuckDB's 64-bit hash of its values in column-name order. A new row
+    that shares it with an old one leaves the old one in its place: with 10 tenants whose five
+    largest tables hold 400,000 rows and gain 20,000 a night, about once in 50 million nights
+    (a row of the analyst snapshot, never of a pack). MD5 of the rows' JSON, 128 bits, made
+    the analytics build at 250,000 interactions twice as slow (13.6 s against 6.9 s)."""
+    fields = ", ".join(f'"{c}" := "{c}"' for c in sorted(columns))
+    return f"hash(struct_pack({fields}))"
+
+
 def _matches(key: str) -> str:
-    """SQL that is true for the rows of the partition in folder `key`."""
+    """SQL that is true for the rows of the partition in folder `key` ("": every row)."""
+    if not key:
+        return "TRUE"
     return (
         "("
         + " AND ".join(

@@ -243,8 +243,9 @@ def test_pack_versions_and_run_ids_are_kept_as_made() -> None:
 
 def test_a_build_redacts_only_what_changed_in_the_lake(tmp_path: Path) -> None:
     """The redacted base converges like the warehouse: a build with nothing new finds nothing to
-    redact and keeps the snapshot redacted; a rewritten partition is redacted again; a base made
-    with another detector or key is rebuilt whole."""
+    redact and keeps the snapshot redacted; of a rewritten file only the rows it changed are
+    redacted; a base made with another detector or key is rebuilt whole. The rows' digests,
+    which the base matches rows by, are not in the snapshot."""
     from tests.test_pack_support import PLANTED
 
     paths = _home(tmp_path)
@@ -257,11 +258,22 @@ def test_a_build_redacts_only_what_changed_in_the_lake(tmp_path: Path) -> None:
     assert PLANTED["email"] not in dump and "[EMAIL]" in dump
 
     lake = Lake(paths)
-    lake.write(
-        "interactions", declared("interactions", pl.read_parquet(paths.table("interactions")))
+    interactions = declared("interactions", pl.read_parquet(paths.table("interactions")))
+    lake.write("interactions", interactions)  # the same rows in a new file
+    assert build_snapshot(paths).redactions == {}
+    changed = interactions.with_columns(
+        input=pl.when(pl.int_range(pl.len()) == 0)
+        .then(pl.lit(f"mail {PLANTED['email']} please"))
+        .otherwise("input")
     )
-    again = build_snapshot(paths).redactions
-    assert 1 <= again["email"] <= first["email"]
+    lake.write("interactions", changed)
+    assert build_snapshot(paths).redactions == {"email": 1}
+    with duckdb.connect(str(paths.analytics), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM interactions").fetchall() == [(len(changed),)]
+        dump = json.dumps(con.execute("SELECT * FROM interactions").fetchall(), default=str)
+        digests = "SELECT count(*) FROM duckdb_columns() WHERE column_name = '_row_digest'"
+        assert con.execute(digests).fetchall() == [(0,)]
+    assert PLANTED["email"] not in dump and "mail [EMAIL] please" in dump
 
     (paths.local / "analytics-base.duckdb.redaction").write_text("another detector")
     assert build_snapshot(paths).redactions == first

@@ -287,3 +287,56 @@ def test_a_filtered_load_killed_midway_is_caught_up(
         base.refresh("events", lake)
     assert base.refresh("events", lake) == 3
     assert _rows(base) == [("2026-11-01", "A"), ("2026-11-02", "C"), ("2026-11-02", "D")]
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_rewritten_partition_changes_only_the_rows_it_gained_or_lost(
+    tmp_path: Path, filtered: bool
+) -> None:
+    """A rewritten file (a tenant's table each night) is merged: the rows it lost are deleted, the
+    rows it gained or changed loaded, and a row it kept is not filtered again. A file that
+    repeats a row replaces the partition; one with other columns rebuilds the table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    seen: list[str] = []
+
+    def upper(rows: pa.Table) -> pa.Table:
+        seen.extend(rows["event_id"].to_pylist())
+        index = rows.schema.get_field_index("summary")
+        return rows.set_column(index, "summary", pc.utf8_upper(rows["summary"]))
+
+    lake, warehouse = _home(tmp_path)
+    if filtered:
+        warehouse = Warehouse(lake.paths, tmp_path / "base.duckdb", rows=upper)
+
+    def day(ids: list[str], summaries: list[str]) -> pl.DataFrame:
+        return _day("2026-11-01", ids).with_columns(summary=pl.Series(summaries))
+
+    def summaries() -> list[tuple[str, str]]:
+        with warehouse.connect(read_only=True) as con:
+            return con.execute("SELECT event_id, summary FROM events ORDER BY ALL").fetchall()
+
+    lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["z"]))
+    lake.write_partition("events", "2026-11-01", day(["a", "b", "c"], ["x", "y", "z"]))
+    assert warehouse.refresh("events", lake) == 4
+    seen.clear()
+    lake.write_partition("events", "2026-11-01", day(["a", "c", "d"], ["x", "changed", "new"]))
+    assert warehouse.refresh("events", lake) == 4
+    expected = [("a", "x"), ("c", "changed"), ("d", "new"), ("z", None)]
+    if filtered:
+        expected = [(i, s.upper() if s else s) for i, s in expected]
+        assert sorted(seen) == ["c", "d"]  # a, kept, and z, not rewritten, are not filtered again
+    assert summaries() == expected
+
+    twice = day(["a", "a"], ["x", "x"])  # not a lake write: those refuse a repeated key
+    write_parquet_atomic(twice, lake.paths.partition("events", "2026-11-01"))
+    assert warehouse.refresh("events", lake) == 3
+    assert summaries()[:2] == [("a", "X" if filtered else "x")] * 2
+
+    wider = day(["a"], ["x"]).with_columns(pl.lit("n").alias("note"))
+    write_parquet_atomic(wider, lake.paths.partition("events", "2026-11-01"))
+    assert warehouse.refresh("events", lake) == 2
+    with warehouse.connect(read_only=True) as con:
+        notes = con.execute("SELECT event_id, note FROM events ORDER BY 1").fetchall()
+    assert notes == [("a", "n"), ("z", None)]
