@@ -15,6 +15,7 @@ section's (`bench/sections_scale.py`: each in a child process running `run_night
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from collections import defaultdict
@@ -69,7 +70,10 @@ def run(sizes: Sizes) -> list[Figure]:
                           steps, logs, "incremental")  # fmt: skip
             new = _interactions_by_tenant(home, [new_day.isoformat()])
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if os.environ.get("BENCH_KEEP_WORK"):  # to look into the home after the run
+            print(f"scale_goal: kept {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     return _figures(sizes, summary, full, incr, counts, new)
 
 
