@@ -285,8 +285,8 @@ class Warehouse:
     def _writing(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         """Rows and record change in one transaction; with a row filter, slice by slice instead
         (a transaction holds its new rows in memory: 5.5 GiB for the analytics build at 1M
-        interactions), the record written last, so a crash leaves partitions the next converge
-        deletes and loads again."""
+        interactions), the record written last, so the next converge loads or merges again the
+        partitions a crash left half done."""
         if self.rows is None:
             with _transaction(con):
                 yield
