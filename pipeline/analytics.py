@@ -231,9 +231,9 @@ def remove_redacted_base(paths: Paths) -> None:
 def build_snapshot(paths: Paths) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
-    The warehouse and the snapshot's redacted base first converge to the lake: they reload only
-    the lake files that changed since (a tenant's tables, a load date's partitions), so a night
-    neither re-reads nor re-redacts the history. The snapshot is a copy of the base (written in a
+    The warehouse and the snapshot's redacted base first converge to the lake: they load only
+    what changed since (a load date's new partitions; of a tenant's rewritten tables, the rows
+    they gained or lost), so a night neither re-reads nor re-redacts the history. The snapshot is a copy of the base (written in a
     format 1.x clients read; it holds only redacted rows, in its free blocks too, where the only
     trace of a lake row is its 64-bit hash, the base's column dropped from the copy). An analyst
     holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
