@@ -228,6 +228,16 @@ def remove_redacted_base(paths: Paths) -> None:
         (paths.local / name).unlink(missing_ok=True)
 
 
+def _drop_bookkeeping(con: duckdb.DuckDBPyConnection) -> None:
+    """What the base keeps for its converges, not for analysts: its record of the lake files and
+    its rows' digests."""
+    _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")
+    for (name,) in _sql(
+        con, f"SELECT table_name FROM duckdb_columns() WHERE column_name = '{DIGEST}'"
+    ):
+        _sql(con, f'ALTER TABLE "{name}" DROP COLUMN {DIGEST}')
+
+
 def build_snapshot(paths: Paths) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
@@ -258,11 +268,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
         shutil.copyfile(base.path, temp)
         con = duckdb.connect(str(temp), config=duckdb_config(paths))
         try:
-            _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")  # the base's bookkeeping
-            for (name,) in _sql(
-                con, f"SELECT table_name FROM duckdb_columns() WHERE column_name = '{DIGEST}'"
-            ):
-                _sql(con, f'ALTER TABLE "{name}" DROP COLUMN {DIGEST}')
+            _drop_bookkeeping(con)
             assert base.rows is not None
             con.register("_versions", base.rows(pack_versions_frame(paths).to_arrow()))
             _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')
