@@ -250,13 +250,13 @@ def test_reads_return_the_declared_columns_also_before_a_table_is_written(tmp_pa
     assert read.select("skill_id", "vector_source").row(0) == ("s", None)
 
 
-@pytest.mark.parametrize("killed_at", [1, 2])
+@pytest.mark.parametrize("killed_at", [1, 2, 3])
 def test_a_filtered_load_killed_midway_is_caught_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, killed_at: int
 ) -> None:
     """A warehouse with a row filter (the analytics base) commits slice by slice: a load killed
-    after some slices, whether it built the table or replaced partitions, is made whole by the
-    next refresh, every row through the filter."""
+    after some slices, whether it built the table, merged a rewritten partition or loaded a new
+    one, is made whole by the next refresh, every row through the filter."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -274,19 +274,25 @@ def test_a_filtered_load_killed_midway_is_caught_up(
 
     lake, _ = _home(tmp_path)
     base = Warehouse(lake.paths, tmp_path / "base.duckdb", rows=upper)
-    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a", "b"]))
+    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a", "b", "f"]))
     with pytest.raises(KeyboardInterrupt):  # the table's first load
         base.refresh("events", lake)
-    assert base.refresh("events", lake) == 2
-    assert _rows(base) == [("2026-11-01", "A"), ("2026-11-01", "B")]
-
-    slices.clear()
-    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
-    lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["c", "d"]))
-    with pytest.raises(KeyboardInterrupt):  # partitions replaced and added
-        base.refresh("events", lake)
     assert base.refresh("events", lake) == 3
-    assert _rows(base) == [("2026-11-01", "A"), ("2026-11-02", "C"), ("2026-11-02", "D")]
+    assert _rows(base) == [("2026-11-01", "A"), ("2026-11-01", "B"), ("2026-11-01", "F")]
+
+    slices.clear()  # next: e merged into 11-01 (b gone), then 11-02's c and d: three slices
+    lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a", "e", "f"]))
+    lake.write_partition("events", "2026-11-02", _day("2026-11-02", ["c", "d"]))
+    with pytest.raises(KeyboardInterrupt):  # a partition merged, one added
+        base.refresh("events", lake)
+    assert base.refresh("events", lake) == 5
+    assert _rows(base) == [
+        ("2026-11-01", "A"),
+        ("2026-11-01", "E"),
+        ("2026-11-01", "F"),
+        ("2026-11-02", "C"),
+        ("2026-11-02", "D"),
+    ]
 
 
 @pytest.mark.parametrize("filtered", [False, True])
