@@ -243,9 +243,9 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
 
     The warehouse and the snapshot's redacted base first converge to the lake: they load only
     what changed since (a load date's new partitions; of a tenant's rewritten tables, the rows
-    they gained or lost), so a night neither re-reads nor re-redacts the history. The snapshot is a copy of the base (written in a
-    format 1.x clients read; it holds only redacted rows, in its free blocks too, where the only
-    trace of a lake row is its 64-bit hash, the base's column dropped from the copy). An analyst
+    they gained or lost), so a night neither re-reads nor re-redacts the history. The snapshot
+    is a copy of the base (in a format 1.x clients read; only redacted rows, in its free blocks
+    too, where a lake row leaves at most its 64-bit hash, the column dropped). An analyst
     holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
     never opens the live file for writing, so it can never be blocked by one.
     """

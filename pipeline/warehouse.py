@@ -221,15 +221,15 @@ class Warehouse:
             if partitioned
             else set(loaded) == set(current) == {""}
         ):
-            changed = [key for key, identity in current.items() if loaded.get(key) != identity]
+            changed = {key for key, identity in current.items() if loaded.get(key) != identity}
             gone = sorted(set(loaded) - set(current))
-            added = sorted(key for key in changed if key not in loaded)
+            added = sorted(changed - set(loaded))
             try:
                 with self._writing(con):
                     if gone or added:  # an added partition's: rows a killed load left
                         where = " OR ".join(_matches(key) for key in gone + added)
                         con.execute(f'DELETE FROM "{name}" WHERE {where}')
-                    for key in sorted(set(changed) - set(added)):
+                    for key in sorted(changed & set(loaded)):  # rewritten
                         self._merge(con, name, key, files[key], hive=partitioned)
                     if added:
                         self._insert(con, name, [files[k] for k in added], hive=True)
