@@ -33,6 +33,7 @@ from bench.sections_scale import (
     _fresh_home,
     _interactions_by_tenant,
     _night,
+    _pack_redaction,
     _tenant_times,
 )
 
@@ -104,6 +105,8 @@ def _night_details(night: dict[str, Any], counts: dict[str, int]) -> dict[str, A
         "peak_rss_mib_main": round(night["peak_rss_self"] / MIB, 1),
         "peak_rss_mib_largest_worker": round(night["peak_rss_children"] / MIB, 1),
         "step_totals_s": _step_totals(night),
+        # memory_pack's PII redaction, summed over the tenants (what issue 17's NER costs a night)
+        "pack_redaction_s": _pack_redaction(night)["redaction_s"],
         "per_tenant": per,
     }
 

@@ -23,12 +23,8 @@ import transformers.models.gpt2.modeling_gpt2  # noqa: F401
 import trl  # noqa: F401
 import upath.implementations.local  # noqa: F401
 
-from pipeline.pii import analyse
-
-# A text that loads what a first analysis loads lazily: the NER model and recognizers, Faker's
-# name and place lists, phonenumbers' region metadata.
-WARM_UP = "Priya Lopez in Berlin: call 0612345678901234 or mail a@b.example"
+from pipeline.pii.detect import warm_up
 
 # Only a head start: if it fails here, a tenant's run loads it and says what failed.
 with contextlib.suppress(Exception):
-    analyse([WARM_UP])
+    warm_up()

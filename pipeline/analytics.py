@@ -7,8 +7,9 @@ import os
 import shutil
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -204,13 +205,15 @@ def _set_column(rows: pa.Table, name: str, values: pa.Array | pa.ChunkedArray) -
     return rows.set_column(rows.schema.get_field_index(name), name, values)
 
 
-def _redacted_base(paths: Paths, found: Counter[str]) -> Warehouse:
+@contextmanager
+def _redacted_base(paths: Paths, found: Counter[str]) -> Iterator[Warehouse]:
     """The snapshot's base: a DuckDB file mirroring the lake's rows redacted, converged like the
     warehouse (only what changed is loaded, so a night redacts only its new rows). A new
-    detector, key or storage format makes a new base: its identity is kept next to it."""
+    detector, key or storage format makes a new base: its identity is kept next to it. Texts
+    no pack analysed are analysed over every core (`AnalysisPool`) until the context ends."""
     from pipeline.pii.redactor import Redactor
 
-    redactor = Redactor.for_home(paths)
+    redactor = Redactor.for_home(paths, workers=len(os.sched_getaffinity(0)))
     base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found), memory=BASE_MEMORY)
     key = hashlib.sha256(redactor.key).hexdigest()[:16]
     identity = f"{redactor.version} key {key} storage {STORAGE_VERSION} rows {DIGEST}"
@@ -218,7 +221,10 @@ def _redacted_base(paths: Paths, found: Counter[str]) -> Warehouse:
     if not stamp.exists() or stamp.read_text() != identity:
         remove_redacted_base(paths)
         stamp.write_text(identity)
-    return base
+    try:
+        yield base
+    finally:
+        redactor.pool.close()
 
 
 def remove_redacted_base(paths: Paths) -> None:
@@ -238,6 +244,23 @@ def _drop_bookkeeping(con: duckdb.DuckDBPyConnection) -> None:
         _sql(con, f'ALTER TABLE "{name}" DROP COLUMN {DIGEST}')
 
 
+def _converge(paths: Paths, found: Counter[str]) -> Warehouse:
+    """The warehouse and the redacted base caught up with the lake; returns the base. Two files,
+    so two writers at once: the warehouse's loads are DuckDB's own work, the base's mostly its
+    redaction; side by side they use both cores. They share the spill folder: DuckDB 2 names its
+    temporary files per instance (duckdb#24811)."""
+    lake = Lake(paths)
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="warehouse") as beside,
+        _redacted_base(paths, found) as base,
+    ):
+        warehouse = Warehouse(paths, memory=WAREHOUSE_MEMORY)
+        converged = beside.submit(warehouse.converge, lake, WAREHOUSE_TABLES)
+        base.converge(lake, WAREHOUSE_TABLES)
+        converged.result()
+    return base
+
+
 def build_snapshot(paths: Paths) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
@@ -255,16 +278,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     report, found = SnapshotReport(target), Counter[str]()
     try:
-        lake = Lake(paths)
-        # Two files, so two writers at once: the warehouse's loads are DuckDB's own work, the
-        # base's mostly its redaction in Python; side by side they use both cores. They share
-        # the spill folder: DuckDB 2 names its temporary files per instance (duckdb#24811).
-        with ThreadPoolExecutor(1, thread_name_prefix="warehouse") as beside:
-            warehouse = Warehouse(paths, memory=WAREHOUSE_MEMORY)
-            converged = beside.submit(warehouse.converge, lake, WAREHOUSE_TABLES)
-            base = _redacted_base(paths, found)
-            base.converge(lake, WAREHOUSE_TABLES)
-            converged.result()
+        base = _converge(paths, found)
         shutil.copyfile(base.path, temp)
         con = duckdb.connect(str(temp), config=duckdb_config(paths))
         try:

@@ -229,7 +229,8 @@ def test_pack_versions_and_run_ids_are_kept_as_made() -> None:
     from collections import Counter
 
     from pipeline.analytics import redacting
-    from pipeline.pii.redactor import Redactor, analyse
+    from pipeline.pii import analyse
+    from pipeline.pii.redactor import Redactor
 
     version, run = "20261126T214901341307Z-0cce0bd3", "5f4ebd6d-06b3-4119-846b-c271219ed534"
     assert analyse([version], ner=True)[0][1] == ["location"]  # what made the test flaky

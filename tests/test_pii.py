@@ -1,6 +1,7 @@
 """PII redaction (presidio + spaCy + phonenumbers), keyed pseudonyms for identifiers, the cache,
 and the publish guard's independent detector: every leak of issue 17 is a case here."""
 
+import importlib
 import os
 import stat
 from collections.abc import Sequence
@@ -281,6 +282,30 @@ def test_each_distinct_text_is_analysed_once(tmp_path: Path) -> None:
     other = Redactor(KEY, cache, version="another-detector")
     other.series(texts)
     assert other.served == 0
+
+
+def test_a_large_batch_is_analysed_in_worker_processes_with_the_same_findings(
+    monkeypatch,
+) -> None:
+    detect_module = importlib.import_module("pipeline.pii.detect")  # not `detect`, the function
+    monkeypatch.setattr(detect_module, "POOL_MIN", 40)
+    monkeypatch.setattr(detect_module, "POOL_CHUNK", 7)
+    # A pool starts for a batch of POOL_MIN texts, then takes any of two chunks (14) or more.
+    texts = [row.text for row in corpus()[:60]] + ["Priya Lopez in Berlin", "no pii here"]
+    pool = detect_module.AnalysisPool(workers=2)
+    try:
+        assert pool.analyse(texts[:39]) == analyse(texts[:39]) and pool._pool is None
+        found = pool.analyse(texts)
+        assert pool._pool is not None  # the batch went to the processes
+        assert found == analyse(texts)
+        assert found[-2:] == [
+            ("[PERSON] in [LOCATION]", ["person", "location"]),
+            ("no pii here", []),
+        ]
+        assert pool.analyse(texts[:14], ner=False) == analyse(texts[:14], ner=False)
+    finally:
+        pool.close()
+    assert pool._pool is None and pool.analyse(texts) == found and pool._pool is None
 
 
 def test_identifiers_are_analysed_once_and_kept_apart_from_texts(tmp_path: Path) -> None:

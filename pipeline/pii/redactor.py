@@ -15,7 +15,7 @@ from memorypack.fs import Location
 from pipeline import tables
 from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.pii import rules
-from pipeline.pii.detect import analyse
+from pipeline.pii.detect import AnalysisPool
 from pipeline.pii.keys import pii_key, pseudonym
 from pipeline.pii.rules import detector_version
 from pipeline.storage import Lake
@@ -83,7 +83,9 @@ class Redactor:
     """Redacts text columns (cached by text) and pseudonymizes identifier columns of one tenant.
 
     `cache=None` analyses every text (tests, one-off calls). Fresh analyses are kept until
-    `flush()` writes them to the cache, one part for texts and one for identifiers.
+    `flush()` writes them to the cache, one part for texts and one for identifiers. Texts the
+    cache does not hold are analysed by `pool`: in this process, or split over worker processes
+    (`for_home(workers=…)`) until `pool.close()`.
     """
 
     key: bytes
@@ -94,16 +96,17 @@ class Redactor:
     ids_analysed: int = 0  # distinct identifiers analysed (not served by the cache)
     served: int = 0  # distinct texts served by the cache
     seconds: float = 0.0  # wall time spent redacting frames and flushing the cache
+    pool: AnalysisPool = field(default_factory=AnalysisPool)
 
     @classmethod
-    def for_home(cls, paths: Paths) -> Redactor:
+    def for_home(cls, paths: Paths, workers: int = 1) -> Redactor:
         """With the home's key and the redaction cache of `paths`' view: a tenant's own, or for
         the whole home (the analytics snapshot) the home's, which also reads every tenant's
         (a text a pack redacted is not analysed again; the key and detector are the same)."""
         cache = paths.pii_cache
         tenants = [] if paths.tenant is not None else Lake(paths).tenants("pii_cache")
         packs = {tenant: cache / f"{TENANT_COLUMN}={tenant}" for tenant in tenants}
-        return cls(pii_key(paths.home), RedactionCache(cache, packs))
+        return cls(pii_key(paths.home), RedactionCache(cache, packs), pool=AnalysisPool(workers))
 
     def _hash(self, texts: pl.Series) -> pl.Series:
         return pl.Series(
@@ -138,7 +141,7 @@ class Redactor:
         if ner:
             self.served += frame.height - missing.height
         if missing.height:
-            rows = analyse(missing["text"].to_list(), ner=ner)
+            rows = self.pool.analyse(missing["text"].to_list(), ner=ner)
             computed = missing.select("text_hash").with_columns(
                 pl.Series("redacted", [r if ner else None for r, _ in rows], dtype=pl.String),
                 pl.Series("kinds", [k for _, k in rows], dtype=pl.List(pl.String)),
