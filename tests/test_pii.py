@@ -290,11 +290,12 @@ def test_a_large_batch_is_analysed_in_worker_processes_with_the_same_findings(
     detect_module = importlib.import_module("pipeline.pii.detect")  # not `detect`, the function
     monkeypatch.setattr(detect_module, "POOL_MIN", 40)
     monkeypatch.setattr(detect_module, "POOL_CHUNK", 7)
-    # A pool starts for a batch of POOL_MIN texts, then takes any of two chunks (14) or more.
+    # A pool starts once it was given POOL_MIN texts, for a batch of two chunks (14) or more.
     texts = [row.text for row in corpus()[:60]] + ["Priya Lopez in Berlin", "no pii here"]
     pool = detect_module.AnalysisPool(workers=2)
     try:
         assert pool.analyse(texts[:39]) == analyse(texts[:39]) and pool._pool is None
+        assert pool.analyse(texts[:13]) == analyse(texts[:13]) and pool._pool is None
         found = pool.analyse(texts)
         assert pool._pool is not None  # the batch went to the processes
         assert found == analyse(texts)

@@ -140,10 +140,12 @@ def analyse(texts: list[str], ner: bool = True) -> list[tuple[str, list[str]]]:
     ]
 
 
-# An `AnalysisPool` starts its processes for a batch of POOL_MIN texts (each process loads the
-# engine, ~5 s on 2 cores; the batch alone is ~14 s of analysis in one) and, once they run, sends
-# them any batch of two chunks or more, POOL_CHUNK texts (~1.4 s) a chunk.
-POOL_MIN, POOL_CHUNK = 10_000, 1_000
+# An `AnalysisPool` starts its processes once it has been given POOL_MIN texts (each process loads
+# the engine, ~5 s on 2 cores; 10,000 texts are ~14 s of analysis in one) and from then on sends
+# them every batch of two chunks or more, POOL_CHUNK texts (~0.7 s) a chunk. Counted over the
+# batches: a first analytics build at 1M interactions analyses ~124,000 texts in batches of a
+# few thousand (a slice of a table at a time).
+POOL_MIN, POOL_CHUNK = 10_000, 500
 
 
 @dataclass
@@ -151,15 +153,17 @@ class AnalysisPool:
     """`analyse` over `workers` processes for large batches, in this process for the rest. For a
     caller with cores to spare: the analytics build's first night analyses every text no pack
     analysed (~124,000 at 1M interactions) while its other thread's DuckDB work leaves a core
-    idle. The processes start with the first large batch and end at `close` (spawned, not
+    idle. The processes start once POOL_MIN texts were given and end at `close` (spawned, not
     forked from this process and its threads; so, as with any process pool, a script using it
     runs its work under `if __name__ == "__main__":`)."""
 
     workers: int = 1
+    given: int = 0  # texts given so far
     _pool: ProcessPoolExecutor | None = field(default=None, init=False, repr=False)
 
     def analyse(self, texts: list[str], ner: bool = True) -> list[tuple[str, list[str]]]:
-        if self.workers < 2 or len(texts) < (POOL_MIN if self._pool is None else 2 * POOL_CHUNK):
+        self.given += len(texts)
+        if self.workers < 2 or self.given < POOL_MIN or len(texts) < 2 * POOL_CHUNK:
             return analyse(texts, ner)
         if self._pool is None:
             context = get_context("spawn")
