@@ -30,8 +30,8 @@ demo: $(STAMP)
 	$(VENV)/bin/memorypack demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check lib pipeline assets jobs tests bench
-	$(VENV)/bin/ruff format --check lib pipeline assets jobs tests bench
+	$(VENV)/bin/ruff check lib pipeline assets jobs tests bench deploy
+	$(VENV)/bin/ruff format --check lib pipeline assets jobs tests bench deploy
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

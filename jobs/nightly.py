@@ -18,7 +18,7 @@ from assets.config import FAST, settings_config
 from assets.partitions import DAILY, TENANTS
 from assets.resources import ANALYTICS_JOB, INGEST_JOB
 from jobs.instance import ANALYTICS_TAG, HOME_TAG, TENANT_TAG
-from pipeline.config import Paths
+from pipeline.config import Paths, nightly_cron
 from pipeline.ingest import landing_files
 
 TENANT_JOB = "tenant_nightly"
@@ -90,16 +90,28 @@ def tenant_run_config(load_dates: list[str]) -> dict[str, Any]:
     return {"ops": {"decay_snapshots": {"config": {"load_dates": sorted(load_dates)}}}}
 
 
+SCHEDULE = "nightly_schedule"
+
+
 @dg.schedule(
-    cron_schedule="0 2 * * *",
+    name=SCHEDULE,
+    cron_schedule=nightly_cron(),
     job=ingest_job,
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
 )
-def nightly_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-    """At 02:00 UTC, ingest the load date that just ended (yesterday); the tenants follow."""
+def nightly_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+    """At 02:00 UTC, ingest the load date that just ended (yesterday); the tenants follow. A load
+    date is ingested once by the schedule (a run key dedups only within a tick): a second tick
+    for the same day, e.g. a cron set to fire more often, skips."""
     tick = context.scheduled_execution_time or datetime.now()
     key = (tick.date() - timedelta(days=1)).isoformat()
+    scheduled = dg.RunsFilter(
+        job_name=INGEST_JOB,
+        tags={"dagster/partition": key, "dagster/schedule_name": SCHEDULE},
+    )
+    if context.instance.get_runs_count(scheduled):
+        return dg.SkipReason(f"{key} was already ingested by the schedule")
     return dg.RunRequest(run_key=f"scheduled:{key}", partition_key=key, tags=ingest_tags())
 
 

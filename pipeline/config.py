@@ -30,6 +30,11 @@ def first_partition_date() -> str:
     return os.environ.get("MEMORYPACK_FIRST_DATE", "2026-01-01")
 
 
+def nightly_cron() -> str:
+    """When the nightly schedule starts ingest (MEMORYPACK_NIGHTLY_CRON, UTC): 02:00 by default."""
+    return os.environ.get("MEMORYPACK_NIGHTLY_CRON", "0 2 * * *")
+
+
 def offline_environment() -> None:
     """Models load from installed packages only; nothing is fetched at run time (STACK.md)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -318,14 +318,24 @@ def test_the_analytics_build_waits_for_the_tenant_runs(tmp_path: Path, monkeypat
         assert not isinstance(ready, dg.SkipReason) and len(ready.run_requests) == 1
 
 
-def test_schedule_targets_the_day_that_ended() -> None:
+def test_schedule_targets_the_day_that_ended_once() -> None:
     from datetime import datetime
 
-    context = dg.build_schedule_context(
-        scheduled_execution_time=datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
-    )
-    request = nightly_schedule(context)
-    assert request.partition_key == "2026-11-20"
+    from dagster._core.test_utils import create_run_for_test
+
+    tick = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+    with dg.instance_for_test() as instance:
+        context = dg.build_schedule_context(instance=instance, scheduled_execution_time=tick)
+        request = nightly_schedule(context)
+        assert isinstance(request, dg.RunRequest) and request.partition_key == "2026-11-20"
+        # a manual run of that date does not count; the schedule's own run does
+        create_run_for_test(instance, job_name="ingest", tags={"dagster/partition": "2026-11-20"})
+        assert isinstance(nightly_schedule(context), dg.RunRequest)
+        tags = {"dagster/partition": "2026-11-20", "dagster/schedule_name": "nightly_schedule"}
+        create_run_for_test(instance, job_name="ingest", tags=tags)
+        skipped = nightly_schedule(context)
+        assert isinstance(skipped, dg.SkipReason)
+        assert skipped.skip_message == "2026-11-20 was already ingested by the schedule"
 
 
 def test_sensor_requests_new_and_changed_folders(tmp_path: Path, monkeypatch) -> None:
