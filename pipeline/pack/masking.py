@@ -108,13 +108,10 @@ def mask_pii(content: PackContent, memo: Redactor | None) -> Masked:
     masked = Masked()
     if flagged:
         ids = {v for (n, c) in where if c in ID_COLUMNS for v in values[f"{n}:{c}"].to_list()}
-        if ids & flagged.keys() and memo is None:
+        ids &= flagged.keys()
+        if ids and memo is None:
             raise ValueError("a flagged identifier needs the redactor's key to be pseudonymized")
-        as_id = {
-            v: pseudonym(memo.key, content.tenant_id, v)
-            for v in ids & flagged.keys()
-            if memo is not None
-        }
+        as_id = {v: pseudonym(memo.key, content.tenant_id, v) for v in ids} if memo else {}
         as_text = {text: mask_text(text, spans) for text, spans in flagged.items()}
         results = pl.Series(list(as_text.values()), dtype=pl.String)
         still = set(_scan(results.filter(results.str.contains(MAYBE_PII)), memo))
