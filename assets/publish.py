@@ -40,6 +40,7 @@ SUMMARY_SCHEMA = {
     "redacted": pl.Int64,
     "redaction_s": pl.Float64,  # wall time of its PII redaction (the cache serves known texts)
     "texts_analysed": pl.Int64,  # distinct texts the cache did not know: analysed this night
+    "pii_masked": pl.Int64,  # values the publish guard found and masked (the redactor missed them)
 }
 
 
@@ -75,6 +76,10 @@ def _built(inputs: PackInputs, tenant: str) -> tuple[PackContent, dict[str, obje
     }
 
 
+def _masked_total(content: PackContent) -> int:
+    return sum(sum(kinds.values()) for kinds in content.redactions["pii_masked"].values())
+
+
 def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckResult]:
     """One result per guard across tenants: it passes only if it passed for every tenant, and
     its description names each tenant it failed for (that tenant kept its previous pack)."""
@@ -94,7 +99,10 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
                 or GUARD_DESCRIPTIONS[name],
                 metadata={
                     "tenants": dg.MetadataValue.json(
-                        {t: {"passed": g.passed, "detail": g.detail} for t, g in per_tenant.items()}
+                        {
+                            t: {"passed": g.passed, "detail": g.detail, **g.metadata}
+                            for t, g in per_tenant.items()
+                        }
                     ),
                     "failed_tenants": sorted(failed),
                 },
@@ -148,8 +156,8 @@ def memory_pack(
         }
         try:
             content, built = _built(inputs, tenant)
-            guards[tenant] = run_guards(content, inputs)
-            row |= built
+            guards[tenant] = run_guards(content, inputs)  # masks what the PII check finds
+            row |= built | {"pii_masked": _masked_total(content)}
             redactions[tenant] = content.redactions["by_kind"]
             failed = [g.name for g in guards[tenant] if not g.passed]
             if failed:
@@ -186,6 +194,7 @@ def memory_pack(
                 "new_versions": int(summary["published"].sum()),
                 "not_published": not_published,
                 "redactions_by_kind": redactions,
+                "pii_masked": int(summary["pii_masked"].fill_null(0).sum()),
                 "redaction_seconds": round(float(summary["redaction_s"].fill_null(0).sum()), 3),
                 "texts_analysed": int(summary["texts_analysed"].fill_null(0).sum()),
                 "missing_inputs": inputs.missing,

@@ -4,7 +4,10 @@ so a bug or a gap in one is caught by the other.
 
 It covers the kinds with a shape (email, phone, card, IBAN, SSN, IP address) and placeholders
 glued to what is left of a value (`mü[EMAIL]`, `+31 6 [PHONE]`). Names and places have no shape:
-only the redactor's NER and name list find them.
+only the redactor's NER and name list find them. What is *not* PII is one rule for both
+(pipeline.pii.rules: `phone_shape`, `not_pii_before`), so an identifier the redactor keeps
+(`ix-000394-153365`, a counter) is not flagged here, and the redactor pseudonymizes every
+identifier this detector flags (pipeline.pii.redactor).
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ import ipaddress
 import re
 import sys
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 import polars as pl
+
+from pipeline.pii import rules
+from pipeline.pii.rules import NANP_PHONE, ipv4_padded, not_pii_before, phone_shape
 
 _EMAIL = re.compile(r"[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")
 # Country code, two check digits, 11–30 alphanumerics, optionally grouped by 4 with spaces.
@@ -24,14 +31,16 @@ _IBAN = re.compile(r"(?<!\w)[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-
 # 13–19 digits, optionally grouped with spaces, dashes or dots.
 _CARD = re.compile(r"(?<![\w+.])\d(?:[ .-]?\d){12,18}(?![\w]|\.\d)")
 _SSN = re.compile(r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w-])")
+# Octets may be zero-padded (192.168.001.010: `ipv4_padded`).
 _IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.]|\.\d)")
 _IPV6 = re.compile(r"(?<![\w:])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![\w:])")
-# +CC then groups, or a national number with its trunk 0 (optionally in brackets) then groups.
+# +CC then groups, or a national number with its trunk 0 (optionally in brackets) then groups, or
+# a North American number (555.123.4567: `NANP_PHONE`, the redactor's pattern).
 _PHONE = re.compile(
     r"(?<![\w+])(?:\+\d{1,3}|\(?0\d{0,4}\)?)(?:[ ./-]{0,2}\(?\d{1,5}\)?){1,6}(?![\w])"
+    rf"|{NANP_PHONE}"
 )
-_VERSION_BEFORE = re.compile(r"\b(?:version|ver|v|release|build|firmware)\W{0,3}$", re.IGNORECASE)
-_DATE_SHAPE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}")
+_VERSION_BEFORE = re.compile(r"\bv\W{0,3}$", re.IGNORECASE)  # v1.2.3.4 (words: `not_pii_before`)
 _GLUED = re.compile(
     r"[^\W_]\[(?:EMAIL|PHONE|CARD|IBAN|SSN|IP)\]|\[(?:EMAIL|PHONE|CARD|IBAN|SSN|IP)\][^\W_]"
     r"|\+\d[\d ().-]*\[PHONE\]"
@@ -75,16 +84,19 @@ def _ip(candidate: str, text: str, start: int) -> bool:
     try:
         ipaddress.ip_address(candidate)
     except ValueError:
-        return False
-    return "." not in candidate or not _VERSION_BEFORE.search(text[:start])
+        if not ipv4_padded(candidate):
+            return False
+    if "." not in candidate:
+        return True
+    return not _VERSION_BEFORE.search(text[:start]) and not not_pii_before(text, start)
 
 
-def _phone(candidate: str) -> bool:
+def _phone(candidate: str, text: str, start: int) -> bool:
     digits = sum(c.isdigit() for c in candidate)
-    if _DATE_SHAPE.fullmatch(candidate.strip("()")):
-        return False
     grouped = candidate.startswith("+") or any(c in candidate for c in " ./-()")
-    return 8 <= digits <= 15 and grouped
+    return (
+        8 <= digits <= 15 and grouped and phone_shape(candidate) and not not_pii_before(text, start)
+    )
 
 
 def find_spans(text: str) -> list[tuple[int, int, str]]:
@@ -111,7 +123,7 @@ def find_spans(text: str) -> list[tuple[int, int, str]]:
             if _ip(match.group(), text, match.start()):
                 claim("ip_address", match)
     for match in _PHONE.finditer(text):
-        if _phone(match.group()):
+        if _phone(match.group(), text, match.start()):
             claim("phone", match)
     for match in _GLUED.finditer(text):
         claim("half_redacted", match)
@@ -132,9 +144,13 @@ def candidates(series: pl.Series) -> pl.Series:
     return values.filter(values.str.contains(MAYBE_PII))
 
 
+@lru_cache(maxsize=1)
 def guard_version() -> str:
-    """Names this detector: its code and the Python it runs on (`re`, `ipaddress`). A text it
-    found clean is remembered under this name (pipeline.pack.guards), so a changed detector
-    scans every text again."""
-    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    """Names this detector: its code, the shared rules it applies and the Python it runs on
+    (`re`, `ipaddress`). A text it found clean is remembered under this name
+    (pipeline.pack.masking), and the redactor's identifiers are cached under it too, so a changed
+    detector scans every text again."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(Path(rules.__file__).read_bytes())
+    code = digest.hexdigest()[:12]
     return f"guard-{code}-py{sys.version_info.major}.{sys.version_info.minor}"

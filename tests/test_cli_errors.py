@@ -175,7 +175,7 @@ def test_tenants_that_kept_their_pack_are_named_and_the_exit_code_says_so(
     import jobs.runner
     from pipeline.cli import EXIT_NOT_PUBLISHED
 
-    reason = "not published: failed pack_pii_redacted; previous pack stays"
+    reason = "not published: failed pack_few_shot_not_negative; previous pack stays"
     outcome = jobs.runner.RunOutcome(True, "r1", not_published={"acme": reason})
     monkeypatch.setattr(jobs.runner, "run_nightly", lambda *args, **kwargs: outcome)
     landing = tmp_path / "landing"

@@ -19,7 +19,8 @@ from pipeline.pack.content import EmbeddingMatrix
 from pipeline.pack.guards import finite_and_norms, run_guards
 from pipeline.pack.store import list_versions, prune, rollback, write_latest
 from pipeline.pack.writer import make_version, publish
-from pipeline.pii_guard import find_pii
+from pipeline.pii import pseudonym
+from pipeline.pii_guard import find_spans
 from pipeline.storage import Lake
 from pipeline.vectors import EmbeddingCache, TextVectors
 from tests.test_pack_support import AS_OF, DIM, PLANTED, make_lake
@@ -239,12 +240,25 @@ def test_guards_catch_bad_inputs(paths: Paths) -> None:
     )
     content.embeddings = EmbeddingMatrix.of(content.embeddings.read()[:-1])
     results = {g.name: g for g in run_guards(content, inputs)}
-    assert not any(g.passed for g in results.values())
+    assert [n for n, g in results.items() if g.passed] == ["pack_pii_redacted"]  # it masks
     assert "1 memories out of range" in results["pack_confidence_in_range"].detail
     assert "a-i1" in results["pack_few_shot_not_negative"].detail
     assert "5 embedding rows for 6 memories" in results["pack_embeddings_match_memories"].detail
     assert results["pack_single_tenant"].metadata["foreign_rows"] == {"memories.parquet": 1}
-    assert "memories.parquet:text" in results["pack_pii_redacted"].detail
+    masked = {"memories.parquet:text": {"phone": 1}}
+    assert results["pack_pii_redacted"].metadata["masked"] == masked
+    assert "call [PHONE]" in content.frames["memories.parquet"]["text"].to_list()
+
+
+def _leaky(paths: Paths, text: str = "call 030-12345678"):
+    """acme's pack with a value the redactor missed planted in a memory's text."""
+    content = build_pack(load_inputs(Lake(paths), AS_OF), "acme")
+    memories = content.frames["memories.parquet"]
+    leak = pl.when(pl.col("memory_id") == "a-i3").then(pl.lit(text))
+    content.frames["memories.parquet"] = memories.with_columns(
+        leak.otherwise(pl.col("text")).alias("text")
+    )
+    return content
 
 
 def test_the_pii_guard_scans_a_clean_text_once_and_a_leak_every_time(
@@ -252,42 +266,109 @@ def test_the_pii_guard_scans_a_clean_text_once_and_a_leak_every_time(
 ) -> None:
     """The publish guard remembers the texts its detector found clean (keyed hashes in the
     redaction cache, under the detector's version): the next night's pack scans only its new
-    texts; a leak is never remembered, so it stops every publish; a changed detector scans
+    texts; a leak is never remembered, so it is masked every night; a changed detector scans
     everything again."""
-    from pipeline.pack import guards
+    from pipeline.pack import masking
 
     scanned: list[str] = []
 
     def counted(text: str):
         scanned.append(text)
-        return find_pii(text)
+        return find_spans(text)
 
-    monkeypatch.setattr(guards, "find_pii", counted)
+    monkeypatch.setattr(masking, "find_spans", counted)
 
     def pii_guard(content=None) -> tuple[bool, dict]:
         scanned.clear()
         inputs = load_inputs(Lake(paths), AS_OF)  # a new night: a new redactor, the same cache
         result = {g.name: g for g in run_guards(content or build_pack(inputs, "acme"), inputs)}
         found = result["pack_pii_redacted"]
-        return found.passed, found.metadata["leaks"]
+        return found.passed, found.metadata["masked"]
 
     assert pii_guard() == (True, {})
     first = sorted(scanned)
     assert len(first) >= 5  # ids and texts with digits, an @ or a colon
     assert pii_guard() == (True, {}) and scanned == []
 
-    content = build_pack(load_inputs(Lake(paths), AS_OF), "acme")
-    memories = content.frames["memories.parquet"]
-    leak = pl.when(pl.col("memory_id") == "a-i3").then(pl.lit("call 030-12345678"))
-    content.frames["memories.parquet"] = memories.with_columns(
-        leak.otherwise(pl.col("text")).alias("text")
-    )
-    for _ in range(2):
-        assert pii_guard(content) == (False, {"memories.parquet:text": 1})
-        assert scanned == ["call 030-12345678"]
+    # Masked, and its masked form checked once (then remembered clean).
+    assert pii_guard(_leaky(paths)) == (True, {"memories.parquet:text": {"phone": 1}})
+    assert scanned == ["call 030-12345678", "call [PHONE]"]
+    assert pii_guard(_leaky(paths)) == (True, {"memories.parquet:text": {"phone": 1}})
+    assert scanned == ["call 030-12345678"]
 
-    monkeypatch.setattr(guards, "guard_version", lambda: "guard-another")
+    monkeypatch.setattr(masking, "guard_version", lambda: "guard-another")
     assert pii_guard() == (True, {}) and sorted(scanned) == first
+
+
+def test_a_value_the_redactor_missed_is_masked_and_the_tenant_publishes(paths: Paths) -> None:
+    """Issue 40: a planted miss of the redactor (a text and an id only the guard flags) is masked
+    where it stands, the same id alike in every file, counted in the check and the manifest, and
+    the pack is published; the same content again is byte-identical (no new version)."""
+
+    def planted():
+        content = _leaky(paths, "ring 030-12345678 or mail jürgen.mü[EMAIL]")
+        frames = content.frames
+        swap = {"a-m0": "ord-0042-1234567"}  # no phone to phonenumbers, one to the guard
+        for name, column in (
+            ("memories.parquet", "memory_id"),
+            ("conflicts.parquet", "memory_id_a"),
+            ("conflicts.parquet", "preferred_id"),
+            ("summaries.parquet", "representative_id"),
+        ):
+            frames[name] = frames[name].with_columns(pl.col(column).replace(swap))
+        frames["summaries.parquet"] = frames["summaries.parquet"].with_columns(
+            pl.col("member_ids").list.eval(pl.element().replace(swap))
+        )
+        return content
+
+    inputs = load_inputs(Lake(paths), AS_OF)
+    content = planted()
+    results = {g.name: g for g in run_guards(content, inputs)}
+    pii = results["pack_pii_redacted"]
+    masked = {
+        "conflicts.parquet:memory_id_a": {"phone": 1},
+        "conflicts.parquet:preferred_id": {"phone": 1},
+        "memories.parquet:memory_id": {"phone": 1},
+        "memories.parquet:text": {"half_redacted": 1, "phone": 1},
+        "summaries.parquet:member_ids": {"phone": 1},
+        "summaries.parquet:representative_id": {"phone": 1},
+    }
+    assert pii.passed and pii.metadata["masked"] == masked and pii.metadata["masked_total"] == 7
+    result = publish(paths.packs, content, run_id="run-1")
+    assert result.published and result.manifest["redactions"]["pii_masked"] == masked
+    pack = paths.packs / "acme" / result.version
+    memories = pl.read_parquet(pack / "memories.parquet")
+    assert "ring [PHONE] or mail [EMAIL]" in memories["text"].to_list()
+    alias = pseudonym(inputs.redactor.key, "acme", "ord-0042-1234567")  # type: ignore[union-attr]
+    assert alias in memories["memory_id"].to_list()
+    summaries = pl.read_parquet(pack / "summaries.parquet")
+    conflicts = pl.read_parquet(pack / "conflicts.parquet")
+    assert summaries["member_ids"].to_list() == [[alias]]
+    assert conflicts.row(0, named=True)["memory_id_a"] == conflicts["preferred_id"][0] == alias
+    for name in DATA_FILES:
+        raw = (pack / name).read_bytes()
+        assert b"0042-1234567" not in raw and b"030-12345678" not in raw, name
+    again = planted()
+    assert all(g.passed for g in run_guards(again, inputs) if g.name == "pack_pii_redacted")
+    assert not publish(paths.packs, again, run_id="run-2").published  # identical content
+
+
+def test_counter_ids_pass_the_guard_untouched(paths: Paths) -> None:
+    """Issue 40: event ids like ix-000394-153365 are no phones: nothing is masked."""
+    inputs = load_inputs(Lake(paths), AS_OF)
+    content = build_pack(inputs, "acme")
+    ids = content.frames["memories.parquet"]["memory_id"].to_list()
+    swap = {old: f"ix-000394-15336{i}" for i, old in enumerate(ids)}
+    for name, frame in content.frames.items():
+        if "memory_id" in frame.columns:
+            content.frames[name] = frame.with_columns(pl.col("memory_id").replace(swap))
+    results = {g.name: g for g in run_guards(content, inputs)}
+    assert results["pack_pii_redacted"].passed
+    assert results["pack_pii_redacted"].metadata["masked_total"] == 0
+    result = publish(paths.packs, content, run_id="run-1")
+    assert result.published and result.manifest["redactions"]["pii_masked"] == {}
+    memories = pl.read_parquet(paths.packs / "acme" / result.version / "memories.parquet")
+    assert memories["memory_id"].to_list() == list(swap.values())
 
 
 def test_corrected_examples_are_allowed_despite_negative_feedback(paths: Paths) -> None:

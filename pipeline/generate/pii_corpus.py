@@ -38,6 +38,9 @@ VALUES: dict[str, tuple[str, ...]] = {
         "+81 3-1234-5678",
         "+39 06 6982 1234",
         "+41 44 668 18 00",
+        "555.123.4567",
+        "555-123-4567",
+        "(555) 123-4567",
     ),
     "card": (
         "4111 1111 1111 1111",
@@ -68,6 +71,8 @@ VALUES: dict[str, tuple[str, ...]] = {
         "2001:db8::8a2e:370:7334",
         "fe80::1",
         "2001:0db8:85a3:0000:0000:8a2e:0370:7334",
+        "192.168.001.010",
+        "010.000.000.001",
     ),
     "person": (
         "Priya Lopez",
@@ -80,6 +85,10 @@ VALUES: dict[str, tuple[str, ...]] = {
         "Fatima Haddad",
         "Tom Novak",
         "Grace Okafor",
+        "Priya Raghunathan",
+        "Siobhan O'Callaghan",
+        "Priyanka Raghunathan",
+        "Liam O'Brien",
     ),
     "address": (
         "221B Baker Street",
@@ -90,6 +99,10 @@ VALUES: dict[str, tuple[str, ...]] = {
         "12 rue de la Paix",
         "Calle Mayor 5",
         "Via Roma 10",
+        "NW1 6XE",  # a postcode, left beside [ADDRESS] before
+        "DC 20500",
+        "SW1A 1AA",
+        "CA 94103-1234",
     ),
     "location": ("Paris", "Berlin", "Lyon", "Amsterdam", "Chicago", "Madrid"),
 }
@@ -155,6 +168,16 @@ LOOK_ALIKES: tuple[str, ...] = (
     "The meeting is at 9am on Thursday, room 4.12.",
     "Python 3.11.7 and numpy 2.4.6 are installed.",
     "She bought 3 tickets for 45.00 each.",
+    # Look-alikes of the shapes above (dotted numbers, zero-padded quads, ids, capitals).
+    "Order 555.123.4567 was split in two parcels.",
+    "Ticket #555-123-4567 is waiting for a reply.",
+    "Please install version 192.168.001.010 tonight.",
+    "Firmware 001.002.003.010 is rolling out.",
+    "It went from 555.12 to 4,567.00 after tax.",
+    "The batch of 2026.11.02 and the one of 12.11.2026 are late.",
+    "Event ix-000394-153365 was replayed after ix-000394-153366.",
+    "Row 000123-456789 of the export is empty.",
+    "The Team plan costs 20 EUR in Q3 2026.",
 )
 # Look-alikes of the guard's own kinds (the guard must stay silent on them too).
 GUARD_KINDS = ("email", "phone", "card", "iban", "ssn", "ip_address")

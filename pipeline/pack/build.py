@@ -245,6 +245,8 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         "by_kind": dict(sorted(by_kind.items())),
         "by_file": by_file,
         "truncated": truncated,  # texts over MAX_FIELD_CHARS characters, per file:column
+        # what the publish guard found and masked, per file:column and kind (pipeline.pack.masking)
+        "pii_masked": {},
     }
     return PackContent(
         tenant,

@@ -31,12 +31,15 @@ from presidio_analyzer.predefined_recognizers import (
 from pipeline.pii.rules import (
     _NAME_PAIR,
     _STREET_PATTERNS,
+    IPV4_PADDED,
+    NANP_PHONE,
     PHONE_LENIENCY,
     PHONE_REGIONS,
     SPACY_MODEL,
     _digit_runs,
     _faker_names,
     _is_name,
+    ipv4_padded,
 )
 
 
@@ -84,11 +87,14 @@ class NameListRecognizer(EntityRecognizer):  # type: ignore[misc]
         _faker_names()
 
     def analyze(self, text: str, entities: list[str], nlp_artifacts: Any) -> list[Any]:
-        return [
-            RecognizerResult("PERSON", match.start(), match.end(), 0.7)
-            for match in _NAME_PAIR.finditer(text)
-            if _is_name(match.group().split())
-        ]
+        results, position = [], 0
+        while match := _NAME_PAIR.search(text, position):
+            if _is_name(match.group().split()):
+                results.append(RecognizerResult("PERSON", match.start(), match.end(), 0.7))
+                position = match.end()
+            else:  # "Meet Siobhan O'Callaghan": the name may start at the next word
+                position = match.end(1)
+        return results
 
 
 class Emails(EmailRecognizer):  # type: ignore[misc]
@@ -119,6 +125,14 @@ class Phones(PhoneRecognizer):  # type: ignore[misc]
         return results
 
 
+class PaddedIpv4(PatternRecognizer):  # type: ignore[misc]
+    """An IPv4 address with zero-padded octets ("192.168.001.010"), which presidio's own
+    recognizer leaves (`ipaddress` refuses it)."""
+
+    def validate_result(self, pattern_text: str) -> bool:
+        return ipv4_padded(pattern_text)
+
+
 def _recognizers() -> list[Any]:
     """Our recognizers: validated patterns for the shaped kinds, the NER and a name list for
     people and places, street patterns for addresses."""
@@ -134,6 +148,13 @@ def _recognizers() -> list[Any]:
         IpRecognizer(),  # IPv4 and IPv6, validated by `ipaddress`
         # phonenumbers' matcher: valid numbers, digits grouped as the region groups them
         Phones(supported_regions=PHONE_REGIONS, leniency=PHONE_LENIENCY),
+        # …and North American shapes whatever the number (555.123.4567)
+        PatternRecognizer(
+            "PHONE_NUMBER", name="NanpPhoneRecognizer", patterns=[Pattern("nanp", NANP_PHONE, 0.5)]
+        ),
+        PaddedIpv4(
+            "IP_ADDRESS", name="PaddedIpv4Recognizer", patterns=[Pattern("ipv4", IPV4_PADDED, 0.6)]
+        ),
         SpacyRecognizer(supported_entities=["PERSON", "LOCATION"]),
         NameListRecognizer(supported_entities=["PERSON"], name="NameListRecognizer"),
         PatternRecognizer(

@@ -18,19 +18,20 @@ from pipeline.pii import rules
 from pipeline.pii.detect import AnalysisPool
 from pipeline.pii.keys import pii_key, pseudonym
 from pipeline.pii.rules import detector_version
+from pipeline.pii_guard import find_pii, guard_version
 from pipeline.storage import Lake
 from pipeline.vectors import PartsCache
 
-# The cache folder of identifiers: `<detector version>+identifiers2`. 2: plain ids are no longer
-# cached (`plain_identifiers`); the first folder held every id (3.7M at 1M interactions), which
-# each lookup scanned. A home's earlier `+identifiers` folder is no longer read (it may be deleted).
+# The cache folder of identifiers: `<detector version>+<guard version>+identifiers2`. 2: plain ids
+# are no longer cached (`plain_identifiers`); the first folder held every id (3.7M at 1M
+# interactions), which each lookup scanned. A home's earlier `+identifiers` folder is no longer read (it may be deleted).
 IDENTIFIERS_KEY = "+identifiers2"
 
 
 class RedactionCache(PartsCache):
     """`<lake>/pii_cache/<detector version>/part-*.parquet`: text_hash (a keyed hash of the exact
-    text), redacted, kinds; identifiers' findings in `<detector version>+identifiers2/` (no
-    redacted text). Append-only like the embedding cache; a new detector version starts
+    text), redacted, kinds; identifiers' findings in
+    `<detector version>+<guard version>+identifiers2/` (no redacted text). Append-only like the embedding cache; a new detector version starts
     a new folder, so nothing redacted by an older detector is ever served."""
 
     def __init__(self, root: Location, tenants: Mapping[str, Location] | None = None) -> None:
@@ -78,6 +79,14 @@ def plain_identifiers(values: pl.Series) -> pl.Series:
     return values.str.contains(f"^(?:{rules.PLAIN_ID.pattern})$").fill_null(False)
 
 
+def identifier_kinds(ids: list[str], rows: list[tuple[str, list[str]]]) -> list[list[str]]:
+    """The kinds found in each identifier: by the redactor's detector (`rows`, its analysis of
+    `ids`) or else by the publish guard's (pipeline.pii_guard). One rule for identifiers: an id
+    either detector flags is pseudonymized, so the guard never finds one the redactor left
+    (SPEC §5); what neither calls PII (`rules.phone_shape`: `ix-000394-153365`) stays."""
+    return [kinds or list(find_pii(i)) for i, (_, kinds) in zip(ids, rows, strict=True)]
+
+
 @dataclass
 class Redactor:
     """Redacts text columns (cached by text) and pseudonymizes identifier columns of one tenant.
@@ -119,8 +128,9 @@ class Redactor:
 
     def _cache_key(self, ner: bool) -> str:
         """Texts and identifiers are analysed with different kinds (no NER on ids): each has its
-        own folder, so an id's finding is never served for the same string met as free text."""
-        return self.version if ner else self.version + IDENTIFIERS_KEY
+        own folder, so an id's finding is never served for the same string met as free text.
+        An identifier's findings also name the publish guard's detector (`identifier_kinds`)."""
+        return self.version if ner else f"{self.version}+{guard_version()}{IDENTIFIERS_KEY}"
 
     def _redactions(
         self, distinct: pl.Series, ner: bool, tenants: Sequence[str] | None = None
@@ -141,10 +151,12 @@ class Redactor:
         if ner:
             self.served += frame.height - missing.height
         if missing.height:
-            rows = self.pool.analyse(missing["text"].to_list(), ner=ner)
+            texts = missing["text"].to_list()
+            rows = self.pool.analyse(texts, ner=ner)
+            kinds = [k for _, k in rows] if ner else identifier_kinds(texts, rows)
             computed = missing.select("text_hash").with_columns(
                 pl.Series("redacted", [r if ner else None for r, _ in rows], dtype=pl.String),
-                pl.Series("kinds", [k for _, k in rows], dtype=pl.List(pl.String)),
+                pl.Series("kinds", kinds, dtype=pl.List(pl.String)),
             )
             if ner:
                 self.analysed += computed.height

@@ -106,8 +106,15 @@ _COMMON_WORD_NAMES = frozenset(
     "Spring Storm River Brook Forest Misty Melody Harmony Liberty Destiny Trinity Precious".split()
 )
 _UPPER = "A-ZÀ-ÖØ-ÞĀ-Ž"
+# A capitalised word of two letters or more, or joined by an apostrophe or a hyphen ("O'Callaghan",
+# "Smith-Jones", "D'Souza").
+_NAME_WORD = rf"[{_UPPER}](?:[^\W\d_]+(?:['’-][^\W\d_]+)*|['’][{_UPPER}][^\W\d_]+)"
 _NAME_PAIR = re.compile(
-    rf"(?<![\w@.])([{_UPPER}][^\W\d_]+)(?:[ \t]+[{_UPPER}][^\W\d_'-]*[^\W\d_]){{1,2}}(?![\w@])"
+    rf"(?<![\w@.])([{_UPPER}][^\W\d_]+)(?:[ \t]+{_NAME_WORD}){{1,2}}(?![\w@'’-])"
+)
+_US_STATES = (
+    "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|"
+    "NJ|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY"
 )
 _STREET_SUFFIX = (
     r"Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|Place|Pl|"
@@ -122,8 +129,15 @@ _STREET_PATTERNS = (
     # 12 rue de la Paix, 5 avenue des Champs-Élysées, Calle Mayor 5, Via Roma 10
     r"\b\d{1,5},?\s+(?:rue|avenue|boulevard|bd|place|allée|chemin|impasse|quai)\s+(?:(?:de|du|des|la|le|l')\s*)*[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)*",
     r"\b(?:Calle|Avenida|Via|Viale|Piazza|Rua|Plaza)\s+(?:(?:de|del|la|dei|della)\s+)*[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)*,?\s+\d{1,5}\b",
+    # Postcodes, which stay beside a street's placeholder otherwise: a UK postcode (NW1 6XE,
+    # SW1A 1AA) and a US state with its ZIP code (DC 20500, CA 94103-1234).
+    r"\b[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}\b",
+    rf"\b(?:{_US_STATES})\s\d{{5}}(?:-\d{{4}})?\b",
 )
-_RULES_VERSION = "2"  # 2: the NER runs only where `may_hold_name`, presidio where `may_hold_pii`
+# 2: the NER runs only where `may_hold_name`, presidio where `may_hold_pii`. 3: counters are no
+# phones (`phone_shape`), dotted and dashed North American phones, zero-padded IPv4 addresses,
+# postcodes, names with an apostrophe or a hyphen.
+_RULES_VERSION = "3"
 
 
 def detector_version() -> str:
@@ -167,10 +181,46 @@ def _is_name(words: list[str]) -> bool:
     return words[0] in first
 
 
-def _plausible_phone(candidate: str) -> bool:
+def phone_shape(candidate: str) -> bool:
+    """Whether a number the redactor's matcher or the publish guard's pattern found may be a
+    phone: one rule for both (pipeline.pii_guard), in text and in identifiers. Not a date, not an
+    unformatted run shorter than `PLAIN_PHONE_MIN_DIGITS`, and not a zero-padded counter: digits
+    opening with 000 ("ix-000394-153365", an event id) dial nothing, as a national number's trunk
+    0 is followed by the area code and an international 00 by a country code, neither of which
+    starts with 0."""
     if _DATE_SHAPE.fullmatch(candidate.strip("()")):
         return False
+    digits = "".join(c for c in candidate if c.isdigit())
+    if digits.startswith("000"):
+        return False
     return not candidate.isdigit() or len(candidate) >= PLAIN_PHONE_MIN_DIGITS
+
+
+_plausible_phone = phone_shape  # the redactor's name for it (pipeline.pii.detect)
+
+# A North American number written with dots or dashes, or its area code in brackets
+# ("555.123.4567", "555-123-4567", "(555) 123-4567"): phonenumbers' matcher only takes numbers
+# valid in a region, and 555 (fictional) or a 1 after the area code is not.
+NANP_PHONE = r"(?<![\w+.-])(?:\(\d{3}\)[ ]?|\d{3}[.-])\d{3}[.-]\d{4}(?![\w]|[.-]\d)"
+# An IPv4 address, its octets possibly zero-padded ("192.168.001.010", which `ipaddress` refuses
+# as ambiguous: the address is still plain to read).
+IPV4_PADDED = r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w]|\.\d)"
+
+
+def ipv4_padded(candidate: str) -> bool:
+    """Four octets of at most 255, one of them zero-padded (the others `ipaddress` takes)."""
+    octets = candidate.split(".")
+    return (
+        len(octets) == 4
+        and all(o.isdigit() and int(o) <= 255 for o in octets)
+        and any(len(o) > 1 and o.startswith("0") for o in octets)
+    )
+
+
+def not_pii_before(text: str, start: int) -> bool:
+    """Whether the number at `start` follows an order, ticket, version… word: a phone, SSN or IP
+    address shape there is a reference, for the redactor and the publish guard alike."""
+    return _NOT_PII_BEFORE.search(text[:start]) is not None
 
 
 _WORD = re.compile(r"[^\W\d_][^\W\d_'-]*")
