@@ -18,42 +18,22 @@ from pipeline.audit import (
     audit_figures,
     promotion_candidates,
 )
-from pipeline.decay import (
-    as_of_for,
-    known_memory_count,
-    snapshot,
-    snapshot_problems,
-)
+from pipeline.decay import as_of_for, snapshot_problems
+from pipeline.decay_days import snapshots_over
 from pipeline.storage import Lake, read_file
 from pipeline.tables import COMMENTS
 
-# interactions, memory_statements, feedback, memory_reinforcement (None before consolidation)
-SnapshotInputs = tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.LazyFrame | None]
 SNAPSHOT_CHECKS = ("confidence_in_range", "every_memory_present", "status_consistent")
 
 
-def _snapshot_one(
-    home: MemorypackHome, settings: StageSettings, key: str, inputs: SnapshotInputs
-) -> tuple[pl.DataFrame, int, bool]:
-    """The snapshot of load date `key`, the memories it must hold, and whether it changed: an
-    identical snapshot is not rewritten (the warehouse then has nothing to reload)."""
-    lake = home.lake
-    interactions, statements, feedback, reinforcement = inputs
-    as_of = as_of_for(key)
-    snap = snapshot(
-        interactions,
-        statements,
-        feedback,
-        reinforcement,
-        as_of,
-        settings.stage("decay"),
-        settings.stage("scoring"),
-    )
+def _write_if_changed(home: MemorypackHome, key: str, snap: pl.DataFrame) -> bool:
+    """Write the snapshot of load date `key` unless the lake holds it already: an identical
+    snapshot is not rewritten (the warehouse then has nothing to reload)."""
     path = home.paths.partition("decay_snapshots", key)
     changed = not (path.exists() and read_file(path).equals(snap))
     if changed:
-        lake.write_partition("decay_snapshots", key, snap)
-    return snap, known_memory_count(interactions, statements, as_of), changed
+        home.lake.write_partition("decay_snapshots", key, snap)
+    return changed
 
 
 def _snapshot_metadata(home: MemorypackHome, key: str, snap: pl.DataFrame) -> dict[str, Any]:
@@ -130,7 +110,10 @@ def decay_snapshots(
     data), every snapshot from that date on is recomputed as a fresh backfill would make it, so
     the newest one (read by the audit and the packs) reflects the late data in the same run, and
     the decay history has no kink where the late data surfaced. Unchanged snapshots stay as they
-    are.
+    are. A date asked for without data (nothing became known since the date before) is the date
+    before's snapshot aged: a night over a long sparse range costs what its data days cost. A
+    date neither changed nor asked has no snapshot: its belief is the latest earlier snapshot
+    aged to it (`pipeline.decay.aged`), nothing new being known.
     """
     keys = sorted(config.load_dates) or home.lake.partition_keys("interactions")[-1:]
     if not keys:
@@ -138,22 +121,32 @@ def decay_snapshots(
     later = [
         k for k in home.lake.partition_keys("decay_snapshots") if k > keys[0] and k not in keys
     ]
-    inputs = (interactions, memory_statements, feedback, memory_reinforcement)
-    per_key = {key: _snapshot_one(home, settings, key, inputs) for key in keys + later}
-    rewritten = [key for key in later if per_key[key][2]]
-    newest = max(per_key)
+    # A date where nothing became known is the date before's snapshot aged (pipeline.decay_days).
+    over = snapshots_over(
+        keys + later,
+        interactions,
+        memory_statements,
+        feedback,
+        memory_reinforcement,
+        settings.stage("decay"),
+        settings.stage("scoring"),
+    )
+    days = {d.key: d for d in over}
+    changed = {key: _write_if_changed(home, key, d.snapshot) for key, d in days.items()}
+    rewritten = [key for key in later if changed[key]]
+    newest = max(days)
     yield dg.MaterializeResult(
         metadata={
-            **_snapshot_metadata(home, newest, per_key[newest][0]),
+            **_snapshot_metadata(home, newest, days[newest].snapshot),
             "snapshot_dates": keys,
             "later_rewritten": rewritten,
+            "aged_dates": [key for key, d in days.items() if d.aged_from is not None],
         }
     )
     # Checked: every snapshot this run wrote.
-    checked = {key: per_key[key] for key in keys + rewritten}
+    checked = {key: days[key] for key in keys + rewritten}
     problems = {
-        key: snapshot_problems(snap, settings.stage("decay"))
-        for key, (snap, _, _) in checked.items()
+        key: snapshot_problems(d.snapshot, settings.stage("decay")) for key, d in checked.items()
     }
     results = {
         "confidence_in_range": {
@@ -168,14 +161,14 @@ def decay_snapshots(
         },
         "every_memory_present": {
             key: (
-                snap.height == expected and problems[key]["duplicate_memories"] == 0,
+                d.snapshot.height == d.memories and problems[key]["duplicate_memories"] == 0,
                 {
-                    "rows": snap.height,
-                    "memories": expected,
+                    "rows": d.snapshot.height,
+                    "memories": d.memories,
                     "duplicate_memories": problems[key]["duplicate_memories"],
                 },
             )
-            for key, (snap, expected, _) in checked.items()
+            for key, d in checked.items()
         },
         "status_consistent": {
             key: (p["status_inconsistent"] == 0, {"rows_inconsistent": p["status_inconsistent"]})

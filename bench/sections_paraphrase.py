@@ -27,19 +27,34 @@ import numpy as np
 import polars as pl
 
 from bench.common import Figure, Sizes
+from pipeline.calibration import choose_threshold, merge_scores
 
 SAMPLE_ENV = "MEMORYPACK_PARAPHRASE_SAMPLE"
-SAMPLE = Path(os.environ.get(SAMPLE_ENV, "/work/shared/data/paraphrase/stsb_sample.tsv"))
+# Shared data sits beside the checkout (`../shared/data/`), never in it.
+SAMPLE = Path(
+    os.environ.get(
+        SAMPLE_ENV,
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "paraphrase" / "stsb_sample.tsv",
+    )
+)
 PARAPHRASE_SCORE = 4.0
 # Thresholds are chosen on this grid: ~240 pairs a split move precision by ~0.5 % a pair, so a
 # finer step would fit the sample, not the model.
 GRID = tuple(round(0.05 * k, 2) for k in range(1, 13))
-# Floors on precision: a statement merge hides one memory behind another (the issue's 0.8); a
-# same-prompt pair on two different requests teaches DPO noise, so it needs more.
+# The rule chooses on the STS-B dev split and is measured on the test split (held out): a split
+# fixed by the data set, so the choice is deterministic.
+SELECTION, HELD_OUT = "dev", "test"
+# Floors on the lower 95 % bound of precision on the selection split. A statement merge hides one
+# memory behind another (the issue's 0.8); an interaction merge likewise (same floor, on requests,
+# which have no cannot-link rules). A same-prompt pair on two different requests teaches DPO noise,
+# so it takes the threshold whose precision is best established (None: the highest lower bound);
+# a floor of 0.95 on the bound is beyond what ~240 pairs can show (the best is 0.84).
 STATEMENT_FLOOR = 0.8
-SAME_PROMPT_FLOOR = 0.95
-RECALL_GOAL = 0.7
-OLD_STATEMENT_DISTANCE = 0.45  # tuned on the generator's phrasings before this calibration
+SAME_PROMPT_FLOOR: float | None = None
+RECALL_GOAL = 0.7  # statements, on the held-out split
+# The constants before this calibration (chosen by "precision ≥ floor on both splits" on an
+# earlier draw of the sample that held the MSR rows).
+PREVIOUS = {"statement": 0.30, "same_prompt": 0.05, "interaction": 0.15}
 
 
 def load_sample(path: Path = SAMPLE) -> pl.DataFrame:
@@ -69,45 +84,42 @@ def pair_distances(
 
 def scores(
     distance: np.ndarray, cannot: np.ndarray, positive: np.ndarray, t: float
-) -> dict[str, float]:
-    merged = (distance <= t) & ~cannot
-    tp, fp = int((merged & positive).sum()), int((merged & ~positive).sum())
-    precision = tp / (tp + fp) if tp + fp else 1.0
-    recall = tp / int(positive.sum())
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+) -> dict[str, Any]:
+    """Precision and recall of merging at distance ≤ t, with their Wilson 95 % intervals."""
+    s = merge_scores(distance, cannot, positive, t)
+    f1 = 2 * s.precision * s.recall / (s.precision + s.recall) if s.true_merges else 0.0
     return {
         "threshold": t,
-        "precision": round(precision, 4),
-        "recall": round(recall, 4),
+        "precision": round(s.precision, 4),
+        "precision_95": [round(b, 4) for b in s.precision_interval()],
+        "recall": round(s.recall, 4),
+        "recall_95": [round(b, 4) for b in s.recall_interval()],
         "f1": round(f1, 4),
-        "merged": tp + fp,
+        "merged": s.merged,
+        "true_merges": s.true_merges,
         "pairs": len(distance),
-        "paraphrases": int(positive.sum()),
+        "paraphrases": s.positives,
     }
 
 
 def by_split(
     sample: pl.DataFrame, distance: np.ndarray, cannot: np.ndarray, t: float
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     positive = (sample["score"] >= PARAPHRASE_SCORE).to_numpy()
     return {
         split: scores(distance[rows], cannot[rows], positive[rows], t)
-        for split in ("dev", "test")
+        for split in (SELECTION, HELD_OUT)
         for rows in [(sample["split"] == split).to_numpy()]
     }
 
 
 def calibrate(
-    sample: pl.DataFrame, distance: np.ndarray, cannot: np.ndarray, floor: float
-) -> float:
-    """The rule: the largest grid threshold (the most recall) whose precision is ≥ `floor` on each
-    split of the sample."""
-    passing = [
-        t
-        for t in GRID
-        if all(s["precision"] >= floor for s in by_split(sample, distance, cannot, t).values())
-    ]
-    return max(passing, default=GRID[0])
+    sample: pl.DataFrame, distance: np.ndarray, cannot: np.ndarray, floor: float | None
+) -> float | None:
+    """The rule (`pipeline.calibration.choose_threshold`) on the selection split."""
+    rows = (sample["split"] == SELECTION).to_numpy()
+    positive = (sample["score"] >= PARAPHRASE_SCORE).to_numpy()
+    return choose_threshold(distance[rows], cannot[rows], positive[rows], GRID, floor)
 
 
 def generator_pairs() -> tuple[pl.Series, pl.Series, np.ndarray]:
@@ -135,16 +147,32 @@ def generator_pairs() -> tuple[pl.Series, pl.Series, np.ndarray]:
 def _f1_figure(
     name: str, new: Any, old: Any, goal: str, met: bool | None, **details: Any
 ) -> Figure:
-    """F1 at the configured threshold beside F1 at the old one (the test split for the sample)."""
+    """F1 at the configured threshold beside F1 at the previous one (held out for the sample)."""
     return Figure(
         name=name,
-        value=new.get("test", new)["f1"],
+        value=new.get(HELD_OUT, new)["f1"],
         unit="F1",
-        baseline_name=f"F1 at the old statement threshold {OLD_STATEMENT_DISTANCE}",
-        baseline_value=old.get("test", old)["f1"],
+        baseline_name=f"F1 at the previous statement threshold {PREVIOUS['statement']}",
+        baseline_value=old.get(HELD_OUT, old)["f1"],
         goal=goal,
         goal_met=met,
-        details={**details, "chosen": new, "old": old},
+        details={**details, "chosen": new, "previous": old},
+    )
+
+
+def _held_out(
+    name: str, chosen: Any, previous: Any, goal: str, met: bool | None, **d: Any
+) -> Figure:
+    """Held-out precision at the configured threshold beside the previous constant's."""
+    return Figure(
+        name=name,
+        value=chosen[HELD_OUT]["precision"],
+        unit="precision",
+        baseline_name="the previous constant",
+        baseline_value=previous[HELD_OUT]["precision"],
+        goal=goal,
+        goal_met=met,
+        details={**d, "chosen": chosen, "previous": previous},
     )
 
 
@@ -157,7 +185,11 @@ def run(sizes: Sizes) -> list[Figure]:
     interaction_t = ConsolidationConfig().interaction_distance
     same_prompt_t = round(1.0 - PairConfig().similarity_threshold, 4)
     backend = available_backend(EmbedConfig.backend)
-    common = {"backend": backend, "grid": list(GRID), "paraphrase_score": PARAPHRASE_SCORE}
+    common: dict[str, Any] = {
+        "backend": backend,
+        "grid": list(GRID),
+        "paraphrase_score": PARAPHRASE_SCORE,
+    }
     with tempfile.TemporaryDirectory(prefix="bench-paraphrase-") as export_dir:
         model = load_model(None, backend, export_dir)
         a, b, positive = generator_pairs()
@@ -167,7 +199,7 @@ def run(sizes: Sizes) -> list[Figure]:
                 f"statement merges at distance ≤ {statement_t}: the generator's planted "
                 "paraphrases vs every other memory it writes about one person",
                 scores(distance, cannot, positive, statement_t),
-                scores(distance, cannot, positive, OLD_STATEMENT_DISTANCE),
+                scores(distance, cannot, positive, PREVIOUS["statement"]),
                 "reported (each planted group merges: tests/test_end_to_end.py)",
                 None,
                 **common,
@@ -181,38 +213,45 @@ def run(sizes: Sizes) -> list[Figure]:
         request = pair_distances(sample["sentence1"], sample["sentence2"], model, guard=False)
     rule = {
         "statement_distance": calibrate(sample, *statement, STATEMENT_FLOOR),
+        "interaction_distance": calibrate(sample, *request, STATEMENT_FLOOR),
         "same_prompt_distance": calibrate(sample, *request, SAME_PROMPT_FLOOR),
     }
-    common = {**common, "sample": str(SAMPLE), "pairs": sample.height, "rule_picks": rule}
+    common = {
+        **common,
+        "sample": str(SAMPLE),
+        "pairs": sample.height,
+        "chosen_on": SELECTION,
+        "rule_picks": rule,
+    }
     chosen = by_split(sample, *statement, statement_t)
-    same_prompt = by_split(sample, *request, same_prompt_t)
-    interaction = by_split(sample, *request, interaction_t)
+    held = chosen[HELD_OUT]
     return [
         *figures,
         _f1_figure(
             f"statement merges at distance ≤ {statement_t} on STS-B pairs scored by people",
             chosen,
-            by_split(sample, *statement, OLD_STATEMENT_DISTANCE),
-            f"recall ≥ {RECALL_GOAL} at precision ≥ {STATEMENT_FLOOR} on each split",
-            all(
-                s["precision"] >= STATEMENT_FLOOR and s["recall"] >= RECALL_GOAL
-                for s in chosen.values()
-            ),
+            by_split(sample, *statement, PREVIOUS["statement"]),
+            f"the rule's pick (dev lower bound ≥ {STATEMENT_FLOOR}); held out: precision ≥ "
+            f"{STATEMENT_FLOOR}, recall ≥ {RECALL_GOAL}",
+            rule["statement_distance"] == statement_t
+            and held["precision"] >= STATEMENT_FLOOR
+            and held["recall"] >= RECALL_GOAL,
             **common,
         ),
-        Figure(
-            name=f"same-prompt pairs at cosine ≥ {1 - same_prompt_t:.2f} on STS-B pairs (test split)",
-            value=same_prompt["test"]["precision"],
-            unit="precision",
-            goal=f"precision ≥ {SAME_PROMPT_FLOOR} on each split",
-            goal_met=all(s["precision"] >= SAME_PROMPT_FLOOR for s in same_prompt.values()),
-            details={**common, "chosen": same_prompt},
+        _held_out(
+            f"same-prompt pairs at cosine ≥ {1 - same_prompt_t:.2f} on STS-B pairs (held out)",
+            by_split(sample, *request, same_prompt_t),
+            by_split(sample, *request, PREVIOUS["same_prompt"]),
+            "the rule's pick (the highest dev lower bound of precision)",
+            rule["same_prompt_distance"] == same_prompt_t,
+            **common,
         ),
-        Figure(
-            name=f"interaction merges at distance ≤ {interaction_t} on STS-B pairs (test split)",
-            value=interaction["test"]["precision"],
-            unit="precision",
-            goal="reported (no goal)",
-            details={**common, "chosen": interaction},
+        _held_out(
+            f"interaction merges at distance ≤ {interaction_t} on STS-B pairs (held out)",
+            by_split(sample, *request, interaction_t),
+            by_split(sample, *request, PREVIOUS["interaction"]),
+            f"the rule's pick (dev lower bound ≥ {STATEMENT_FLOOR})",
+            rule["interaction_distance"] == interaction_t,
+            **common,
         ),
     ]

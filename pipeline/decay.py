@@ -228,6 +228,23 @@ def _decayed(memories: pl.LazyFrame, config: DecayConfig, as_of: datetime) -> pl
     times decay over its age and the reputation of its feedback; then its status and flags."""
     cap = _rule_expr(config, "cap")
     base = pl.coalesce(pl.col("stated_confidence"), _rule_expr(config, "base")).clip(0.0, cap)
+    known = memories.with_columns(
+        pl.col("reinforcement_count").fill_null(0),
+        pl.col("reputation").fill_null(1.0),
+        base_confidence=base,
+        last_confirmed=pl.max_horizontal("created_at", "last_validated_at", "last_reinforced_at"),
+    ).with_columns(
+        reinforced_confidence=(
+            pl.col("base_confidence") + config.reinforcement_step * pl.col("reinforcement_count")
+        ).clip(0.0, cap)
+    )
+    return _aged(known, config, as_of)
+
+
+def _aged(known: pl.LazyFrame, config: DecayConfig, as_of: datetime) -> pl.LazyFrame:
+    """What of a snapshot depends on its instant alone: age, decay, confidence, status and flags
+    of memories whose reinforced confidence, last confirmation and reputation are known."""
+    cap = _rule_expr(config, "cap")
     # Times a constant, not divided by one: polars divides a column by a scalar as a multiplication
     # by its reciprocal, but a one-row chunk (or the streaming engine) by true division, so a
     # memory's age could differ by an ulp from one run to the next; one multiplication is the same
@@ -235,22 +252,8 @@ def _decayed(memories: pl.LazyFrame, config: DecayConfig, as_of: datetime) -> pl
     age_days = (pl.lit(as_of) - pl.col("last_confirmed")).dt.total_microseconds() * DAYS_PER_US
     decay = _rule_expr(config, "factor").pow(pl.col("age_days") / _rule_expr(config, "period_days"))
     return (
-        memories.with_columns(
-            pl.col("reinforcement_count").fill_null(0),
-            pl.col("reputation").fill_null(1.0),
-            base_confidence=base,
-            last_confirmed=pl.max_horizontal(
-                "created_at", "last_validated_at", "last_reinforced_at"
-            ),
-        )
-        .with_columns(age_days=age_days)
-        .with_columns(
-            reinforced_confidence=(
-                pl.col("base_confidence")
-                + config.reinforcement_step * pl.col("reinforcement_count")
-            ).clip(0.0, cap),
-            decay_factor=decay,
-        )
+        known.with_columns(age_days=age_days)
+        .with_columns(decay_factor=decay)
         .with_columns(
             confidence=(
                 pl.col("reinforced_confidence") * pl.col("decay_factor") * pl.col("reputation")
@@ -266,6 +269,16 @@ def _decayed(memories: pl.LazyFrame, config: DecayConfig, as_of: datetime) -> pl
             as_of=pl.lit(as_of).cast(_TS),
         )
     )
+
+
+def aged(
+    previous: pl.DataFrame, as_of: datetime, config: DecayConfig = DEFAULT_DECAY
+) -> pl.DataFrame:
+    """The snapshot as of `as_of` from an earlier one, when nothing became known in between (no
+    event, feedback or reinforcement: `pipeline.decay_days`): the same memories, reputations and
+    reinforcement, only older. Equal to `snapshot` at `as_of` then, at the cost of its rows."""
+    as_of = as_of.replace(tzinfo=UTC) if as_of.tzinfo is None else as_of.astimezone(UTC)
+    return _aged(previous.lazy(), config, as_of).select(SNAPSHOT_COLUMNS).collect()
 
 
 def snapshot(

@@ -204,7 +204,7 @@ def test_same_prompt_pairs_use_near_identical_prompts_and_quality_gap() -> None:
     edges = _edges(
         [
             ("concise_response", "h1", "h2", 0.97),  # near-identical
-            ("concise_response", "h1", "h3", 0.90),  # below the threshold
+            ("concise_response", "h1", "h3", 0.85),  # below the threshold
         ]
     )
     pairs = with_texts(same_prompt_pairs(inter, sc, hashes, edges), inter)

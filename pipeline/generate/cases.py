@@ -104,16 +104,16 @@ DECAY_CASES: tuple[tuple[str, timedelta, str, str, bool, bool, str], ...] = (
         "Mark {n}'s requests as 'urgent', not 'high priority'.",
     ),
 )
-# Re-wordings people would score "same meaning": within 0.27 of each other (the statement threshold
-# is 0.30, calibrated on people's paraphrases; looser "calls after lunch" / "afternoon slots for
-# meetings", 0.36, would rightly stay apart).
+# Re-wordings people would score "same meaning": within 0.14 of each other (the statement threshold
+# is 0.20, calibrated on people's paraphrases; looser "likes replies kept brief, ideally as a
+# bulleted list", 0.23 from the first, would stay apart).
 PARAPHRASES = (
     (
         "communication",
         (
             "{n} prefers short answers in bullet points.",
-            "{n} likes replies kept brief, ideally as a bulleted list.",
-            "Keep replies to {n} short, in bullet points.",
+            "{n} likes brief answers in bullet points.",
+            "{n} wants short answers as a bulleted list.",
         ),
     ),
     (
@@ -121,7 +121,7 @@ PARAPHRASES = (
         (
             "{n} prefers meetings in the afternoon.",
             "{n} likes to schedule meetings after lunch.",
-            "Afternoon meetings work best for {n}.",
+            "{n} likes meetings scheduled in the afternoon.",
         ),
     ),
     (

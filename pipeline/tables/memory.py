@@ -10,7 +10,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "decay_snapshots",
         "Point-in-time confidence, status and flags of every memory, one partition per day "
-        "(as_of = next 00:00 UTC).",
+        "(as_of = next 00:00 UTC): each day whose data changed and each day a run asked for; a "
+        "day without data is snapshotted only when asked (then it is the day before aged).",
         {
             "as_of": _TS,
             "tenant_id": _S,
