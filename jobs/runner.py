@@ -23,6 +23,8 @@ from jobs.instance import dagster_home
 from memorypack.fs import ObjectPath
 from pipeline.config import Paths, offline_environment
 from pipeline.errors import one_line
+from pipeline.lifeline import die_with
+from pipeline.owed import owed, settle
 
 
 @dataclass
@@ -207,7 +209,15 @@ def _in_worker(
     that dies (killed, out of memory) fails this run only (`died(why)`): each run has its own
     one-process pool, as a dead worker breaks its pool and every run still pending in it."""
     asker = (threads, dict(os.environ), os.getcwd())
-    with ProcessPoolExecutor(1, mp_context=_fork_server(), max_tasks_per_child=1) as pool:
+    # The worker dies with this process (forked by the fork server, which ends with this process:
+    # the kernel's parent-death signal, and a watchdog on this process; pipeline/lifeline.py).
+    with ProcessPoolExecutor(
+        1,
+        mp_context=_fork_server(),
+        max_tasks_per_child=1,
+        initializer=die_with,
+        initargs=(os.getpid(),),
+    ) as pool:
         try:
             return pool.submit(_forked, (run, call, *asker)).result()
         except Exception as error:  # the worker process died
@@ -260,14 +270,15 @@ def run_nightly(
     instance: dg.DagsterInstance | None = None,
 ) -> RunOutcome:
     """The night over the load dates start..end: ingest (one run; a single-run backfill when the
-    dates differ), then one run per tenant whose data changed, then the analytics build.
+    dates differ), then one run per tenant whose pack owes load dates (its data changed, now or
+    in a night that did not finish its run), then the analytics build.
 
     `workers` > 0 runs that many tenants at once, each in its own process, and then the analytics
     build in one more; 0 runs them all one after the other in this process (tests). `fast` runs
     `tenant_nightly_fast`; `settings` changes stage knobs over the job's, e.g.
     {"dpo": {"min_pairs": 5}}. `on_tenant` hears of each tenant's run as it ends.
     `instance`: the runs' Dagster instance (default: the home's; tests pass their own)."""
-    from jobs.nightly import ANALYTICS_JOB, CHANGED_BY, INGEST_JOB
+    from jobs.nightly import ANALYTICS_JOB, INGEST_JOB
 
     paths = Paths.from_env(home)
     if workers > 0:
@@ -280,20 +291,20 @@ def run_nightly(
             "dagster/asset_partition_range_end": end,
         }
     )
-    result, outcome = _execute(paths, landing, INGEST_JOB, tags, {}, log_level, instance)
+    _, outcome = _execute(paths, landing, INGEST_JOB, tags, {}, log_level, instance)
     if not outcome.success:
         return outcome
-    found = result.asset_materializations_for_node("typed_event_tables")
-    changed: dict[str, list[str]] = {}
-    for materialization in found:
-        if materialization.asset_key.to_user_string() == CHANGED_BY:
-            changed = dict(materialization.metadata["changed"].value)  # type: ignore[arg-type]
+    # What ingest changed and what earlier nights left owed (pipeline/owed.py): ingest records
+    # each change there before writing it.
+    debts = owed(paths)
     outcome.tenants = {}
     calls = [
-        (str(paths.home), landing, tenant, dates, log_level, settings, fast)
-        for tenant, dates in sorted(changed.items())
+        (str(paths.home), landing, tenant, debt.dates, log_level, settings, fast)
+        for tenant, debt in sorted(debts.items())
     ]
     for tenant, tenant_outcome in _tenant_runs(calls, workers, instance):
+        if tenant_outcome.success and tenant not in tenant_outcome.not_published:
+            settle(debts[tenant].entries)  # published, or verified unchanged
         outcome.tenants[tenant] = tenant_outcome
         outcome.results += tenant_outcome.results
         outcome.not_published |= tenant_outcome.not_published

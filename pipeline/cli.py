@@ -81,7 +81,8 @@ def _run(
 ) -> int:
     """The night under the home's ingest lock: ingest here, then every changed tenant in its own
     process (`workers` at once, default the core count; `fast`: the tenant_nightly_fast job),
-    then the analytics build. Returns the
+    then the analytics build. A tenant changed by an earlier night that was killed, or whose
+    run failed, counts as changed until its pack is published (pipeline/owed.py). Returns the
     exit code (0, or EXIT_NOT_PUBLISHED with a line per such tenant) or raises a one-line error
     (also when another run holds the home and `wait` is off)."""
     offline_environment()

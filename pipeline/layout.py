@@ -19,6 +19,7 @@ import polars as pl
 from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.frames import detached_head
 from pipeline.ingest import TYPED_TABLES, typed_tables
+from pipeline.owed import record
 from pipeline.storage import Lake, read_file, scan_file, write_parquet_atomic
 from pipeline.tables import SHARED_TABLES
 from pipeline.tables import empty as empty_table
@@ -52,7 +53,8 @@ def build_typed_tables(
     """Rebuild each tenant's typed tables of the load dates whose events changed since they were
     last built. A tenant's partition is rewritten only when its rows changed (so an identical
     re-ingest launches no tenant run), and under `lock(tenant)`, so a running tenant never
-    reads half of its night. `check(table, rows)` (a contract check: what is wrong, or None) sees
+    reads half of its night; the date is recorded as owed by the tenant's pack first
+    (pipeline/owed.py). `check(table, rows)` (a contract check: what is wrong, or None) sees
     each partition written; only counts, the first rows and its findings are kept, so a backfill
     never holds all its typed rows at once (holding them, a 7-day backfill of 1,000,000
     interactions peaked at 2.2 GiB; now 1.2 GiB)."""
@@ -71,6 +73,7 @@ def build_typed_tables(
             if all(_same(mine, name, day, frame) for name, frame in frames.items()):
                 continue
             with lock(tenant):
+                record(paths, tenant, day)  # first: a kill after the writes must not lose it
                 for name, frame in frames.items():
                     Lake(mine).write_partition(name, day, frame)
                     _keep(build, written, name, frame, check)

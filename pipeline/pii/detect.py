@@ -3,6 +3,8 @@ and replacing them with placeholders."""
 
 from __future__ import annotations
 
+import os
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -11,6 +13,7 @@ from functools import partial
 from multiprocessing import get_context
 from typing import Any
 
+from pipeline.lifeline import die_with
 from pipeline.pii.rules import (
     _CONTEXT_CHECKED,
     _ID_ENTITIES,
@@ -166,10 +169,21 @@ class AnalysisPool:
         if self.workers < 2 or self.given < POOL_MIN or len(texts) < 2 * POOL_CHUNK:
             return analyse(texts, ner)
         if self._pool is None:
-            context = get_context("spawn")
-            self._pool = ProcessPoolExecutor(self.workers, context, initializer=warm_up)
+            self._pool = self._start()
         chunks = [texts[i : i + POOL_CHUNK] for i in range(0, len(texts), POOL_CHUNK)]
         return [row for rows in self._pool.map(partial(analyse, ner=ner), chunks) for row in rows]
+
+    def _start(self) -> ProcessPoolExecutor:
+        """The processes, each dying with this one (pipeline/lifeline.py): by the kernel's
+        parent-death signal too when started from the main thread, which lives as long as this
+        process (the signal follows the thread that started a process, here the caller's)."""
+        main = threading.current_thread() is threading.main_thread()
+        return ProcessPoolExecutor(
+            self.workers,
+            get_context("spawn"),
+            initializer=_pool_worker,
+            initargs=(os.getpid(), main),
+        )
 
     def close(self) -> None:
         """Stop the processes; later batches are analysed in this process."""
@@ -186,6 +200,12 @@ WARM_UP = "Priya Lopez in Berlin: call 0612345678901234 or mail a@b.example"
 
 def warm_up() -> None:
     analyse([WARM_UP])
+
+
+def _pool_worker(parent: int, parent_death: bool) -> None:
+    """An `AnalysisPool` process: it dies with the process that started it, then loads the engine."""
+    die_with(parent, parent_death)
+    warm_up()
 
 
 def redact_text(text: str) -> tuple[str, Counter[str]]:
