@@ -6,7 +6,6 @@ from datetime import date
 from pathlib import Path
 
 import polars as pl
-import pytest
 
 from pipeline.contracts import CONTEXT_MAX_ITEMS
 from pipeline.ingest import ingest_folder, typed_tables
