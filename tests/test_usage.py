@@ -40,9 +40,7 @@ def _scores(outcomes: dict[str, float]) -> pl.DataFrame:
     )
 
 
-KNOWN = pl.DataFrame(
-    {"item_id": ["good", "x", "s@2"], "item_kind": ["example", "memory", "template"]}
-)
+KNOWN = pl.DataFrame({"item_id": ["good", "x"], "item_kind": ["interaction", "statement"]})
 
 
 def test_uplift_is_pack_calls_minus_holdout_with_welch_interval() -> None:
@@ -63,7 +61,7 @@ def test_uplift_is_pack_calls_minus_holdout_with_welch_interval() -> None:
 
 def test_item_effects_are_stratified_differences_shrunk_by_the_skills_prior() -> None:
     rows = [
-        ("p1", "s", "v1", ["good", "x"], False),
+        ("p1", "s", "v1", ["good", "x", "s@2"], False),
         ("p2", "s", "v1", ["good", "good"], False),  # an id twice in one prompt is one use
         ("p3", "s", "v1", ["x", "ghost"], False),
         ("h1", "s", "v1", ["x"], True),  # a holdout's items are ignored: it used nothing
@@ -72,17 +70,18 @@ def test_item_effects_are_stratified_differences_shrunk_by_the_skills_prior() ->
     outcomes = {"p1": 0.5, "p2": 0.5, "p3": -0.1, "h1": -0.1}
     usage = pack_usage(calls(_interactions(rows), _scores(outcomes)), KNOWN)
     by_item = {r["item_id"]: r for r in usage.iter_rows(named=True)}
-    assert set(by_item) == {"good", "x", "ghost"}
+    assert set(by_item) == {"good", "x", "ghost", "s@2"}
+    assert (by_item["s@2"]["item_kind"], by_item["x"]["item_kind"]) == ("template", "statement")
     good, x, ghost = by_item["good"], by_item["x"], by_item["ghost"]
     assert (good["uses"], good["n_outcomes"], good["mean_outcome"]) == (3, 2, 0.5)
     assert (x["uses"], ghost["uses"], ghost["item_kind"]) == (2, 1, "unknown")
-    # Stratum variance 0.12; differences 0.6, 0.0, -0.4 with sampling variances .12, .12, .16:
-    # τ² = (0.36 + 0 + 0.16)/3 − (0.12 + 0.12 + 0.16)/3 = 0.04.
+    # Stratum variance 0.12; differences 0.6, 0.0, -0.4, 0.4 (s@2) with sampling variances
+    # .12, .12, .16, .16: τ² = (0.36 + 0 + 0.16 + 0.16)/4 − (0.12 + 0.12 + 0.16 + 0.16)/4 = 0.03.
     assert good["raw_effect"] == pytest.approx(0.6) and ghost["raw_effect"] == pytest.approx(-0.4)
-    assert good["tau2"] == pytest.approx(0.04)
-    assert good["effect"] == pytest.approx(0.6 * 0.04 / 0.16)
-    half = Z * math.sqrt(0.04 / 0.16 * 0.12)
-    assert good["effect_lower"] == pytest.approx(0.15 - half)
+    assert good["tau2"] == pytest.approx(0.03)
+    assert good["effect"] == pytest.approx(0.6 * 0.03 / 0.15)
+    half = Z * math.sqrt(0.03 / 0.15 * 0.12)
+    assert good["effect_lower"] == pytest.approx(0.12 - half)
     assert x["effect"] == pytest.approx(0.0) and good["verdict"] == "unclear"
 
 

@@ -1,5 +1,12 @@
 """The usage stage (SPEC §4.9): what the pack put into calls, and whether it helped."""
 
-from pipeline.usage.effects import USAGE_CONFIG, UsageConfig, calls, pack_uplift, pack_usage
+from pipeline.usage.effects import (
+    USAGE_CONFIG,
+    UsageConfig,
+    calls,
+    known_items,
+    pack_uplift,
+    pack_usage,
+)
 
-__all__ = ["USAGE_CONFIG", "UsageConfig", "calls", "pack_uplift", "pack_usage"]
+__all__ = ["USAGE_CONFIG", "UsageConfig", "calls", "known_items", "pack_uplift", "pack_usage"]

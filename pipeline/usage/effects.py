@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import polars as pl
 
 STRATUM = ("skill_id", "pack_version")
+# A template version's item (memorypack.receipt.template_item): `<skill>@<integer version>`.
+TEMPLATE_ITEM = r"^[^@]+@[0-9]+$"
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,19 @@ def calls(interactions: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:
         )
         .join(outcome, on="event_id", how="left")
     )
+
+
+def known_items(interactions: pl.LazyFrame, statements: pl.LazyFrame) -> pl.DataFrame:
+    """The tenant's item ids and their kind: an interaction (a few-shot example or an interaction
+    memory) or a statement (a memory about a person). Templates are told by their id's form."""
+    return pl.concat(
+        [
+            interactions.select(
+                pl.col("event_id").alias("item_id"), item_kind=pl.lit("interaction")
+            ),
+            statements.select(pl.col("event_id").alias("item_id"), item_kind=pl.lit("statement")),
+        ]
+    ).collect()
 
 
 def _strata(scored: pl.DataFrame, config: UsageConfig) -> pl.DataFrame:
@@ -145,7 +160,11 @@ def pack_usage(
         totals.join(effects, on=["item_id", "skill_id"], how="left")
         .join(known.unique("item_id"), on="item_id", how="left")
         .with_columns(
-            pl.col("item_kind").fill_null("unknown"),
+            pl.when(pl.col("item_kind").is_not_null())
+            .then("item_kind")
+            .when(pl.col("item_id").str.contains(TEMPLATE_ITEM))
+            .then(pl.lit("template"))
+            .otherwise(pl.lit("unknown")),
             (pl.col("effect") - half).alias("effect_lower"),
             (pl.col("effect") + half).alias("effect_upper"),
             pl.col("n_compared").fill_null(0),
