@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from pipeline import tables
+
 STRATUM = ("skill_id", "pack_version")
 # A template version's item (memorypack.receipt.template_item): `<skill>@<integer version>`.
 TEMPLATE_ITEM = r"^[^@]+@[0-9]+$"
@@ -178,14 +180,12 @@ def pack_usage(
             .alias("verdict")
         )
     )
-    return out.select(USAGE_COLUMNS).sort("skill_id", "item_id")
+    return _declared("pack_usage", out).sort("skill_id", "item_id")
 
 
-USAGE_COLUMNS = [
-    *("tenant_id", "item_id", "item_kind", "skill_id", "uses", "n_outcomes", "mean_outcome"),
-    *("positive_calls", "pack_versions", "n_compared", "raw_effect", "tau2", "effect"),
-    *("effect_lower", "effect_upper", "verdict"),
-]
+def _declared(name: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` as lake table `name` declares it (columns, order, types)."""
+    return frame.select(pl.col(c).cast(t) for c, t in tables.schema(name).items())
 
 
 def pack_uplift(receipts: pl.DataFrame, config: UsageConfig = USAGE_CONFIG) -> pl.DataFrame:
@@ -206,7 +206,7 @@ def pack_uplift(receipts: pl.DataFrame, config: UsageConfig = USAGE_CONFIG) -> p
     variance = pl.col("var").fill_null(config.fallback_variance)
     variance_h = pl.col("var_holdout").fill_null(config.fallback_variance)
     se = (variance / pl.col("n") + variance_h / pl.col("n_holdout")).sqrt()
-    return (
+    uplift = (
         calls_behind.join(pack, on=["tenant_id", *STRATUM], how="left")
         .join(held, on=["tenant_id", *STRATUM], how="left", suffix="_holdout")
         .with_columns((pl.col("mean") - pl.col("mean_holdout")).alias("uplift"), se.alias("se"))
@@ -226,3 +226,4 @@ def pack_uplift(receipts: pl.DataFrame, config: UsageConfig = USAGE_CONFIG) -> p
         )
         .sort("pack_version", "skill_id")
     )
+    return _declared("pack_uplift", uplift)
