@@ -5,7 +5,7 @@ import math
 import polars as pl
 import pytest
 
-from pipeline.usage import USAGE_CONFIG, calls, pack_uplift, pack_usage
+from pipeline.usage import USAGE_CONFIG, calls, demoted, pack_uplift, pack_usage
 
 Z = USAGE_CONFIG.z
 
@@ -91,7 +91,7 @@ def _experiment(n_with: int, n_without: int, effect: float, item: str, skill: st
     for i in range(n_with + n_without):
         uses = i < n_with
         event = f"{skill}-{item}-{i}"
-        rows.append((event, skill, "v1", [item] if uses else ["other"], False))
+        rows.append((event, skill, "v1", [item] if uses else [], False))
         outcomes[event] = 0.2 + (effect if uses else 0.0) + (0.5 if i % 2 else -0.5)
     return [rows, outcomes]
 
@@ -104,9 +104,7 @@ def test_few_uses_shrink_toward_zero_and_many_make_a_verdict() -> None:
         rows += more_rows
         outcomes |= more
     usage = pack_usage(calls(_interactions(rows), _scores(outcomes)), KNOWN)
-    by_item = {
-        r["item_id"]: r for r in usage.filter(pl.col("item_id") != "other").iter_rows(named=True)
-    }
+    by_item = {r["item_id"]: r for r in usage.iter_rows(named=True)}
     assert by_item["bad"]["verdict"] == "harmful" and by_item["good"]["verdict"] == "helpful"
     assert by_item["bad"]["effect"] == pytest.approx(-0.3, abs=0.03)
     assert by_item["neutral"]["verdict"] == "unclear"
@@ -120,3 +118,20 @@ def test_without_receipts_the_tables_are_empty() -> None:
     receipts = calls(_interactions([("n0", "s", None, None, None)]), _scores({"n0": 1.0}))
     assert receipts.is_empty()
     assert pack_usage(receipts, KNOWN).is_empty() and pack_uplift(receipts).is_empty()
+
+
+def test_confidently_harmful_items_are_demoted_with_their_reason() -> None:
+    rows, outcomes = [], {}
+    for n, item, effect in ((200, "bad", -0.3), (200, "good", 0.3), (2, "rare-bad", -0.3)):
+        more_rows, more = _experiment(n, 200, effect, item, skill=f"s-{item}")
+        rows += more_rows
+        outcomes |= more
+    usage = pack_usage(calls(_interactions(rows), _scores(outcomes)), KNOWN)
+    out = demoted(usage)
+    assert out["item_id"].to_list() == ["bad"]  # not the helpful one, not the one used twice
+    bad = usage.filter(pl.col("item_id") == "bad").row(0, named=True)
+    assert out["reason"][0] == (
+        f"harmful in skill s-bad: effect {round(bad['effect'], 2)}, 95 % interval "
+        f"[{round(bad['effect_lower'], 2)}, {round(bad['effect_upper'], 2)}] over 200 uses"
+    )
+    assert demoted(usage.clear()).is_empty()
