@@ -12,6 +12,7 @@ from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import skill_stats as skills
+from pipeline import usage
 from pipeline.fewshot import few_shot_sets as select_few_shot
 from pipeline.fewshot import near_duplicates, negative_examples
 
@@ -117,7 +118,7 @@ def skill_stats_in_range(
 @dg.asset(
     partitions_def=TENANTS,
     group_name=groups.EXAMPLES,
-    ins=reads("feedback_scores", "feedback", "interactions", "memory_embeddings"),
+    ins=reads("feedback_scores", "feedback", "interactions", "memory_embeddings", "pack_usage"),
     metadata=declared_columns("few_shot_sets"),
     check_specs=[
         dg.AssetCheckSpec(
@@ -134,8 +135,12 @@ def few_shot_sets(
     feedback: pl.LazyFrame,
     interactions: pl.DataFrame,
     memory_embeddings: pl.DataFrame,
+    pack_usage: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     config = settings.stage("few_shot")
+    # An example confidently harmful where it was used is never chosen again (SPEC §4.9).
+    demoted = usage.demoted(pack_usage)
+    interactions = interactions.filter(~pl.col("event_id").is_in(demoted["item_id"].implode()))
     # corrected outputs are all the sets need of the feedback
     corrections = feedback.filter(pl.col("signal") == "correction").collect()
     scores = feedback_scores
@@ -154,6 +159,9 @@ def few_shot_sets(
                 else 0,
                 "corrected_examples": int(sets["is_corrected"].sum()),
                 "k": config.k,
+                "demoted_examples": demoted.height,
+                "demoted": "; ".join(f"{i}: {r}" for i, r in demoted.head(10).iter_rows())
+                or "none",
             },
             preview_columns=["system", "kind", "skill_id", "rank", "memory_id", "why"],
         )

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets import examples, feedback, ingest, memory, preference, publish, semantic
+from assets import examples, feedback, ingest, memory, preference, publish, semantic, usage
 from assets.catalog import catalogued
 from assets.config import StageSettings
 from assets.handoffs import resources
@@ -18,7 +18,7 @@ from jobs.nightly import (
     tenant_sensor,
 )
 
-STAGES = [ingest, feedback, semantic, memory, examples, preference, publish]  # data order
+STAGES = [ingest, feedback, usage, semantic, memory, examples, preference, publish]  # data order
 
 defs = dg.Definitions(
     assets=catalogued([a for stage in STAGES for a in stage.ASSETS]),

@@ -48,6 +48,8 @@ TABLES: dict[str, str] = {
         "feedback",
         "memory_statements",
         "feedback_scores",
+        "pack_usage",
+        "pack_uplift",
         "decay_snapshots",
         "consolidated_summaries",
         "memory_conflicts",

@@ -22,6 +22,11 @@ ID_MAX_CHARS = 256  # contact, session, skill, target, user ids; system, kind, m
 TEXT_MAX_CHARS = 65_536  # input, output, corrected_output: a long LLM exchange fits
 NOTE_MAX_CHARS = 8192  # summary, memory content, metadata, tags, supersedes
 TENANT_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+# `context` (round 3): the receipt of the pack items a call used (SPEC §2, memorypack.receipt).
+# Its pack is named `<tenant_id>/<version>`: a version alone cannot say whose pack it is.
+CONTEXT_KEYS = ("pack_version", "items", "holdout")
+CONTEXT_MAX_ITEMS = 256  # an item id is at most ID_MAX_CHARS
+CONTEXT_PACK_PATTERN = r"^([A-Za-z0-9_-]{1,64})/([0-9]{8}T[0-9]{6}(?:[0-9]{6})?Z-[0-9a-f]{8})$"
 # An event may be stamped up to one day after its load date (clock skew, time zones); more is an error.
 FUTURE_TOLERANCE_DAYS = 1
 # Nothing this product logs predates 2000: an older `ts` (year 0000 included) is a bad clock or
@@ -119,6 +124,11 @@ class Reason(StrEnum):
     # The line names an erased person (a tombstone, see pipeline.erasure): counted here, with
     # neither its raw text nor its event id kept.
     ERASED_CONTACT = "erased_contact"
+    # A receipt (`context`): a key the contract does not know (`unknown_key:context`), a pack
+    # name that is not `<tenant_id>/<version>`, a pack of another tenant.
+    UNKNOWN_KEY = "unknown_key"
+    BAD_PACK_VERSION = "bad_pack_version"
+    FOREIGN_PACK = "foreign_pack"
     # File-level: the unreadable rest of a file is one quarantined "line" (see pipeline.ingest).
     CORRUPT_GZIP = "corrupt_gzip"
     UNREADABLE_FILE = "unreadable_file"
@@ -175,6 +185,8 @@ FIELDS: tuple[Field, ...] = (
     Field("model", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
     Field("stage", JsonKind.STRING, (_I,), allowed=tuple(Stage)),
     Field("parent_event_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
+    # Checked key by key in pipeline.ingest_rules; stored as context_pack_version/_items/_holdout.
+    Field("context", JsonKind.OBJECT, (_I,), max_chars=TEXT_MAX_CHARS),
     # feedback
     Field("target_id", JsonKind.STRING, (_F,), required=True, max_chars=ID_MAX_CHARS),
     Field("signal", JsonKind.STRING, (_F,), required=True, allowed=tuple(Signal)),

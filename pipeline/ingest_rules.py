@@ -9,11 +9,15 @@ import polars as pl
 
 from pipeline.contracts import (
     COMMENT_MAX_CHARS,
+    CONTEXT_KEYS,
+    CONTEXT_MAX_ITEMS,
+    CONTEXT_PACK_PATTERN,
     EARLIEST_TS_YEAR,
     EVENT_ID_MAX_CHARS,
     EVENT_SCHEMA,
     FIELDS,
     FUTURE_TOLERANCE_DAYS,
+    ID_MAX_CHARS,
     LINE_MAX_BYTES,
     MEMORY_CATEGORIES,
     RAW_KEPT_CHARS,
@@ -161,13 +165,89 @@ def _cross_field_rules() -> list[tuple[pl.Expr, pl.Expr]]:
     ]
 
 
+# The receipt is checked on DuckDB's minified JSON text of `context`, whose strings hold every `"`
+# escaped: `{"` and `,"` only ever open a key, so these anchored patterns cannot match inside a
+# value. (A key twice is `duplicate_key` already: the line's strict parse.)
+_STR = r'"(?:[^"\\]|\\.)*"'
+_CONTEXT_VALUES = {
+    "pack_version": _STR,
+    "items": rf"\[(?:{_STR}(?:,{_STR})*)?\]",
+    "holdout": "(?:true|false)",
+}
+_MEMBER = "|".join(f'"{key}":{value}' for key, value in _CONTEXT_VALUES.items())
+_CONTEXT_SHAPE = rf"^\{{(?:(?:{_MEMBER})(?:,(?:{_MEMBER}))*)?\}}$"
+_CONTEXT_TYPE = pl.Struct(
+    {"pack_version": pl.String, "items": pl.List(pl.String), "holdout": pl.Boolean}
+)
+
+
+def _receipt(shaped: pl.Expr) -> pl.Expr:
+    """The receipt as a struct where `shaped` holds (its JSON then has the struct's types)."""
+    return pl.when(shaped).then(pl.col("context")).str.json_decode(_CONTEXT_TYPE)
+
+
+def _context_rules() -> list[tuple[pl.Expr, pl.Expr]]:
+    """The receipt (SPEC §2 `context`): exactly its three keys, each of its type, at most
+    CONTEXT_MAX_ITEMS item ids of at most ID_MAX_CHARS, and a pack of the event's own tenant."""
+    text = pl.col("context")
+    given = (pl.col("event_type") == EventType.INTERACTION.value) & (
+        pl.col("context__t") == "OBJECT"
+    )
+    keys = text.str.extract_all(rf"[{{,]{_STR}:").list.eval(
+        pl.element().str.slice(2).str.strip_suffix('":')
+    )
+    unknown = ~keys.list.eval(pl.element().is_in(CONTEXT_KEYS)).list.all()
+    rules = [(given & unknown, f"{Reason.UNKNOWN_KEY}:context")]
+    rules += [
+        (given & ~text.str.contains(f'[{{,]"{key}":'), f"{Reason.MISSING_FIELD}:context.{key}")
+        for key in CONTEXT_KEYS
+    ]
+    rules += [
+        (
+            given & ~text.str.contains(f'[{{,]"{key}":{value}[,}}]'),
+            f"{Reason.WRONG_TYPE}:context.{key}",
+        )
+        for key, value in _CONTEXT_VALUES.items()
+    ]
+    shaped = given & text.str.contains(_CONTEXT_SHAPE)
+    rules.append((given & ~shaped, f"{Reason.WRONG_TYPE}:context"))
+    receipt = _receipt(shaped)
+    items = receipt.struct.field("items")
+    longest = items.list.eval(pl.element().str.len_chars().max()).list.first()
+    pack = receipt.struct.field("pack_version")
+    rules += [
+        (
+            (items.list.len() > CONTEXT_MAX_ITEMS) | (longest > ID_MAX_CHARS),
+            f"{Reason.TOO_LONG}:context.items",
+        ),
+        (shaped & ~pack.str.contains(CONTEXT_PACK_PATTERN), Reason.BAD_PACK_VERSION.value),
+        (
+            pack.str.extract(CONTEXT_PACK_PATTERN, 1) != pl.col("tenant_id"),
+            Reason.FOREIGN_PACK.value,
+        ),
+    ]
+    return [(condition, pl.lit(reason)) for condition, reason in rules]
+
+
+def _context_columns() -> list[pl.Expr]:
+    """An accepted receipt as its three columns (the pack's version without its tenant)."""
+    interaction = pl.col("event_type") == EventType.INTERACTION.value
+    receipt = _receipt(interaction & (pl.col("context__t") == "OBJECT"))
+    pack = receipt.struct.field("pack_version").str.extract(CONTEXT_PACK_PATTERN, 2)
+    return [
+        pack.alias("context_pack_version"),
+        receipt.struct.field("items").alias("context_items"),
+        receipt.struct.field("holdout").alias("context_holdout"),
+    ]
+
+
 def _rules(load_date: date) -> list[tuple[pl.Expr, pl.Expr]]:
     """Every contract rule as (condition, reason), in order: the first that holds is the reason."""
     rules = _envelope_rules(load_date)
     for f in FIELDS:
         if f.name not in _ENVELOPE:
             rules += _field_rules(f)
-    return rules + _cross_field_rules()
+    return rules + _context_rules() + _cross_field_rules()
 
 
 def _first_reason(rules: Iterable[tuple[pl.Expr, pl.Expr]]) -> pl.Expr:
@@ -238,9 +318,9 @@ def validate_lines(lines: pl.DataFrame, load_date: date) -> tuple[pl.DataFrame, 
         pl.col("tenant_id").cast(pl.String),
         pl.col("event_id").cast(pl.String),
     )
-    typed = [_typed(f) for f in FIELDS if f.name not in ("ts", "schema_version")]
+    typed = [_typed(f) for f in FIELDS if f.name not in ("ts", "schema_version", "context")]
     comment = pl.col("comment")
-    events = good.with_columns(typed).with_columns(
+    events = good.with_columns(*typed, *_context_columns()).with_columns(
         pl.col("ts_parsed").alias("ts"),
         load.alias("load_date"),
         pl.col("schema_version").cast(pl.Int32, strict=False).fill_null(1),

@@ -46,7 +46,8 @@ def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
     paths = _home(tmp_path)
     report = build_snapshot(paths)
     assert report.tables["interactions"] == 8 and report.tables["pack_versions"] == 2
-    assert set(report.missing) == {"quarantine", "preference_pairs", "promotion_candidates"}
+    missing = {"quarantine", "preference_pairs", "promotion_candidates", "pack_usage", "pack_uplift"}
+    assert set(report.missing) == missing
     assert set(report.views) == set(VIEWS)
     with duckdb.connect(str(paths.analytics), read_only=True) as con:
         comments = dict(con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall())

@@ -189,7 +189,7 @@ def test_every_asset_with_a_lake_table_shows_its_declared_columns_before_any_run
         assert [(c.name, c.type) for c in value.schema.columns] == [
             (c, str(t)) for c, t in TABLES[name].columns.items()
         ], name
-    assert len(shown) == 27
+    assert len(shown) == 29
     runs = {c.name: c for c in shown["dpo_runs"].schema.columns}
     assert len(runs) == 24
     assert (runs["eval_accuracy"].type, runs["is_latest"].type) == ("Float64", "Boolean")

@@ -11,6 +11,7 @@ import pytest
 from pipeline.contracts import FILE_REASONS, Reason
 from pipeline.ingest import ingest_folder, read_lines, typed_tables
 from tests.conftest import LOAD_DATE, feedback, interaction, memory, write_landing
+from tests.test_ingest_context import CONTEXT_CASES
 
 DAY = date.fromisoformat(LOAD_DATE)
 
@@ -97,6 +98,7 @@ def test_every_reason_is_covered() -> None:
     covered = {r.split(":")[0] for _, r in CASES} | {Reason.CONFLICTING_DUPLICATE.value}
     covered |= {Reason.DUPLICATE_KEY.value, Reason.ANCIENT_TIMESTAMP.value}
     covered |= {Reason.ERASED_CONTACT.value}  # tests/test_erasure.py
+    covered |= {r.split(":")[0] for _, r in CONTEXT_CASES}  # receipts
     assert covered | {r.value for r in FILE_REASONS} == {r.value for r in Reason}
 
 

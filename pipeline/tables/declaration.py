@@ -74,6 +74,9 @@ EVENT_COLUMNS: dict[str, pl.DataType] = {
     "stage": _S,
     "category": _S,
     "parent_event_id": _S,
+    "context_pack_version": _S,
+    "context_items": pl.List(_S),
+    "context_holdout": _B,
     "target_id": _S,
     "signal": _S,
     "rating": pl.Int8(),
@@ -97,7 +100,14 @@ INTERACTION_COLUMNS = [
     *_COMMON,
     *("system", "kind", "session_id", "skill_id", "input", "output", "summary", "tags"),
     *("importance", "model", "stage", "category", "parent_event_id", "user_id", "metadata"),
+    *("context_pack_version", "context_items", "context_holdout"),
 ]
+# The receipt's columns (SPEC §2 `context`), described once for every table that holds them.
+CONTEXT_DESCRIPTIONS = {
+    "context_pack_version": "the pack version the call's receipt names (null: no receipt)",
+    "context_items": "ids of the pack items in the prompt, in order (memory ids, <skill>@<version>)",
+    "context_holdout": "the call deliberately used no pack content: uplift's control",
+}
 FEEDBACK_COLUMNS = [
     *_COMMON,
     *("target_id", "signal", "rating", "reason", "comment", "comment_truncated"),

@@ -8,6 +8,7 @@ import polars as pl
 from pipeline.tables.declaration import (
     _I,
     _S,
+    CONTEXT_DESCRIPTIONS,
     EVENT_COLUMNS,
     FEEDBACK_COLUMNS,
     INTERACTION_COLUMNS,
@@ -26,7 +27,10 @@ TABLES: tuple[Table, ...] = (
         asset="raw_events",
         partition=LOAD_DATE,
         by_tenant=False,
-        descriptions={"content_hash": "hash of the event's content: a re-sent line is a duplicate"},
+        descriptions={
+            "content_hash": "hash of the event's content: a re-sent line is a duplicate",
+            **CONTEXT_DESCRIPTIONS,
+        },
     ),
     Table(
         "quarantine",
@@ -73,6 +77,7 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "event_id"),
         asset="interactions",
         partition=LOAD_DATE,
+        descriptions=CONTEXT_DESCRIPTIONS,
     ),
     Table(
         "feedback",

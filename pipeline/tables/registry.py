@@ -7,12 +7,22 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
-from pipeline.tables import examples, feedback, ingest, memory, preference, publish, semantic
+from pipeline.tables import (
+    examples,
+    feedback,
+    ingest,
+    memory,
+    preference,
+    publish,
+    semantic,
+    usage,
+)
 from pipeline.tables.declaration import Table
 
 _TABLES: tuple[Table, ...] = (
     *ingest.TABLES,
     *feedback.TABLES,
+    *usage.TABLES,
     *semantic.TABLES,
     *memory.TABLES,
     *examples.TABLES,

@@ -11,6 +11,7 @@ from memorypack.context import PromptContext, Question
 from memorypack.encoder import EncoderUnavailable
 from memorypack.format import PACK_FORMAT, PackError
 from memorypack.loader import MemoryPack
+from memorypack.receipt import HOLDOUT_SHARE, Receipt
 from memorypack.results import (
     Conflict,
     FewShotExample,
@@ -24,6 +25,7 @@ from memorypack.selector import Selector
 __version__ = "0.1.0"
 
 __all__ = [
+    "HOLDOUT_SHARE",
     "PACK_FORMAT",
     "Conflict",
     "EncoderUnavailable",
@@ -32,6 +34,7 @@ __all__ = [
     "PackError",
     "PromptContext",
     "Question",
+    "Receipt",
     "ScoredMemory",
     "Selection",
     "Selector",

@@ -16,6 +16,9 @@ Trimming to `budget_chars` keeps whole lines and drops them in reverse order of 
 A line that does not fit is skipped and a later, shorter one may still fit; what was left out is
 counted in `PromptContext.dropped`. The rendered order is fixed (template, memories, conflicts,
 questions, examples) whatever fitted.
+
+`PromptContext.receipt` is what the app logs with the call (`memorypack.receipt`): the template,
+memories and examples that fitted, in that order. A call in the holdout gets an empty context.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memorypack.receipt import Receipt, in_holdout, receipt
 from memorypack.results import Conflict, FewShotExample, ScoredMemory, Template
 
 if TYPE_CHECKING:
@@ -76,6 +80,8 @@ class PromptContext:
     conflicts: list[Conflict]
     questions: list[Question]
     examples: list[FewShotExample]
+    # What the app logs as the interaction's `context` (`receipt.as_context()`, SPEC §2).
+    receipt: Receipt
     # Lines left out to fit the budget, per part (template, conflicts, memories, questions, examples).
     dropped: dict[str, int] = field(default_factory=dict)
 
@@ -245,10 +251,17 @@ def prompt_context(
     k_memories: int = 8,
     k_examples: int = 3,
     now: datetime | None = None,
+    session_id: str | None = None,
+    holdout_share: float = 0.0,
 ) -> PromptContext:
     """See `MemoryPack.prompt_context`."""
     if budget_chars < 0:
         raise ValueError(f"budget_chars must be ≥ 0, not {budget_chars}")
+    if in_holdout(session_id, contact_id, holdout_share):
+        held_out = receipt(pack.tenant_id, pack.version, holdout=True)
+        return PromptContext(
+            contact_id, query, system, budget_chars, "", None, [], [], [], [], held_out
+        )
     now = now or datetime.now(UTC)
     template = pack.template(skill_id) if skill_id is not None else None
     if skill_id is None:
@@ -288,16 +301,27 @@ def prompt_context(
     }
     kept, text = fit(candidates, budget_chars)
     dropped = {part: len(lines) - len(kept[part]) for part, lines in candidates.items() if lines}
+    fitted_memories = [memories[i] for i in kept["memories"]]
+    fitted_examples = [examples[i] for i in kept["examples"]]
+    fitted_template = template if kept["template"] else None
+    used = receipt(
+        pack.tenant_id,
+        pack.version,
+        template=fitted_template,
+        memories=fitted_memories,
+        examples=fitted_examples,
+    )
     return PromptContext(
         contact_id=contact_id,
         query=query,
         system=system,
         budget_chars=budget_chars,
         text=text,
-        template=template if kept["template"] else None,
-        memories=[memories[i] for i in kept["memories"]],
+        template=fitted_template,
+        memories=fitted_memories,
         conflicts=[conflicts[i] for i in kept["conflicts"]],
         questions=[questions[i] for i in kept["questions"]],
-        examples=[examples[i] for i in kept["examples"]],
+        examples=fitted_examples,
+        receipt=used,
         dropped={part: n for part, n in dropped.items() if n},
     )

@@ -40,6 +40,8 @@ from memorypack.ranking import (
     SAME_KIND_BOOST,
     TAG_BOOST,
 )
+from memorypack.receipt import HOLDOUT_SHARE, Receipt, in_holdout, receipt
+from memorypack.results import FewShotExample, ScoredMemory, Template
 from memorypack.seen import accept
 from memorypack.tables import (
     COLUMNS,
@@ -95,6 +97,8 @@ class MemoryPack(Answers):
         self.refresh_error: str | None = None  # why the last `refreshed()` kept this pack
         self._key: str | bytes | None = None
         self._seen: str | os.PathLike[str] | None = None  # the app's seen-versions file
+        # The share of sessions that get no pack content, the control of uplift (SPEC §4.9).
+        self.holdout_share = HOLDOUT_SHARE
         self.memories = _read(folder, "memories.parquet", manifest)
         self.embeddings: np.ndarray = _embeddings(folder, self.memories.num_rows)
         self.dim = int(self.embeddings.shape[1])
@@ -119,6 +123,7 @@ class MemoryPack(Answers):
         key: str | bytes | None = None,
         seen: str | os.PathLike[str] | None = None,
         allow_older: bool = False,
+        holdout_share: float = HOLDOUT_SHARE,
     ) -> MemoryPack:
         """Resolve LATEST (or `version`), check the manifest's seal (and signature, with a `key` or
         MEMORYPACK_PACK_KEY), its fields and folder, every file's size and sha256, and index.
@@ -131,7 +136,11 @@ class MemoryPack(Answers):
         Any malformed or foreign pack raises PackError with one line. `verify=False` skips only
         the data files' sha256 (the manifest, sizes and contents are still checked). The files
         are hashed on worker threads while this one reads them (hashing releases the GIL); the
-        pack is returned only once every hash matched."""
+        pack is returned only once every hash matched.
+
+        `holdout_share`: the share of sessions `prompt_context` gives no pack content (the control
+        uplift is measured against, `memorypack.receipt`); 0 turns the holdout off."""
+        in_holdout(None, None, holdout_share)  # a share outside [0, 1] is refused before any read
         folder = resolve(path, version)
         if not folder.is_dir():
             raise PackError(f"no pack version at {folder}")
@@ -154,7 +163,7 @@ class MemoryPack(Answers):
                 job.result()
         if seen is not None:
             accept(seen, pack.tenant_id, pack.version, pack.as_of, allow_older)
-        pack._key, pack._seen = key, seen
+        pack._key, pack._seen, pack.holdout_share = key, seen, holdout_share
         return pack
 
     def refreshed(self, allow_older: bool = False) -> MemoryPack:
@@ -180,7 +189,12 @@ class MemoryPack(Answers):
                 )
             # The version checked above, not whatever LATEST says by the time it is read again.
             fresh = MemoryPack.load(
-                tenant_dir, version=latest, key=self._key, seen=self._seen, allow_older=allow_older
+                tenant_dir,
+                version=latest,
+                key=self._key,
+                seen=self._seen,
+                allow_older=allow_older,
+                holdout_share=self.holdout_share,
             )
             if not allow_older and fresh.as_of < self.as_of:
                 raise PackError(
@@ -228,13 +242,18 @@ class MemoryPack(Answers):
         k_memories: int = 8,
         k_examples: int = 3,
         now: datetime | None = None,
+        session_id: str | None = None,
     ) -> PromptContext:
         """The prompt pieces for one call about `contact_id`: the current template (of `skill_id`,
         else of the skill `select_skill(user_id, tags)` picks), the person's memories ranked for
         `query` with their trust lines and age warnings, open conflicts, the questions to ask the
         person, and `system`'s few-shot examples — trimmed to `budget_chars` in the priority
         order documented in `memorypack.context`. `.text` is the rendering; the fields are the
-        pieces that fitted, `dropped` counts the rest. `now` (default: the clock) dates ages."""
+        pieces that fitted, `dropped` counts the rest. `now` (default: the clock) dates ages.
+
+        `.receipt` is what the app logs with the call: `event["context"] =
+        ctx.receipt.as_context()`. A call whose session (else contact) falls in the holdout
+        (`holdout_share`) gets an empty context and a receipt with `holdout: True`."""
         return prompt_context(
             self,
             contact_id,
@@ -249,4 +268,31 @@ class MemoryPack(Answers):
             k_memories=k_memories,
             k_examples=k_examples,
             now=now,
+            session_id=session_id,
+            holdout_share=self.holdout_share,
+        )
+
+    # ---- receipts (memorypack.receipt) -------------------------------------------------------
+    def in_holdout(self, session_id: str | None, contact_id: str | None = None) -> bool:
+        """Whether a call of this session (else contact) belongs to the holdout: an app that
+        builds its prompt from `few_shot`, `memories_for` and `template` itself asks this first
+        and, when True, uses no pack content."""
+        return in_holdout(session_id, contact_id, self.holdout_share)
+
+    def receipt(
+        self,
+        *,
+        template: Template | None = None,
+        memories: Sequence[ScoredMemory] = (),
+        examples: Sequence[FewShotExample] = (),
+        holdout: bool = False,
+    ) -> Receipt:
+        """The receipt (SPEC §2 `context`) of a prompt an app built from these pieces itself."""
+        return receipt(
+            self.tenant_id,
+            self.version,
+            template=template,
+            memories=memories,
+            examples=examples,
+            holdout=holdout,
         )

@@ -1,0 +1,21 @@
+"""The usage stage (SPEC §4.9): what the pack put into calls, and whether it helped."""
+
+from pipeline.usage.actions import demoted
+from pipeline.usage.effects import (
+    USAGE_CONFIG,
+    UsageConfig,
+    calls,
+    known_items,
+    pack_uplift,
+    pack_usage,
+)
+
+__all__ = [
+    "USAGE_CONFIG",
+    "UsageConfig",
+    "calls",
+    "demoted",
+    "known_items",
+    "pack_uplift",
+    "pack_usage",
+]

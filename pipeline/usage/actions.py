@@ -1,0 +1,26 @@
+"""Acting on item effects (SPEC §4.9): an item confidently harmful is never again a few-shot example."""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def demoted(usage: pl.DataFrame) -> pl.DataFrame:
+    """The items whose effect's 95 % interval lies below 0 in some skill (item_id, reason), the
+    reason saying where and how sure: `harmful in skill concise: effect -0.21, 95 % interval
+    [-0.35, -0.07] over 40 uses`. Empty without receipts, so nothing changes then."""
+    harmful = usage.filter(pl.col("verdict") == "harmful")
+    reason = pl.format(
+        "harmful in skill {}: effect {}, 95 % interval [{}, {}] over {} uses",
+        pl.col("skill_id"),
+        pl.col("effect").round(2),
+        pl.col("effect_lower").round(2),
+        pl.col("effect_upper").round(2),
+        pl.col("uses"),
+    )
+    return (
+        harmful.sort("effect_upper")
+        .group_by("item_id", maintain_order=True)
+        .agg(reason.first().alias("reason"))
+        .sort("item_id")
+    )

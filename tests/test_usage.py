@@ -1,0 +1,137 @@
+"""Usage, item effects and uplift (issue 42 item 3, SPEC §4.9) on tiny frames with known answers."""
+
+import math
+
+import polars as pl
+import pytest
+
+from pipeline.usage import USAGE_CONFIG, calls, demoted, pack_uplift, pack_usage
+
+Z = USAGE_CONFIG.z
+
+
+def _interactions(rows: list[tuple]) -> pl.DataFrame:
+    """rows: (event_id, skill, version or None, items, holdout)."""
+    return pl.DataFrame(
+        {
+            "tenant_id": ["acme"] * len(rows),
+            "event_id": [r[0] for r in rows],
+            "skill_id": [r[1] for r in rows],
+            "context_pack_version": [r[2] for r in rows],
+            "context_items": [r[3] for r in rows],
+            "context_holdout": [r[4] for r in rows],
+        },
+        schema_overrides={
+            "context_items": pl.List(pl.String),
+            "skill_id": pl.String,
+            "context_pack_version": pl.String,
+            "context_holdout": pl.Boolean,
+        },
+    )
+
+
+def _scores(outcomes: dict[str, float]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "memory_id": list(outcomes),
+            "quality_score": list(outcomes.values()),
+            "n_feedback": [1] * len(outcomes),
+        }
+    )
+
+
+KNOWN = pl.DataFrame({"item_id": ["good", "x"], "item_kind": ["interaction", "statement"]})
+
+
+def test_uplift_is_pack_calls_minus_holdout_with_welch_interval() -> None:
+    rows = [(f"p{i}", "s", "v1", ["s@2"], False) for i in range(4)]
+    rows += [("h0", "s", "v1", [], True), ("h1", "s", "v1", [], True)]
+    rows += [("n0", "s", None, None, None)]  # no receipt: not counted anywhere
+    outcomes = {"p0": 0.5, "p1": 0.5, "p2": 0.1, "p3": 0.1, "h0": 0.0, "h1": 0.2, "n0": 1.0}
+    uplift = pack_uplift(calls(_interactions(rows), _scores(outcomes)))
+    assert uplift.height == 1
+    row = uplift.row(0, named=True)
+    se = math.sqrt((0.16 / 3) / 4 + 0.02 / 2)
+    assert (row["n_pack_calls"], row["n_holdout_calls"]) == (4, 2)
+    assert row["pack_mean"] == pytest.approx(0.3) and row["holdout_mean"] == pytest.approx(0.1)
+    assert row["uplift"] == pytest.approx(0.2)
+    assert row["uplift_lower"] == pytest.approx(0.2 - Z * se)
+    assert row["uplift_upper"] == pytest.approx(0.2 + Z * se)
+
+
+def test_item_effects_are_stratified_differences_shrunk_by_the_skills_prior() -> None:
+    rows = [
+        ("p1", "s", "v1", ["good", "x", "s@2"], False),
+        ("p2", "s", "v1", ["good", "good"], False),  # an id twice in one prompt is one use
+        ("p3", "s", "v1", ["x", "ghost"], False),
+        ("h1", "s", "v1", ["x"], True),  # a holdout's items are ignored: it used nothing
+        ("p4", "s", "v1", ["good"], False),  # no feedback: a use, not an outcome
+    ]
+    outcomes = {"p1": 0.5, "p2": 0.5, "p3": -0.1, "h1": -0.1}
+    usage = pack_usage(calls(_interactions(rows), _scores(outcomes)), KNOWN)
+    by_item = {r["item_id"]: r for r in usage.iter_rows(named=True)}
+    assert set(by_item) == {"good", "x", "ghost", "s@2"}
+    assert (by_item["s@2"]["item_kind"], by_item["x"]["item_kind"]) == ("template", "statement")
+    good, x, ghost = by_item["good"], by_item["x"], by_item["ghost"]
+    assert (good["uses"], good["n_outcomes"], good["mean_outcome"]) == (3, 2, 0.5)
+    assert (x["uses"], ghost["uses"], ghost["item_kind"]) == (2, 1, "unknown")
+    # Stratum variance 0.12; differences 0.6, 0.0, -0.4, 0.4 (s@2) with sampling variances
+    # .12, .12, .16, .16: τ² = (0.36 + 0 + 0.16 + 0.16)/4 − (0.12 + 0.12 + 0.16 + 0.16)/4 = 0.03.
+    assert good["raw_effect"] == pytest.approx(0.6) and ghost["raw_effect"] == pytest.approx(-0.4)
+    assert good["tau2"] == pytest.approx(0.03)
+    assert good["effect"] == pytest.approx(0.6 * 0.03 / 0.15)
+    half = Z * math.sqrt(0.03 / 0.15 * 0.12)
+    assert good["effect_lower"] == pytest.approx(0.12 - half)
+    assert x["effect"] == pytest.approx(0.0) and good["verdict"] == "unclear"
+
+
+def _experiment(n_with: int, n_without: int, effect: float, item: str, skill: str) -> list:
+    """Calls of one stratum: `n_with` use `item` (outcome 0.2 + effect ± 0.5), the rest not."""
+    rows, outcomes = [], {}
+    for i in range(n_with + n_without):
+        uses = i < n_with
+        event = f"{skill}-{item}-{i}"
+        rows.append((event, skill, "v1", [item] if uses else [], False))
+        outcomes[event] = 0.2 + (effect if uses else 0.0) + (0.5 if i % 2 else -0.5)
+    return [rows, outcomes]
+
+
+def test_few_uses_shrink_toward_zero_and_many_make_a_verdict() -> None:
+    rows, outcomes = [], {}
+    for n, item in ((2, "rare-bad"), (200, "bad"), (200, "good"), (200, "neutral")):
+        effect = {"good": 0.3, "neutral": 0.0}.get(item, -0.3)
+        more_rows, more = _experiment(n, 200, effect, item, skill=f"s-{item}")
+        rows += more_rows
+        outcomes |= more
+    usage = pack_usage(calls(_interactions(rows), _scores(outcomes)), KNOWN)
+    by_item = {r["item_id"]: r for r in usage.iter_rows(named=True)}
+    assert by_item["bad"]["verdict"] == "harmful" and by_item["good"]["verdict"] == "helpful"
+    assert by_item["bad"]["effect"] == pytest.approx(-0.3, abs=0.03)
+    assert by_item["neutral"]["verdict"] == "unclear"
+    rare = by_item["rare-bad"]
+    assert rare["verdict"] == "unclear" and abs(rare["effect"]) < abs(rare["raw_effect"])
+    width = {k: v["effect_upper"] - v["effect_lower"] for k, v in by_item.items()}
+    assert width["rare-bad"] > 1.5 * width["bad"]
+
+
+def test_without_receipts_the_tables_are_empty() -> None:
+    receipts = calls(_interactions([("n0", "s", None, None, None)]), _scores({"n0": 1.0}))
+    assert receipts.is_empty()
+    assert pack_usage(receipts, KNOWN).is_empty() and pack_uplift(receipts).is_empty()
+
+
+def test_confidently_harmful_items_are_demoted_with_their_reason() -> None:
+    rows, outcomes = [], {}
+    for n, item, effect in ((200, "bad", -0.3), (200, "good", 0.3), (2, "rare-bad", -0.3)):
+        more_rows, more = _experiment(n, 200, effect, item, skill=f"s-{item}")
+        rows += more_rows
+        outcomes |= more
+    usage = pack_usage(calls(_interactions(rows), _scores(outcomes)), KNOWN)
+    out = demoted(usage)
+    assert out["item_id"].to_list() == ["bad"]  # not the helpful one, not the one used twice
+    bad = usage.filter(pl.col("item_id") == "bad").row(0, named=True)
+    assert out["reason"][0] == (
+        f"harmful in skill s-bad: effect {round(bad['effect'], 2)}, 95 % interval "
+        f"[{round(bad['effect_lower'], 2)}, {round(bad['effect_upper'], 2)}] over 200 uses"
+    )
+    assert demoted(usage.clear()).is_empty()
