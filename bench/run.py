@@ -147,6 +147,14 @@ SECTIONS: dict[str, Section] = {
             1800,
         ),
         Section(
+            "conversations",
+            "bench.sections_conversations:run",
+            "evidence recall on LoCoMo conversations (search, memories_for, prompt_context) vs "
+            "BM25 and dense retrieval over the raw turns; latency; evidence hidden by the pack",
+            900,
+            3600,  # ~5 min on an idle 2-core host; 25 min when seven jobs share it
+        ),
+        Section(
             "scale",
             "bench.sections_scale:run",
             "a night over several tenants, --workers 1 vs 2; incremental and one-tenant nights; "
@@ -175,6 +183,7 @@ QUICK_ORDER = [
     "ingest",
     "embed",
     "paraphrase",
+    "conversations",
     "pack",
     "retrieval",
     "pii",

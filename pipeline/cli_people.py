@@ -4,6 +4,7 @@ data (`forget`: erasure, GDPR art. 17; `export`: access, art. 15)."""
 from __future__ import annotations
 
 import argparse
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,20 @@ def cmd_import_oasst(args: argparse.Namespace) -> int:
         raise UserError(f"{source} is not a file")
     counts = import_oasst(source, Path(args.out))
     print(f"memorypack: imported {source.name}: {counts}")
+    return 0
+
+
+def cmd_import_locomo(args: argparse.Namespace) -> int:
+    from pipeline.importers.locomo import import_locomo
+
+    sources = [Path(f) for f in args.files]
+    for source in sources:
+        if not source.is_file():
+            raise UserError(f"{source} is not a file")
+    counts = import_locomo(
+        sources, Path(args.out), args.tenant, args.load_date, keep_dates=args.keep_dates
+    )
+    print(f"memorypack: imported {len(sources)} file(s): {counts}; questions in truth.json")
     return 0
 
 
@@ -75,6 +90,24 @@ def add_people_commands(sub: Any) -> None:
     oasst.add_argument("file")
     oasst.add_argument("--out", required=True, help="landing folder to write")
     oasst.set_defaults(func=cmd_import_oasst)
+    locomo = imp_sub.add_parser(
+        "locomo", help="LoCoMo conversations (.json): turns as memories, questions in truth.json"
+    )
+    locomo.add_argument("files", nargs="+")
+    locomo.add_argument("--out", required=True, help="landing folder to write")
+    locomo.add_argument("--tenant", default="locomo")
+    locomo.add_argument(
+        "--load-date",
+        type=date.fromisoformat,
+        default=None,
+        help="put every event in this one load-date folder (default: one folder per session day)",
+    )
+    locomo.add_argument(
+        "--keep-dates",
+        action="store_true",
+        help="keep the sessions' own dates (default: each conversation ends on the same day)",
+    )
+    locomo.set_defaults(func=cmd_import_locomo)
 
     person = {"help": "the person's contact id, as the apps send it (raw, not a pii- pseudonym)"}
     forget = sub.add_parser(

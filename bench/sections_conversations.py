@@ -1,0 +1,278 @@
+"""Evidence recall on long-term conversations written by people (LoCoMo), beside raw-turn baselines.
+
+The conversations in `../shared/data/locomo/` (relative to the checkout; CC BY-NC, evaluation only,
+never copied here) are imported with `memorypack import locomo` (every turn a `memory` event, the
+conversation its contact, all five ending on one day) into one load-date folder, and one night
+(`memorypack run --date D --workers 1 --fast`: a single partition, so one decay snapshot, as of the
+day the questions are asked) publishes the tenant's pack. Each question of categories 1-4 (1
+multi-hop, 2 temporal, 3 open-domain, 4 single-hop; 5, adversarial, has no answer to find) is asked
+with its conversation as `contact_id`, `now` = the pack's as-of, and scored on its evidence turns:
+all@k (every evidence turn among the first k ids) and any@k (at least one):
+
+- `pack.search(question, k=10, contact_id=c)`, `pack.memories_for(c, k=10, query=question)`, and
+  `pack.prompt_context(c, query=question, k_memories=10)` (the memories it kept, in order);
+- BM25 over the raw turns: the library's own `memorypack.keyword.KeywordIndex` (Okapi BM25, its
+  tokenizer, stopwords and common-term cut, no score floor) over every imported turn, ranked within
+  the question's conversation;
+- dense retrieval over the raw turns with the pack's own encoder (`pack.embed`), cosine, within the
+  question's conversation.
+Also: search latency p50/p95, and the share of questions with an evidence turn that the pack holds
+as inactive, on the losing side of a conflict, or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import ROOT, Figure, NotAvailable, Sizes, percentile, rounded, run_child
+
+DATA = ROOT.parent / "shared" / "data" / "locomo"
+TENANT = "locomo"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+METHODS = ("search", "memories_for", "prompt_context", "bm25_raw", "dense_raw")
+K = 10
+GOAL_MARGIN = 0.05  # issue 41: default search ≥ BM25 + 0.05 all@10, not below it in any category
+
+
+def recall(ranked: list[list[str]], evidence: list[set[str]]) -> dict[str, float]:
+    """all@5, all@10 and any@10 over questions: the share whose evidence ids are all (any) in the
+    first k ranked ids."""
+    n = max(len(evidence), 1)
+    return {
+        "all@5": sum(e <= set(r[:5]) for r, e in zip(ranked, evidence, strict=True)) / n,
+        "all@10": sum(e <= set(r[:10]) for r, e in zip(ranked, evidence, strict=True)) / n,
+        "any@10": sum(bool(e & set(r[:10])) for r, e in zip(ranked, evidence, strict=True)) / n,
+    }
+
+
+def by_category(
+    ranked: list[list[str]], evidence: list[set[str]], categories: list[int]
+) -> dict[str, dict[str, float]]:
+    out = {}
+    for code, name in CATEGORIES.items():
+        rows = [i for i, c in enumerate(categories) if c == code]
+        out[name] = recall([ranked[i] for i in rows], [evidence[i] for i in rows])
+    out["overall"] = recall(ranked, evidence)
+    return out
+
+
+def _night(files: list[Path], work: Path) -> tuple[Path, dict[str, Any], float, float]:
+    """Import, then one night in a child process: (pack folder, truth, import s, night s)."""
+    from pipeline.importers.locomo import end_date, import_locomo
+
+    landing, home = work / "landing", work / "home"
+    end = end_date(files)
+    started = time.perf_counter()
+    import_locomo(files, landing, TENANT, load_date=end)
+    imported_s = time.perf_counter() - started
+    (home / "dagster").mkdir(parents=True)
+    (home / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    env |= {"DAGSTER_HOME": str(home / "dagster"), "MEMORYPACK_FIRST_DATE": end.isoformat()}
+    argv = ["-m", "pipeline.cli", "run", "--home", str(home), "--landing", str(landing)]
+    argv += ["--date", end.isoformat(), "--workers", "1", "--fast"]
+    log = work / "night.log"
+    with log.open("w") as sink:
+        child = run_child([sys.executable, *argv], env=env, stdout=sink, stderr=sink)
+    if child.returncode != 0:
+        raise RuntimeError(f"the night failed ({child.returncode}): {log.read_text()[-1500:]}")
+    truth = json.loads((landing / "truth.json").read_text())
+    truth["raw"] = [
+        json.loads(line) for f in sorted(landing.glob("*/*.jsonl")) for line in f.open()
+    ]
+    return home / "packs" / TENANT, truth, imported_s, child.seconds
+
+
+def _baselines(pack: Any, raw: list[dict[str, Any]]) -> dict[str, Callable[[str, str], list[str]]]:
+    """BM25 and dense retrieval over the raw turns, each ranking within one conversation."""
+    import pyarrow as pa
+
+    from memorypack.keyword import KeywordIndex
+
+    ids = np.array([e["event_id"] for e in raw])
+    texts = [e["content"] for e in raw]
+    contacts = np.array([e["contact_id"] for e in raw])
+    index = KeywordIndex(pa.array(texts))
+    vectors = pack.embed(texts)
+
+    def top(scores: np.ndarray, contact: str) -> list[str]:
+        rows = np.flatnonzero(contacts == contact)
+        order = rows[np.argsort(-scores[rows], kind="stable")[:K]]
+        return ids[order].tolist()
+
+    return {
+        "bm25_raw": lambda q, c: top(index.scores(q).astype(np.float64), c),
+        "dense_raw": lambda q, c: top(vectors @ pack.embed([q])[0], c),
+    }
+
+
+def _evaluate(pack_dir: Path, truth: dict[str, Any]) -> dict[str, Any]:
+    from memorypack import MemoryPack
+
+    pack = MemoryPack.load(pack_dir).warm()
+    now = pack.as_of
+    questions = [q for q in truth["questions"] if q["category"] in CATEGORIES and q["evidence_ids"]]
+    timings: dict[str, list[float]] = {m: [] for m in METHODS}
+    methods: dict[str, Callable[[str, str], list[str]]] = {
+        "search": lambda q, c: [m.memory_id for m in pack.search(q, k=K, contact_id=c)],
+        "memories_for": lambda q, c: [
+            m.memory_id for m in pack.memories_for(c, k=K, query=q, now=now)
+        ],
+        "prompt_context": lambda q, c: [
+            m.memory_id for m in pack.prompt_context(c, query=q, k_memories=K, now=now).memories
+        ],
+        **_baselines(pack, truth["raw"]),
+    }
+    ranked: dict[str, list[list[str]]] = {m: [] for m in METHODS}
+    for q in questions:
+        for name, method in methods.items():
+            started = time.perf_counter()
+            ranked[name].append(method(q["question"], q["contact_id"]))
+            timings[name].append(time.perf_counter() - started)
+    evidence = [set(q["evidence_ids"]) for q in questions]
+    categories = [q["category"] for q in questions]
+    status = dict(
+        zip(
+            pack.memories.column("memory_id").to_pylist(),
+            pack.memories.column("status").to_pylist(),
+            strict=True,
+        )
+    )
+    losing = {
+        side
+        for c in {q["contact_id"] for q in questions}
+        for conflict in pack.conflicts(c)
+        if conflict.preferred_id is not None
+        for side in (conflict.memory_id_a, conflict.memory_id_b)
+        if side != conflict.preferred_id
+    }
+    n = len(questions)
+    hidden = {
+        "inactive": sum(any(status.get(e, "active") != "active" for e in ev) for ev in evidence),
+        "overruled": sum(bool(ev & losing) for ev in evidence),
+        "missing_from_pack": sum(any(e not in status for e in ev) for ev in evidence),
+    }
+    return {
+        "questions": n,
+        "per_category_questions": {
+            name: categories.count(code) for code, name in CATEGORIES.items()
+        },
+        "recall": {m: by_category(ranked[m], evidence, categories) for m in METHODS},
+        "latency_ms": {
+            m: {
+                "p50": rounded(percentile(timings[m], 50) * 1e3),
+                "p95": rounded(percentile(timings[m], 95) * 1e3),
+            }
+            for m in METHODS
+        },
+        "hidden_share": {k: round(v / n, 4) for k, v in hidden.items()},
+        "hidden_questions": hidden,
+        "either_inactive_or_overruled": round(
+            sum(
+                any(status.get(e, "active") != "active" for e in ev) or bool(ev & losing)
+                for ev in evidence
+            )
+            / n,
+            4,
+        ),
+        "pack": {"version": pack.version, "as_of": now.isoformat(), "memories": pack._n},
+    }
+
+
+def table_md(result: dict[str, Any]) -> str:
+    """Evidence recall per method and category: all@5 / all@10 / any@10."""
+    names = [*CATEGORIES.values(), "overall"]
+    counts = result["per_category_questions"] | {"overall": result["questions"]}
+    lines = [
+        "conversations — evidence recall all@5 / all@10 / any@10 "
+        f"({result['questions']} questions):",
+        "",
+        "| method | " + " | ".join(f"{c} ({counts[c]})" for c in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for method in METHODS:
+        cells = [
+            "{all@5:.3f} / {all@10:.3f} / {any@10:.3f}".format(**result["recall"][method][c])
+            for c in names
+        ]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run(sizes: Sizes) -> list[Figure]:
+    files = sorted(DATA.glob("conv-*.json"))[: sizes.conversations]
+    if not files:
+        raise NotAvailable(f"no LoCoMo conversations in {DATA} (see shared/data/locomo/README.md)")
+    with tempfile.TemporaryDirectory(prefix="bench-conversations-") as tmp:
+        pack_dir, truth, imported_s, night_s = _night(files, Path(tmp))
+        started = time.perf_counter()
+        result = _evaluate(pack_dir, truth)
+        evaluated_s = time.perf_counter() - started
+        shutil.rmtree(tmp, ignore_errors=True)
+    overall = {m: result["recall"][m]["overall"]["all@10"] for m in METHODS}
+    bm25 = overall["bm25_raw"]
+    common = {
+        "conversations": [f.stem for f in files],
+        "turns": len(truth["raw"]),
+        "import_s": rounded(imported_s),
+        "night_s": rounded(night_s),
+        "evaluate_s": rounded(evaluated_s),
+        **result,
+    }
+    beats = all(
+        result["recall"]["search"][c]["all@10"] >= result["recall"]["bm25_raw"][c]["all@10"]
+        for c in CATEGORIES.values()
+    )
+
+    def figure(
+        method: str, goal: str = "reported", met: bool | None = None, **extra: Any
+    ) -> Figure:
+        return Figure(
+            name=f"evidence recall all@10, `{method}` (categories 1-4, contact = conversation)",
+            value=rounded(overall[method]),
+            unit="all@10",
+            baseline_name="BM25 over the raw turns",
+            baseline_value=rounded(bm25),
+            ratio=rounded(overall[method] / bm25) if bm25 else None,
+            goal=goal,
+            goal_met=met,
+            details={"per_category": result["recall"][method], **extra},
+        )
+
+    latency = result["latency_ms"]
+    return [
+        figure(
+            "search",
+            f"≥ BM25 + {GOAL_MARGIN} overall and ≥ BM25 in every category (issue 41)",
+            overall["search"] >= bm25 + GOAL_MARGIN and beats,
+            table_md=table_md(result),
+            **common,
+        ),
+        figure("memories_for"),
+        figure("prompt_context"),
+        figure("dense_raw"),
+        Figure(
+            name="`search` latency p50 (p95 in details), a text query with contact_id",
+            value=latency["search"]["p50"],
+            unit="ms",
+            baseline_name="BM25 over the raw turns (numpy, one index)",
+            baseline_value=latency["bm25_raw"]["p50"],
+            details={"latency_ms": latency},
+        ),
+        Figure(
+            name="questions whose evidence the pack holds inactive or overruled",
+            value=result["either_inactive_or_overruled"],
+            unit="share",
+            details={"share": result["hidden_share"], "questions": result["hidden_questions"]},
+        ),
+    ]
