@@ -46,7 +46,13 @@ def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
     paths = _home(tmp_path)
     report = build_snapshot(paths)
     assert report.tables["interactions"] == 8 and report.tables["pack_versions"] == 2
-    missing = {"quarantine", "preference_pairs", "promotion_candidates", "pack_usage", "pack_uplift"}
+    missing = {
+        "quarantine",
+        "preference_pairs",
+        "promotion_candidates",
+        "pack_usage",
+        "pack_uplift",
+    }
     assert set(report.missing) == missing
     assert set(report.views) == set(VIEWS)
     with duckdb.connect(str(paths.analytics), read_only=True) as con:
