@@ -236,6 +236,21 @@ def questions_for(pack: MemoryPack, contact_id: str | None, now: datetime) -> li
     return questions
 
 
+def _template(
+    pack: MemoryPack, skill_id: str | None, user_id: str | None, tags: Sequence[str] | None
+) -> Template | None:
+    """The current template of `skill_id`, else of the best skill for this user that has one (a
+    skill may have statistics only)."""
+    if skill_id is not None:
+        return pack.template(skill_id)
+    choice = pack.select_skill(user_id, context_tags=tags)
+    for skill, _ in choice.ranking if choice is not None else []:
+        template = pack.template(skill)
+        if template is not None:
+            return template
+    return None
+
+
 def prompt_context(
     pack: MemoryPack,
     contact_id: str | None,
@@ -257,20 +272,13 @@ def prompt_context(
     """See `MemoryPack.prompt_context`."""
     if budget_chars < 0:
         raise ValueError(f"budget_chars must be ≥ 0, not {budget_chars}")
-    if in_holdout(session_id, contact_id, holdout_share):
-        held_out = receipt(pack.tenant_id, pack.version, holdout=True)
+    if in_holdout(session_id, contact_id, holdout_share):  # the control: no pack content
+        empty = receipt(pack.tenant_id, pack.version, holdout=True)
         return PromptContext(
-            contact_id, query, system, budget_chars, "", None, [], [], [], [], held_out
+            contact_id, query, system, budget_chars, "", None, [], [], [], [], empty
         )
     now = now or datetime.now(UTC)
-    template = pack.template(skill_id) if skill_id is not None else None
-    if skill_id is None:
-        # The best skill for this user that has a template (a skill may have statistics only).
-        choice = pack.select_skill(user_id, context_tags=tags)
-        for skill, _ in choice.ranking if choice is not None else []:
-            template = pack.template(skill)
-            if template is not None:
-                break
+    template = _template(pack, skill_id, user_id, tags)
     memories = (
         pack.memories_for(
             contact_id,
@@ -304,13 +312,7 @@ def prompt_context(
     fitted_memories = [memories[i] for i in kept["memories"]]
     fitted_examples = [examples[i] for i in kept["examples"]]
     fitted_template = template if kept["template"] else None
-    used = receipt(
-        pack.tenant_id,
-        pack.version,
-        template=fitted_template,
-        memories=fitted_memories,
-        examples=fitted_examples,
-    )
+    used = receipt(pack.tenant_id, pack.version, fitted_template, fitted_memories, fitted_examples)
     return PromptContext(
         contact_id=contact_id,
         query=query,

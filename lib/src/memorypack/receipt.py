@@ -62,10 +62,10 @@ def in_holdout(session_id: str | None, contact_id: str | None, share: float) -> 
 def receipt(
     tenant_id: str,
     version: str,
-    *,
     template: Template | None = None,
     memories: Iterable[ScoredMemory] = (),
     examples: Iterable[FewShotExample] = (),
+    *,
     holdout: bool = False,
 ) -> Receipt:
     """The receipt of a prompt holding these pieces, in prompt order (template, memories,
