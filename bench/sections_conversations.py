@@ -185,7 +185,11 @@ def _evaluate(pack_dir: Path, truth: dict[str, Any]) -> dict[str, Any]:
             / n,
             4,
         ),
-        "pack": {"version": pack.version, "as_of": now.isoformat(), "memories": pack._n},
+        "pack": {
+            "version": pack.version,
+            "as_of": now.isoformat(),
+            "memories": pack.memories.num_rows,
+        },
     }
 
 
