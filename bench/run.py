@@ -97,6 +97,13 @@ SECTIONS: dict[str, Section] = {
             3 * 3600,
         ),
         Section(
+            "pii_per_kb",
+            "bench.sections_pii_per_kb:run",
+            "PII detector ms per KB of one long text, 1k to 64k characters (linear: windows)",
+            600,
+            1800,
+        ),
+        Section(
             "pii_pack",
             "bench.sections_pii_pack:run",
             "pack stage with PII redaction vs redaction skipped, first and incremental night",
@@ -187,6 +194,7 @@ QUICK_ORDER = [
     "pack",
     "retrieval",
     "pii",
+    "pii_per_kb",
     "pii_pack",
     "dpo",
     "dpo_real",

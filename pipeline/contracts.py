@@ -103,7 +103,8 @@ class Reason(StrEnum):
 
     INVALID_UTF8 = "invalid_utf8"
     EMPTY_LINE = "empty_line"
-    INVALID_JSON = "invalid_json"  # RFC 8259: also NaN/Infinity and trailing commas
+    # RFC 8259: also NaN/Infinity, trailing commas, whitespace but space, tab, LF and CR
+    INVALID_JSON = "invalid_json"
     DUPLICATE_KEY = "duplicate_key"  # the same key twice in one object, at any depth
     NOT_AN_OBJECT = "not_an_object"
     UNSUPPORTED_SCHEMA_VERSION = "unsupported_schema_version"

@@ -16,9 +16,18 @@ from pipeline.contracts import (
 # What DuckDB's lenient parser (yyjson) accepts and RFC 8259 does not, or could hide: NaN and
 # Infinity literals (any case), a trailing comma, a key twice in one object (first wins there).
 # Only a line matching one of these cheap patterns gets Python's strict parse: a lenient literal,
-# a trailing comma, space before a key's colon, a key seen twice in the line (in any object), or
-# a key written with an escape (`"tenant\u005fid"` is `tenant_id`).
+# a trailing comma, space before a key's colon, whitespace RFC 8259 does not allow, a key seen
+# twice in the line (in any object), or a key written with an escape (`"tenant\u005fid"`).
 _LENIENT = r"(?i)[\[:,]\s*[-+]?(?:nan|inf)|,\s*[\]}]|\"\s+:"
+# RFC 8259's whitespace is space, tab, LF and CR only. A line holding a control character (never
+# valid raw, not even in a string), or other Unicode whitespace where a token can end or start
+# (a form feed after a comma, a no-break space before a brace), is read strictly whatever
+# DuckDB's parser makes of it; the same space inside a string ("12\u00a0€") is valid there.
+_ODD_SPACE = r"[\x0b\x0c\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+_NON_RFC_SPACE = (
+    rf"[\x00-\x08\x0b\x0c\x0e-\x1f]|(?:^|[\[{{:,])[ \t\r\n]*{_ODD_SPACE}"
+    rf"|{_ODD_SPACE}[ \t\r\n]*(?:$|[\]}}:,])"
+)
 _KEY = r'"(?:[^"\\]|\\.)*":'
 
 
@@ -54,6 +63,7 @@ def _strict_json(lines: pl.DataFrame) -> pl.Series:
         lines.select("raw", pl.col("raw").str.extract_all(_KEY).alias("keys"))
         .select(
             pl.col("raw").str.contains(_LENIENT)
+            | pl.col("raw").str.contains(_NON_RFC_SPACE)
             | (keys.list.n_unique() < keys.list.len())
             | keys.list.join("").str.contains("\\", literal=True)
         )

@@ -12,6 +12,7 @@ identifier this detector flags (pipeline.pii.redactor).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import ipaddress
 import re
@@ -25,7 +26,9 @@ import polars as pl
 from pipeline.pii import rules
 from pipeline.pii.rules import NANP_PHONE, ipv4_padded, not_pii_before, phone_shape
 
-_EMAIL = re.compile(r"[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")
+# A local part is at most 64 characters (RFC 5321): unbounded, every position of a long run of
+# word characters before no @ was a start scanning the whole run (the square of the text).
+_EMAIL = re.compile(r"[\w.%+-]{1,64}@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")
 # Country code, two check digits, 11–30 alphanumerics, optionally grouped by 4 with spaces.
 _IBAN = re.compile(r"(?<!\w)[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,4})?(?!\w)")
 # 13–19 digits, optionally grouped with spaces, dashes or dots.
@@ -88,7 +91,9 @@ def _ip(candidate: str, text: str, start: int) -> bool:
             return False
     if "." not in candidate:
         return True
-    return not _VERSION_BEFORE.search(text[:start]) and not not_pii_before(text, start)
+    # The words just before it: the longest `_VERSION_BEFORE` ("firmware" and 3) and its boundary.
+    before = text[max(0, start - 16) : start]
+    return not _VERSION_BEFORE.search(before) and not not_pii_before(text, start)
 
 
 def _phone(candidate: str, text: str, start: int) -> bool:
@@ -102,10 +107,16 @@ def _phone(candidate: str, text: str, start: int) -> bool:
 def find_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, kind) of every PII value left in `text`, the first kind to claim it."""
     found: list[tuple[int, int, str]] = []
+    # The claimed spans by start (they never overlap, so their ends are in order too): a claim
+    # checks the one span before its end, not every span found (the square of a text full of
+    # values).
+    taken: list[tuple[int, int]] = []
 
     def claim(kind: str, match: re.Match[str]) -> None:
         start, end = match.span()
-        if not any(start < e and s < end for s, e, _ in found):
+        at = bisect.bisect_left(taken, (end,))  # the first span starting at or after `end`
+        if at == 0 or taken[at - 1][1] <= start:
+            taken.insert(at, (start, end))
             found.append((start, end, kind))
 
     for match in _EMAIL.finditer(text):

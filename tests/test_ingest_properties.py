@@ -35,6 +35,9 @@ CORRUPTIONS = {
     "duplicate_key": lambda event: json.dumps(event).encode()[:-1] + b', "tenant_id": "x"}',
     "nan": lambda event: json.dumps(event).encode()[:-1] + b', "importance": NaN}',
     "trailing_comma": lambda event: json.dumps(event).encode()[:-1] + b",}",
+    # Whitespace RFC 8259 does not allow, after the first key's colon.
+    "form_feed": lambda event: json.dumps(event).encode().replace(b'": ', b'":\x0c', 1),
+    "no_break_space": lambda event: json.dumps(event).replace('": ', '":\u00a0', 1).encode(),
     "year_zero": lambda event: json.dumps({**event, "ts": "0000-01-01T00:00:00Z"}).encode(),
     "offset_no_colon": lambda event: json.dumps(
         {**event, "ts": "2026-11-02T10:00:00+0100"}
@@ -46,16 +49,23 @@ lines = st.lists(
 )
 
 
+# Good lines are written with any RFC 8259 whitespace between their tokens.
+separators = st.tuples(*[st.text(alphabet=" \t\r", max_size=2)] * 4).map(
+    lambda s: (f"{s[0]},{s[1]}", f"{s[2]}:{s[3]}")
+)
+
+
 @settings(
     derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-@given(lines, st.booleans())
-def test_conservation_and_no_false_quarantine(mix, resend) -> None:
+@given(lines, st.booleans(), separators)
+def test_conservation_and_no_false_quarantine(mix, resend, separators) -> None:
     encoded, good_ids, bad = [], [], 0
     for n, (event, corruption) in enumerate(mix):
         event = {**event, "event_id": f"e{n}"}
         if corruption is None:
-            encoded.append(json.dumps(event, ensure_ascii=False).encode())
+            line = json.dumps(event, ensure_ascii=False, separators=separators)
+            encoded.append(line.encode())
             good_ids.append(event["event_id"])
         else:
             encoded.append(CORRUPTIONS[corruption](event))

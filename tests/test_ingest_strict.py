@@ -38,6 +38,15 @@ STRICT_CASES = [
     (GOOD + ', "importance": nan}', "invalid_json"),
     (GOOD + ",}", "invalid_json"),
     (GOOD + ', "tags": ["a",]}', "invalid_json"),
+    # RFC 8259 whitespace is space, tab, LF and CR only.
+    (GOOD + ',\f"tags": ["a"]}', "invalid_json"),
+    (GOOD + ', "tags":\v["a"]}', "invalid_json"),
+    (GOOD + ', "tags": ["a",\u00a0"b"]}', "invalid_json"),
+    (GOOD + ', "tags": ["a"]\u3000}', "invalid_json"),
+    (GOOD + ', "tags": [\u2028"a"]}', "invalid_json"),
+    ("\f" + GOOD + "}", "invalid_json"),
+    (GOOD + "}\u00a0", "invalid_json"),
+    (GOOD + ', "tags": ["a\x01"]}', "invalid_json"),  # a raw control character in a string
     (json.dumps(interaction(schema_version=2**80)), "unsupported_schema_version"),
     (json.dumps(interaction(schema_version=-1)), "unsupported_schema_version"),
     (json.dumps(interaction(schema_version=1.0)), "wrong_type:schema_version"),
@@ -61,6 +70,18 @@ STRICT_CASES = [
 )
 def test_strict_json_and_timestamps_get_a_reason(landing: Path, line: str, reason: str) -> None:
     assert _reason(landing / LOAD_DATE, line) == reason
+
+
+def test_other_whitespace_inside_strings_and_rfc_whitespace_between_tokens_are_accepted(
+    landing: Path,
+) -> None:
+    folder = landing / LOAD_DATE
+    text = "12\u00a0€, de 9\u202fh à 10\u3000h,\u00a0merci"
+    line = json.dumps(interaction(input=text), ensure_ascii=False, separators=(" ,\t", ":\r "))
+    write_landing(folder, [line.replace("{", "{ \t", 1)])
+    result = ingest_folder(folder, DAY)
+    assert result.quarantine.height == 0
+    assert result.events["input"].to_list() == [text]
 
 
 @pytest.mark.parametrize(

@@ -94,6 +94,20 @@ def test_text_queries_rank_by_meaning_and_by_words(shipped) -> None:
     assert context.memories[0].text.startswith("Order ORD-48213")
 
 
+@pytest.mark.parametrize("retrieval", ["hybrid", "keyword", "vector"])
+def test_an_undecodable_query_is_a_malformed_argument(shipped, retrieval: str) -> None:
+    pack = MemoryPack.load(shipped[0])
+    message = r"^query is not valid Unicode text \(a lone surrogate at character 7\)$"
+    with pytest.raises(ValueError, match=message):
+        pack.search("refund \ud800", k=1, retrieval=retrieval)
+    with pytest.raises(ValueError, match=message):
+        pack.prompt_context(None, query="refund \ud800")
+    with pytest.raises(ValueError, match="text to embed is not valid Unicode"):
+        pack.embed(["fine", "\udfff"])
+    valid = pack.search("peanuts \u00e9\U0001f600", k=1, retrieval=retrieval)  # answered
+    assert valid[0].text == "Allergic to peanuts and tree nuts"
+
+
 def test_a_tampered_model_is_refused(shipped, tmp_path: Path) -> None:
     copy = tmp_path / "retrieval"
     shutil.copytree(shipped[0], copy)

@@ -3,7 +3,9 @@ and replacing them with placeholders."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -18,7 +20,6 @@ from pipeline.pii.rules import (
     _CONTEXT_CHECKED,
     _ID_ENTITIES,
     _KIND,
-    _NOT_PII_BEFORE,
     _TEXT_ENTITIES,
     PLACEHOLDER,
     SCORE_THRESHOLD,
@@ -27,6 +28,7 @@ from pipeline.pii.rules import (
     _plausible_phone,
     may_hold_name,
     may_hold_pii,
+    not_pii_before,
 )
 
 
@@ -52,17 +54,20 @@ _NER_KINDS = {"person", "location"}
 def _merge(text: str, spans: list[Span]) -> list[Span]:
     """Overlapping findings become one span (their union; the kind of a validated pattern over
     the NER's guess, then of the surest), widened to whole words so no half of a value is left
-    beside its placeholder."""
+    beside its placeholder. Linear in the text: a span widens only over characters no earlier
+    merged span covers (the end of a merged span is never followed by a letter or digit)."""
     merged: list[Span] = []
     for span in sorted(spans, key=lambda s: (s.start, -s.end)):
         start, end = span.start, span.end
-        while start > 0 and text[start - 1].isalnum():
-            start -= 1
-        while end < len(text) and text[end].isalnum():
-            end += 1
+        last = merged[-1] if merged else None
+        if last is None or start >= last.end:
+            while start > 0 and text[start - 1].isalnum():
+                start -= 1
+        if last is None or end > last.end:
+            while end < len(text) and text[end].isalnum():
+                end += 1
         span = Span(start, end, span.kind, span.score)
-        if merged and start < merged[-1].end:
-            last = merged[-1]
+        if last is not None and start < last.end:
             best = max(last, span, key=lambda s: (s.kind not in _NER_KINDS, s.score))
             merged[-1] = Span(last.start, max(last.end, end), best.kind, best.score)
         else:
@@ -71,12 +76,13 @@ def _merge(text: str, spans: list[Span]) -> list[Span]:
 
 
 def _findings(text: str, results: Iterable[Any]) -> list[Span]:
+    """The results our rules keep, as spans (not yet merged)."""
     spans = []
     for result in results:
         kind = _KIND.get(result.entity_type)
         if kind is None or result.score < SCORE_THRESHOLD:
             continue
-        if kind in _CONTEXT_CHECKED and _NOT_PII_BEFORE.search(text[: result.start]):
+        if kind in _CONTEXT_CHECKED and not_pii_before(text, result.start):
             continue
         if kind == "phone" and not _plausible_phone(text[result.start : result.end]):
             continue
@@ -85,13 +91,63 @@ def _findings(text: str, results: Iterable[Any]) -> list[Span]:
         if kind == "person" and not _known_if_alone(text[result.start : result.end]):
             continue
         spans.append(Span(result.start, result.end, kind, float(result.score)))
-    return _merge(text, spans)
+    return spans
 
 
 def _apply(text: str, spans: list[Span]) -> str:
-    for span in reversed(spans):
-        text = text[: span.start] + PLACEHOLDER[span.kind] + text[span.end :]
-    return text
+    """`text` with each (merged, ordered) span replaced by its placeholder, in one pass."""
+    parts, at = [], 0
+    for span in spans:
+        parts += [text[at : span.start], PLACEHOLDER[span.kind]]
+        at = span.end
+    return "".join([*parts, text[at:]])
+
+
+# Bounded analysis: a text longer than WINDOW characters is analysed in pieces, so its cost grows
+# with its length, not with its square (the engine's context words, phonenumbers' matcher and
+# spaCy's tokenizer are all worse than linear in what they are given; 2k, 4k, 8k and 16k
+# characters took 0.6, 2.5, 10 and 42 s). Each piece owns WINDOW characters, cut at whitespace
+# where it can be, and reads OVERLAP more on each side: a value shorter than OVERLAP that starts
+# in what a piece owns is whole in it, with the context before it; only the findings that start
+# in what a piece owns are kept, then merged over the whole text.
+WINDOW, OVERLAP = 2_000, 256
+# spaCy's tokenizer costs the square of a run without whitespace (affixes are peeled one by one: a
+# 400 KB `[[[…]]]` took more than 10 minutes). Runs longer than this are blanked in what spaCy
+# sees (the same length, so offsets hold): only the pattern recognizers read them, as text.
+LONG_TOKEN = 200
+_LONG_RUN = re.compile(rf"\S{{{LONG_TOKEN + 1},}}")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A window of a text: `text[start:end]` is analysed, the findings starting in
+    [`own_start`, `own_end`) are kept."""
+
+    start: int
+    end: int
+    own_start: int
+    own_end: int
+
+
+def pieces(text: str) -> list[Piece]:
+    """The windows a text is analysed in: one for a text of WINDOW characters or fewer."""
+    cuts = [0]
+    while len(text) - cuts[-1] > WINDOW:
+        cut = cuts[-1] + WINDOW
+        floor = cut - WINDOW // 4  # cut at the last whitespace of the window's last quarter
+        while cut > floor and not text[cut - 1].isspace():
+            cut -= 1
+        cuts.append(cut if cut > floor else cuts[-1] + WINDOW)
+    cuts.append(len(text))
+    return [
+        Piece(max(0, own_start - OVERLAP), min(len(text), own_end + OVERLAP), own_start, own_end)
+        for own_start, own_end in itertools.pairwise(cuts)
+    ]
+
+
+def _for_spacy(text: str) -> str:
+    """`text` with its runs of more than LONG_TOKEN non-space characters blanked."""
+    return _LONG_RUN.sub(lambda run: " " * len(run.group()), text)
 
 
 # Texts go through the NER in batches; nlp.pipe on 2 cores is fastest around this size.
@@ -113,18 +169,36 @@ def _docs(nlp: Any, texts: list[str], ner: bool) -> Iterator[Any]:
 
 def detect(texts: list[str], ner: bool = True) -> list[list[Span]]:
     """The PII spans of each text; `ner=False` (identifiers) skips the NER and the name and
-    address kinds. Texts that cannot hold PII (`may_hold_pii`) are not analysed."""
-    candidates = [text for text in texts if may_hold_pii(text, names=ner)]
-    found = dict(zip(candidates, _analysed(candidates, ner), strict=True))
-    return [found.get(text, []) for text in texts]
+    address kinds. Texts, and pieces of long texts (`pieces`), that cannot hold PII
+    (`may_hold_pii`) are not analysed."""
+    candidates = list(dict.fromkeys(text for text in texts if may_hold_pii(text, names=ner)))
+    windows = [
+        (text, piece)
+        for text in candidates
+        for piece in pieces(text)
+        if len(text) <= WINDOW or may_hold_pii(text[piece.start : piece.end], names=ner)
+    ]
+    spans: dict[str, list[Span]] = {text: [] for text in candidates}
+    for (text, piece), found in zip(
+        windows, _analysed([text[p.start : p.end] for text, p in windows], ner), strict=True
+    ):
+        spans[text] += [
+            Span(s.start + piece.start, s.end + piece.start, s.kind, s.score)
+            for s in found
+            if piece.own_start <= s.start + piece.start < piece.own_end
+        ]
+    merged = {text: _merge(text, found) for text, found in spans.items()}
+    return [merged.get(text, []) for text in texts]
 
 
 def _analysed(texts: list[str], ner: bool) -> Iterator[list[Span]]:
-    """presidio's findings over each text, filtered and merged by `_findings`."""
+    """presidio's findings over each text (at most WINDOW + 2 * OVERLAP characters), filtered by
+    `_findings`; spaCy reads them without their over-long runs (`_for_spacy`)."""
     analyzer, nlp = _engine()
     engine = analyzer.nlp_engine
     entities = _TEXT_ENTITIES if ner else _ID_ENTITIES
-    for text, doc in zip(texts, _docs(nlp, texts, ner), strict=True):
+    docs = _docs(nlp, [_for_spacy(text) for text in texts], ner)
+    for text, doc in zip(texts, docs, strict=True):
         results = analyzer.analyze(
             text,
             language="en",

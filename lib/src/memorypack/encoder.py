@@ -46,6 +46,19 @@ def normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text or "").lower().split())
 
 
+def check_text(text: str, what: str = "query") -> str:
+    """`text`, or a one-line ValueError (a malformed argument) when it is not valid Unicode: a
+    lone surrogate ("refund \\ud800") cannot be encoded, and the tokenizer would raise a bare
+    TypeError deep inside."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"{what} is not valid Unicode text (a lone surrogate at character {error.start})"
+        ) from None
+    return text
+
+
 def encoder_spec(manifest: dict[str, Any]) -> dict[str, Any] | None:
     embedding = (manifest.get("models") or {}).get("embedding") or {}
     spec = embedding.get("encoder") if isinstance(embedding, dict) else None
@@ -216,5 +229,6 @@ class TextEncoder:
         pipeline embedded the pack's texts (see the module docstring)."""
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            vectors[row] = embed_one(self.session, self.tokenizer, normalise(text))
+            text = normalise(check_text(text, "text to embed"))
+            vectors[row] = embed_one(self.session, self.tokenizer, text)
         return vectors

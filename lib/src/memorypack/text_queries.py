@@ -11,7 +11,7 @@ from typing import Self
 import numpy as np
 
 from memorypack import keyword as _channels
-from memorypack.encoder import EncoderUnavailable, TextEncoder, encoder_spec
+from memorypack.encoder import EncoderUnavailable, TextEncoder, check_text, encoder_spec
 from memorypack.indexes import PackIndexes
 from memorypack.keyword import LazyKeywordIndex, fuse, top_ranks
 from memorypack.tables import _has_text, _strings, _unit
@@ -91,6 +91,8 @@ class TextQueries(PackIndexes):
             raise ValueError(f"retrieval must be one of {', '.join(RETRIEVALS)}, not {retrieval!r}")
         if query is not None and not isinstance(query, str):
             raise ValueError(f"query must be text, not {type(query).__name__}")
+        if query is not None:
+            check_text(query)
         text = query if _has_text(query) else None
         if text is None and query_vector is None:
             return {}
