@@ -16,7 +16,7 @@ from pipeline.errors import UserError
 from pipeline.pii import pseudonym
 from pipeline.scrub import FRAGMENT_CHARS, MIN_FRAGMENT_CHARS, Needles, json_field, scrub_frame
 from pipeline.storage import Lake, parquet_files, scan_files
-from pipeline.tenant_ids import check_tenant_id, is_tenant_id
+from pipeline.tenant_ids import check_tenant_id, is_tenant_id, shown
 
 # Free-text fields of an event: what the person wrote or was answered.
 TEXT_FIELDS = ("input", "output", "summary", "comment", "corrected_output", "content", "metadata")
@@ -26,6 +26,10 @@ def check_request(tenant_id: str, contact_id: str) -> None:
     check_tenant_id(tenant_id or "")
     if not contact_id or not contact_id.strip():
         raise UserError("--contact must name the person (their contact id)")
+    try:
+        contact_id.encode()
+    except UnicodeEncodeError:  # bytes no UTF-8 decodes (the shell passes them as surrogates)
+        raise UserError(f"--contact {shown(contact_id)} is not UTF-8 text") from None
 
 
 def home_tenants(paths: Paths) -> list[str]:

@@ -110,6 +110,14 @@ def test_every_command_checks_the_tenant_id_in_one_line(
     assert " is not a tenant id (1 to 64 letters, digits, _ or -)" in _one_line(capsys)
 
 
+def test_a_contact_of_bytes_no_utf8_decodes_is_one_line(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--contact $'\\xff'` reaches Python as a surrogate: it hashed into a traceback."""
+    assert _code(["export", "--home", str(home), "--tenant", "acme", "--contact", "\udcff"]) == 2
+    assert _one_line(capsys) == "memorypack: --contact '\\udcff' is not UTF-8 text"
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -148,6 +156,7 @@ NASTY = [
     "acme\n",
     "ac\x00me",
     "\ud800",
+    "\udcff",
     "ａｃｍｅ",
     "a" * 65,
     "a" * 300,
