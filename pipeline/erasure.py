@@ -29,6 +29,7 @@ from pipeline.erasure_lake import (
 from pipeline.erasure_subject import (
     TEXT_FIELDS,
     Subject,
+    check_known_tenant,
     check_request,
     find_subject,
     json_field,
@@ -59,6 +60,7 @@ __all__ = [
     "ForgetReport",
     "Subject",
     "Tombstones",
+    "check_known_tenant",
     "check_request",
     "erased_quarantine_rows",
     "export",
