@@ -22,7 +22,12 @@ from pipeline.erasure import Tombstones
 from pipeline.frames import detached_head
 from pipeline.homelock import tenant_locks
 from pipeline.ingest import TYPED_TABLES
-from pipeline.ingest_partitions import carry_out_erasures, ingest_partition, stats_frame
+from pipeline.ingest_partitions import (
+    carry_out_erasures,
+    forget_in_memory,
+    ingest_partition,
+    stats_frame,
+)
 from pipeline.layout import build_typed_tables, migrate_layout
 from pipeline.tables import COMMENTS, table_name
 
@@ -98,6 +103,9 @@ def raw_events(
     erased = carry_out_erasures(
         home.lake, [pair for s in summaries for pair in s.erasures], context.log
     )
+    for summary in summaries:  # taken before the erasure; stored in the run history after it
+        summary.preview, contract = forget_in_memory(summary.preview, summary.contract[1], erased)
+        summary.contract = (summary.contract[0], contract)
     # Each partition carries its own day's figures, not the range's (one step, several partitions).
     for key, summary in zip(keys, summaries, strict=True):
         metadata = frame_metadata(
@@ -125,7 +133,7 @@ def raw_events(
         )
     yield dg.MaterializeResult(
         asset_key="raw_events",
-        metadata={"run_load_dates": keys, "erasures_carried_out": erased},
+        metadata={"run_load_dates": keys, "erasures_carried_out": len(erased)},
     )
     yield dg.MaterializeResult(asset_key="quarantine")
     yield dg.MaterializeResult(asset_key="ingest_stats")

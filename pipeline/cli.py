@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import logging
 import sys
 import time
 from collections.abc import Sequence
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from memorypack import PackError
 from memorypack.fs import Location
 from pipeline import __version__
 from pipeline.cli_people import add_people_commands
 from pipeline.config import Paths, first_partition_date, offline_environment, scratch_in_local
-from pipeline.errors import UserError
+from pipeline.errors import UserError, one_line
 from pipeline.homelock import clean_leftovers, home_lock
 
 log = logging.getLogger("memorypack")
@@ -263,8 +264,16 @@ def _show_packs(paths: Paths) -> None:
         print(showcase.describe_pack(paths.packs / tenant))
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error in one line, as every other refusal (`--help` shows the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        text = " ".join(message.split())
+        self.exit(2, f"memorypack: {text} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="memorypack", description="Turn AI interaction logs into a verified memory pack."
     )
     parser.add_argument("--version", action="version", version=f"memorypack {__version__}")
@@ -338,6 +347,9 @@ def _add_night_commands(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a path of bytes no UTF-8 decodes prints escaped
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
@@ -347,6 +359,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verbose:
             log.exception("details")
         print(f"memorypack: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a folder or file of the arguments that cannot be used
+        if args.verbose:
+            log.exception("details")
+        print(f"memorypack: {one_line(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("memorypack: interrupted", file=sys.stderr)

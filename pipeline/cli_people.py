@@ -40,12 +40,14 @@ def cmd_import_locomo(args: argparse.Namespace) -> int:
 
 def _person_request(args: argparse.Namespace) -> Paths:
     """The home of a `forget` or `export` request, after checking the tenant and contact."""
-    from pipeline.erasure import check_request
+    from pipeline.erasure import check_known_tenant, check_request, reachable_packs
 
     check_request(args.tenant, args.contact)
     paths = Paths.from_env(args.home)
     if not paths.home.is_dir():
         raise UserError(f"home {paths.home} does not exist")
+    reachable_packs(paths)  # the tenants' packs are listed next
+    check_known_tenant(paths, args.tenant)
     return paths
 
 

@@ -166,7 +166,16 @@ def home_location(where: str | os.PathLike[str] | ObjectPath) -> Location:
         raise UserError(f"home {error}") from None
     if isinstance(found, ObjectPath) and "/" not in found.key:
         raise UserError(f"home {found} names a bucket only: use s3://bucket/prefix")
-    return found.resolve() if isinstance(found, Path) else found
+    if isinstance(found, ObjectPath):
+        return found
+    try:
+        folder = found.resolve()
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"home {folder} is not a folder")
+    except (OSError, ValueError) as error:  # a name too long, a NUL byte, no permission
+        reason = getattr(error, "strerror", None) or str(error)
+        raise UserError(f"home {str(found)[:80]!r} cannot be used: {reason}") from None
+    return folder
 
 
 def local_dir(home: ObjectPath) -> Path:

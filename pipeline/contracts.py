@@ -9,6 +9,7 @@ import pandera.polars as pa
 import polars as pl
 
 from pipeline import tables
+from pipeline.tenant_ids import TENANT_ID_PATTERN
 
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 EVENT_ID_MAX_CHARS = 128
@@ -21,12 +22,13 @@ RAW_KEPT_CHARS = 4096
 ID_MAX_CHARS = 256  # contact, session, skill, target, user ids; system, kind, model
 TEXT_MAX_CHARS = 65_536  # input, output, corrected_output: a long LLM exchange fits
 NOTE_MAX_CHARS = 8192  # summary, memory content, metadata, tags, supersedes
-TENANT_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # `context` (round 3): the receipt of the pack items a call used (SPEC §2, memorypack.receipt).
 # Its pack is named `<tenant_id>/<version>`: a version alone cannot say whose pack it is.
 CONTEXT_KEYS = ("pack_version", "items", "holdout")
 CONTEXT_MAX_ITEMS = 256  # an item id is at most ID_MAX_CHARS
-CONTEXT_PACK_PATTERN = r"^([A-Za-z0-9_-]{1,64})/([0-9]{8}T[0-9]{6}(?:[0-9]{6})?Z-[0-9a-f]{8})$"
+CONTEXT_PACK_PATTERN = (
+    rf"^({TENANT_ID_PATTERN.strip('^$')})/([0-9]{{8}}T[0-9]{{6}}(?:[0-9]{{6}})?Z-[0-9a-f]{{8}})$"
+)
 # An event may be stamped up to one day after its load date (clock skew, time zones); more is an error.
 FUTURE_TOLERANCE_DAYS = 1
 # Nothing this product logs predates 2000: an older `ts` (year 0000 included) is a bad clock or

@@ -23,11 +23,13 @@ from pipeline.erasure_lake import (
     rebuild_warehouse,
     scrub_lake,
     sweep_redaction_cache,
+    tenant_files,
     withdraw_policies,
 )
 from pipeline.erasure_subject import (
     TEXT_FIELDS,
     Subject,
+    check_known_tenant,
     check_request,
     find_subject,
     json_field,
@@ -43,8 +45,8 @@ from pipeline.erasure_tombstones import (
 )
 from pipeline.errors import UserError
 from pipeline.pii import pii_key
-from pipeline.scrub import scrub_frame
-from pipeline.storage import Lake, parquet_files, read_file
+from pipeline.scrub import Needles, scrub_frame
+from pipeline.storage import Lake, read_file
 
 # The steps live in erasure_subject → erasure_tombstones → erasure_lake; re-exported here.
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "ForgetReport",
     "Subject",
     "Tombstones",
+    "check_known_tenant",
     "check_request",
     "erased_quarantine_rows",
     "export",
@@ -68,6 +71,7 @@ __all__ = [
     "reachable_packs",
     "rebuild_warehouse",
     "record_tombstone",
+    "run_histories",
     "scrub_lake",
     "sweep_redaction_cache",
     "tombstone_hash",
@@ -93,6 +97,9 @@ class ForgetReport:
     landing: dict[str, int] = field(default_factory=dict)  # landing file -> lines removed
     history: dict[str, int] = field(default_factory=dict)  # Dagster file -> replacements
     seconds: float = 0.0
+    # What found the person, in memory only: for a caller still holding rows or texts of theirs
+    # it stores later (the night that carried the request: its metadata previews).
+    needles: Needles = field(default_factory=lambda: Needles(""), repr=False)
 
     def lines(self) -> list[str]:
         removed = ", ".join(f"{k} {v}" for k, v in sorted(self.removed.items())) or "none"
@@ -109,6 +116,16 @@ class ForgetReport:
             f"{len(self.history)} files",
             f"tombstone recorded ({self.new_tombstones} new hashes) in {self.seconds:.1f}s",
         ]
+
+
+def run_histories(paths: Paths) -> list[Path]:
+    """Where Dagster keeps this home's runs: `<local>/dagster`, and DAGSTER_HOME when it is set
+    (the instance `memorypack run` then uses, see jobs.instance)."""
+    folders = [paths.local / "dagster"]
+    explicit = os.environ.get("DAGSTER_HOME")
+    if explicit and Path(explicit).resolve() != folders[0].resolve():
+        folders.append(Path(explicit).resolve())
+    return folders
 
 
 def reachable_packs(paths: Paths) -> None:
@@ -149,10 +166,13 @@ def forget(
         subject.events.height,
         subject.quarantined.height,
         record_tombstone(paths, key, subject, source, now),
+        needles=subject.needles,
     )
     report.removed = scrub_lake(paths, subject.needles)
     report.landing = scrub_landing(paths.landing, subject.needles)
-    report.history = scrub_dagster_history(paths.local / "dagster", subject.needles)
+    for folder in run_histories(paths):
+        found = scrub_dagster_history(folder, subject.needles)
+        report.history.update((str(folder / name), n) for name, n in found.items())
     swept = sweep_redaction_cache(paths, key)
     if swept:
         report.removed["pii_cache:unused"] = swept
@@ -196,7 +216,7 @@ def export(paths: Paths, tenant_id: str, contact_id: str) -> dict[str, Any]:
     tombstones = Tombstones.load(paths)
     subject = find_subject(paths, tenant_id, contact_id, key)
     lake: dict[str, list[dict[str, Any]]] = {}
-    for table, path in parquet_files(paths.lake):
+    for table, path in tenant_files(paths, tenant_id):
         if table in (*INGEST_TABLES, TOMBSTONES, POLICY_WITHDRAWALS):
             continue
         removed = scrub_frame(read_file(path), subject.needles).removed

@@ -112,15 +112,25 @@ def _scrub_sqlite(path: Path, forms: list[str]) -> int:
         con.close()
 
 
+def _replaced(text: str, forms: list[str]) -> str:
+    for form in forms:
+        text = text.replace(form, ERASED)
+    return text
+
+
+def erase_in_text(text: str, needles: Needles) -> str:
+    """The text with the person's ids, texts and fragments replaced by `[erased]`, as in the run
+    history: for what a run still holds in memory and stores after the erasure."""
+    return _replaced(text, _forms(needles))
+
+
 def _scrub_text(path: Path, forms: list[str]) -> int:
     """A compute log (or any other text file Dagster keeps): rewritten without the forms."""
     try:
         text = path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError):
         return 0
-    scrubbed = text
-    for form in forms:
-        scrubbed = scrubbed.replace(form, ERASED)
+    scrubbed = _replaced(text, forms)
     if scrubbed == text:
         return 0
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")

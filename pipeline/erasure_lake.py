@@ -11,8 +11,9 @@ from datetime import date, datetime
 
 import polars as pl
 
+from memorypack.fs import Location
 from pipeline import tables
-from pipeline.config import Paths
+from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.contracts import QUARANTINE_SCHEMA
 from pipeline.erasure_subject import Subject
 from pipeline.erasure_tombstones import TOMBSTONES, erased_quarantine_rows
@@ -78,6 +79,20 @@ def _scrub_ingest_partition(lake: Lake, key: str, needles: Needles) -> dict[str,
     return removed
 
 
+def tenant_files(paths: Paths, tenant: str) -> list[tuple[str, Location]]:
+    """(table, file) of every Parquet file of the lake but those in another tenant's folder: a
+    table or cache laid out by tenant keeps each tenant's rows in its own folder, and its files
+    need not hold a tenant column (a cache's do not), so the folder is what says whose they are."""
+    root = str(paths.lake).rstrip("/")
+    mine = f"{TENANT_COLUMN}={tenant}"
+
+    def theirs(path: Location) -> bool:
+        folders = str(path)[len(root) :].split("/")
+        return any(f.startswith(f"{TENANT_COLUMN}=") and f != mine for f in folders)
+
+    return [(table, path) for table, path in parquet_files(paths.lake) if not theirs(path)]
+
+
 def scrub_lake(paths: Paths, needles: Needles) -> dict[str, int]:
     """Every Parquet file of the lake (tables, partitions, caches) without the person's rows;
     returns rows removed (and list items stripped, as `<table>:items`) per table. Only files that
@@ -92,7 +107,7 @@ def scrub_lake(paths: Paths, needles: Needles) -> dict[str, int]:
     for key in sorted(set(lake.partition_keys("events")) | set(lake.partition_keys("quarantine"))):
         for name, n in _scrub_ingest_partition(lake, key, needles).items():
             add(name, n)
-    for table, path in parquet_files(paths.lake):
+    for table, path in tenant_files(paths, needles.tenant_id):
         if table in (*INGEST_TABLES, TOMBSTONES, POLICY_WITHDRAWALS):
             continue
         scrubbed = scrub_frame(read_file(path), needles)

@@ -5,29 +5,59 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import polars as pl
 
 from pipeline.config import Paths
-from pipeline.contracts import QUARANTINE_SCHEMA, TENANT_ID_PATTERN, EventType
+from pipeline.contracts import QUARANTINE_SCHEMA, EventType
 from pipeline.errors import UserError
 from pipeline.pii import pseudonym
-from pipeline.scrub import FRAGMENT_CHARS, MIN_FRAGMENT_CHARS, Needles, scrub_frame
+from pipeline.scrub import FRAGMENT_CHARS, MIN_FRAGMENT_CHARS, Needles, json_field, scrub_frame
 from pipeline.storage import Lake, parquet_files, scan_files
+from pipeline.tenant_ids import check_tenant_id, is_tenant_id, shown
 
 # Free-text fields of an event: what the person wrote or was answered.
 TEXT_FIELDS = ("input", "output", "summary", "comment", "corrected_output", "content", "metadata")
-_JSON_ID = r'"{field}"\s*:\s*"((?:[^"\\]|\\.)*)"'
 
 
 def check_request(tenant_id: str, contact_id: str) -> None:
-    if not re.fullmatch(TENANT_ID_PATTERN, tenant_id or ""):
-        raise UserError(f"--tenant {tenant_id!r} is not a tenant id ({TENANT_ID_PATTERN})")
+    check_tenant_id(tenant_id or "")
     if not contact_id or not contact_id.strip():
         raise UserError("--contact must name the person (their contact id)")
+    try:
+        contact_id.encode()
+    except UnicodeEncodeError:  # bytes no UTF-8 decodes (the shell passes them as surrogates)
+        raise UserError(f"--contact {shown(contact_id)} is not UTF-8 text") from None
+
+
+def home_tenants(paths: Paths) -> list[str]:
+    """The tenants the home holds anything of: rows in the ingest tables (accepted or
+    quarantined), a folder in a table laid out by tenant, or a packs folder."""
+    from pipeline.pack.store import tenant_folders
+
+    lake = Lake(paths)
+    found = {folder.name for folder in tenant_folders(paths.packs)}
+    tables = [p.name for p in paths.lake.iterdir() if p.is_dir()] if paths.lake.is_dir() else []
+    for table in tables:
+        if table in ("events", "quarantine"):
+            if lake.exists(table):
+                column = lake.read(table).select("tenant_id").unique().collect()["tenant_id"]
+                found |= set(column.drop_nulls().to_list())
+        else:
+            found |= set(lake.tenants(table))
+    return sorted(t for t in found if is_tenant_id(t))  # a quarantined line's bad id is none
+
+
+def check_known_tenant(paths: Paths, tenant_id: str) -> None:
+    """A request names a tenant of this home: an id of none would find only lines no tenant
+    claims, and another tenant's caches and run history."""
+    check_tenant_id(tenant_id)
+    known = home_tenants(paths)
+    if tenant_id not in known:
+        listed = ", ".join(known[:20]) + (", …" if len(known) > 20 else "") or "none"
+        raise UserError(f"no data for tenant {tenant_id!r} under {paths.home} (tenants: {listed})")
 
 
 # --- who the person is in the data ------------------------------------------------------------
@@ -72,11 +102,6 @@ def _their_events(events: pl.DataFrame, contact_id: str) -> pl.DataFrame:
             break
         theirs = grown
     return theirs
-
-
-def json_field(raw: pl.Expr, name: str) -> pl.Expr:
-    """A string field read off a raw JSON line's text (for lines that failed the contract)."""
-    return raw.str.extract(_JSON_ID.format(field=name), 1)
 
 
 def _their_quarantine(quarantine: pl.DataFrame, tenant_id: str, contact_id: str) -> pl.DataFrame:

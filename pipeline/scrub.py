@@ -17,6 +17,12 @@ FRAGMENT_CHARS = 40
 
 _STRING = pl.String()
 _STRINGS = pl.List(pl.String())
+_JSON_ID = r'"{field}"\s*:\s*"((?:[^"\\]|\\.)*)"'
+
+
+def json_field(raw: pl.Expr, name: str) -> pl.Expr:
+    """A string field read off a raw JSON line's text (for lines that failed the contract)."""
+    return raw.str.extract(_JSON_ID.format(field=name), 1)
 
 
 @dataclass(frozen=True)
@@ -95,11 +101,18 @@ def _mentions(frame: pl.DataFrame, needles: Needles, scoped: bool) -> pl.Expr:
 def row_mentions(frame: pl.DataFrame, needles: Needles) -> pl.Series:
     """Per row: does a scalar cell (string or bytes) mention the person. Rows of another tenant
     never do; rows whose tenant is unknown (a quarantined line that did not parse) only by hash,
-    fragment or global id; rows of tables without a tenant (caches) by any of them."""
+    fragment or global id; rows of tables without a tenant (caches) by any of them. A raw line
+    whose tenant column is empty but whose text names a tenant readably is that tenant's."""
     if "tenant_id" not in frame.columns:  # a cache: dropping a row too many costs a recompute
         found = _mentions(frame, needles, scoped=True)
     else:
         tenant = pl.col("tenant_id")
+        if frame.schema.get("raw") == _STRING:  # a quarantined line the contract refused
+            named = json_field(pl.col("raw"), "tenant_id")
+            # written with escapes (`ac\u006de`): not read here, so the tenant stays unknown
+            tenant = pl.coalesce(
+                tenant, pl.when(~named.str.contains("\\", literal=True)).then(named)
+            )
         found = pl.when(tenant == needles.tenant_id).then(_mentions(frame, needles, scoped=True))
         found = found.when(tenant.is_null()).then(_mentions(frame, needles, scoped=False))
         found = found.otherwise(pl.lit(False))

@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.config import Paths
-from pipeline.erasure import Subject, Tombstones, record_tombstone, tombstone_hash
+from pipeline.erasure import Subject, Tombstones, record_tombstone, scrub_lake, tombstone_hash
 from pipeline.ingest import ingest_folder
 from pipeline.pack.content import write_npy
 from pipeline.pack.erase import _kept_blocks
@@ -137,6 +137,35 @@ def test_rows_are_matched_by_whole_ids_texts_and_fragments_in_their_tenant_only(
     scrubbed = scrub_frame(frame, NEEDLES)
     assert scrubbed.frame["text"].to_list() == ["c000061", "c00006", "okay"]
     assert scrubbed.removed.height == 4
+
+
+def test_a_raw_line_naming_another_tenant_readably_is_not_theirs() -> None:
+    """Before: `forget --tenant nosuch` took acme's quarantined lines (their tenant column empty)."""
+    long_id = "pii-0123456789abcdef01234567"  # matched inside texts in their tenant only
+    raws = [
+        '{"tenant_id":"globex","contact_id":"c00006", "cut',  # another tenant's: kept
+        f'{{"tenant_id":"globex","contact_id":"{long_id}", "cut',  # kept
+        f'{{"tenant_id":"acme","contact_id":"{long_id}", "cut',  # theirs, by a scoped id
+        '{"contact_id":"c00006"}',  # no tenant named: found by a global id
+        '{"tenant_id":"ac\\u006de","contact_id":"c00006"',  # escaped: unknown, global id
+    ]
+    frame = pl.DataFrame(
+        {"tenant_id": [None] * 5, "raw": raws},
+        schema=dict.fromkeys(["tenant_id", "raw"], pl.String),
+    )
+    assert scrub_frame(frame, NEEDLES).frame["raw"].to_list() == raws[:2]
+
+
+def test_another_tenants_folder_is_never_scrubbed(tmp_path: Path) -> None:
+    """A cache laid out by tenant has no tenant column: its folder says whose rows they are."""
+    paths = Paths(tmp_path / "home")
+    for tenant in ("acme", "globex"):
+        folder = paths.lake / "embedding_cache" / f"tenant_id={tenant}" / "model"
+        folder.mkdir(parents=True)
+        pl.DataFrame({"text": ["c00006 asked", "other"]}).write_parquet(folder / "part-1.parquet")
+    assert scrub_lake(paths, NEEDLES) == {"embedding_cache": 1}
+    kept = pl.read_parquet(paths.lake / "embedding_cache/tenant_id=globex/model/part-1.parquet")
+    assert kept.height == 2
 
 
 def test_list_items_are_stripped_and_members_recounted() -> None:

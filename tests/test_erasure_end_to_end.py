@@ -46,6 +46,10 @@ ZELDA = Person(
 YORICK = Person(
     "yorick.plumtree@example.net", "yp-evt", ("quokkalantern", "marzipanorbit", "tessellent")
 )
+# Her events and her erasure request arrive the same night: its metadata previews showed her.
+WANDA = Person(
+    "wanda.lastnight@example.com", "wl-evt", ("gloamingkettle", "plinthorama", "zephyrquill")
+)
 
 
 def _lines(p: Person, day: str, d: int) -> list[dict[str, Any] | str]:
@@ -152,9 +156,9 @@ def find_anywhere(home: Path, needles: list[str]) -> list[str]:
     return hits
 
 
-def _needles(home: Path, person: Person) -> list[str]:
+def _needles(home: Path, person: Person, days: tuple[int, ...] = (0, 1)) -> list[str]:
     key = pii_key(home)
-    ids = [person.contact] + [person.event(n, d) for n in range(1, 10) for d in (0, 1)]
+    ids = [person.contact] + [person.event(n, d) for n in range(1, 10) for d in days]
     return [*person.words, *ids, *(pseudonym(key, TENANT, i) for i in ids)]
 
 
@@ -220,8 +224,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         "contact_id": YORICK.contact,
     }
     write_landing(landing / "2026-11-03", [request], name="requests.jsonl")
+    wanda = {**request, "event_id": "req-0002", "contact_id": WANDA.contact}
+    write_landing(landing / "2026-11-03", [*_lines(WANDA, "2026-11-03", 2), wanda], name="w.jsonl")
     w.runs["request"] = _run(home, landing, "2026-11-03", "2026-11-03")
     w.hits["yorick_after"] = find_anywhere(home, _needles(home, YORICK))
+    w.hits["wanda_after"] = find_anywhere(home, _needles(home, WANDA, days=(2,)))
     return w
 
 
@@ -297,6 +304,9 @@ def test_reingesting_old_files_does_not_bring_the_person_back(world: World) -> N
 def test_an_erasure_event_in_the_log_forgets_the_person(world: World) -> None:
     assert world.hits["yorick_before"]
     assert world.hits["yorick_after"] == []
+    # Run history included (`dagster/history/runs/<run>.db`, `index.db`: raw_events' previews).
+    assert world.hits["wanda_after"] == []
+    assert (world.home / "dagster" / "history" / "runs" / "index.db").is_file()
     events = pl.read_parquet(Paths(world.home).partition("events", "2026-11-03"))
     request = events.filter(pl.col("event_type") == "erasure").row(0, named=True)
     assert request["event_id"] == "req-0001" and request["contact_id"] is None

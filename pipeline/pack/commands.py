@@ -12,6 +12,7 @@ from memorypack.fs import Location
 from pipeline.config import Paths, packs_location, scratch_in_local
 from pipeline.errors import UserError
 from pipeline.pack.store import list_versions, rollback, tenants
+from pipeline.tenant_ids import check_tenant_id, shown
 
 
 def _packs_root(args: argparse.Namespace) -> Location:
@@ -27,8 +28,8 @@ def _packs_root(args: argparse.Namespace) -> Location:
 
 def _tenant_dirs(args: argparse.Namespace) -> list[Location]:
     root = _packs_root(args)
-    if args.tenant:
-        folder = root / args.tenant
+    if args.tenant is not None:
+        folder = root / check_tenant_id(args.tenant)
         if not folder.is_dir():
             known = ", ".join(tenants(root)) or "none"
             raise UserError(f"no packs for tenant {args.tenant!r} in {root} (tenants: {known})")
@@ -67,9 +68,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _version_dir(args: argparse.Namespace) -> Location:
     (tenant_dir,) = _tenant_dirs(args)
-    version = args.version or read_latest(tenant_dir)
+    version = read_latest(tenant_dir) if args.version is None else args.version
     if version is None or not is_version(version) or not (tenant_dir / version).is_dir():
-        raise UserError(f"no version {version!r} for tenant {tenant_dir.name}")
+        raise UserError(f"no version {shown(str(version))} for tenant {tenant_dir.name}")
     return tenant_dir / version
 
 
@@ -114,7 +115,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     failures = 0
     for tenant_dir in _tenant_dirs(args):
         versions = [v.version for v in list_versions(tenant_dir)]
-        if args.version:
+        if args.version is not None:
+            if not is_version(args.version):  # a folder name, never a path (`../globex/…`)
+                raise UserError(f"{shown(args.version)} is not a pack version")
             versions = [args.version]
         elif not args.all:
             versions = [v for v in [read_latest(tenant_dir)] if v]
