@@ -18,8 +18,8 @@ from pipeline.audit import (
     audit_figures,
     promotion_candidates,
 )
-from pipeline.decay import as_of_for, snapshot_problems
-from pipeline.decay_days import snapshots_over
+from pipeline.decay import DecayConfig, as_of_for, snapshot_problems
+from pipeline.decay_days import DaySnapshot, snapshots_over
 from pipeline.storage import Lake, read_file
 from pipeline.tables import COMMENTS
 
@@ -145,10 +145,17 @@ def decay_snapshots(
     )
     # Checked: every snapshot this run wrote.
     checked = {key: days[key] for key in keys + rewritten}
-    problems = {
-        key: snapshot_problems(d.snapshot, settings.stage("decay")) for key, d in checked.items()
-    }
-    results = {
+    for name, per_date in _check_results(checked, settings.stage("decay")).items():
+        passed, metadata = _combined(per_date)
+        yield dg.AssetCheckResult(check_name=name, passed=passed, metadata=metadata)
+
+
+def _check_results(
+    checked: dict[str, DaySnapshot], decay: DecayConfig
+) -> dict[str, dict[str, tuple[bool, dict[str, Any]]]]:
+    """Each snapshot check's result and figures per date checked."""
+    problems = {key: snapshot_problems(d.snapshot, decay) for key, d in checked.items()}
+    return {
         "confidence_in_range": {
             key: (
                 p["confidence_out_of_range"] == 0 and p["unknown_memory_type"] == 0,
@@ -175,9 +182,6 @@ def decay_snapshots(
             for key, p in problems.items()
         },
     }
-    for name, per_date in results.items():
-        passed, metadata = _combined(per_date)
-        yield dg.AssetCheckResult(check_name=name, passed=passed, metadata=metadata)
 
 
 def _snapshot_key(lake: Lake) -> str | None:
