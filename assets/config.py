@@ -5,7 +5,7 @@ decay snapshot and the feedback scores share `scoring`; the promotion check read
 
 The launchpad shows the tree (`resources: {settings: {config: {dpo: {max_steps: 10}}}}`), and
 `tenant_nightly_fast` is `tenant_nightly` with a smaller tree (jobs/nightly.py). The embedding
-model is not a run knob: it names the vectors of the home's cache (pipeline/embed)."""
+model is not a run knob: it names the vectors of the home's cache (pipeline/semantic/embed)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 import dagster as dg
 from pydantic import create_model
 
-from pipeline.audit import AuditConfig
-from pipeline.conflicts import ConflictConfig
-from pipeline.consolidate import ConsolidationConfig
-from pipeline.decay import DecayConfig
-from pipeline.dpo.settings import DPOPolicyConfig
-from pipeline.fewshot import FewShotConfig
-from pipeline.pairs import PairConfig
-from pipeline.scoring import ScoringConfig
-from pipeline.skill_stats import SkillConfig
-from pipeline.templates.registry import TemplateConfig
+from pipeline.examples.fewshot import FewShotConfig
+from pipeline.examples.skill_stats import SkillConfig
+from pipeline.feedback.scores import ScoringConfig
+from pipeline.memory.audit import AuditConfig
+from pipeline.memory.decay import DecayConfig
+from pipeline.preference.dpo.settings import DPOPolicyConfig
+from pipeline.preference.pairs import PairConfig
+from pipeline.preference.templates.registry import TemplateConfig
+from pipeline.semantic.conflicts import ConflictConfig
+from pipeline.semantic.consolidate import ConsolidationConfig
 
 Stage = TypeVar("Stage")
 SCALARS = (int, float, bool, str)

@@ -11,10 +11,10 @@ from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
-from pipeline import skill_stats as skills
 from pipeline import usage
-from pipeline.fewshot import few_shot_sets as select_few_shot
-from pipeline.fewshot import near_duplicates, negative_examples
+from pipeline.examples import skill_stats as skills
+from pipeline.examples.fewshot import few_shot_sets as select_few_shot
+from pipeline.examples.fewshot import near_duplicates, negative_examples
 
 NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
 

@@ -11,7 +11,7 @@ from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, declared_columns
 from assets.resources import MemorypackHome
-from pipeline.scoring import (
+from pipeline.feedback.scores import (
     compute_scores,
     deduplicate_votes,
     matched_feedback,

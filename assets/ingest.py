@@ -17,18 +17,19 @@ from assets.partitions import (
     declared_columns,
 )
 from assets.resources import MemorypackHome
-from pipeline import contracts, tables
-from pipeline.erasure import Tombstones
+from pipeline import tables
+from pipeline.erasure.person import Tombstones
 from pipeline.frames import detached_head
-from pipeline.homelock import tenant_locks
-from pipeline.ingest import TYPED_TABLES
-from pipeline.ingest_partitions import (
+from pipeline.ingest import contracts
+from pipeline.ingest.folder import TYPED_TABLES
+from pipeline.ingest.layout import build_typed_tables, migrate_layout
+from pipeline.ingest.partitions import (
     carry_out_erasures,
     forget_in_memory,
     ingest_partition,
     stats_frame,
 )
-from pipeline.layout import build_typed_tables, migrate_layout
+from pipeline.storage.homelock import tenant_locks
 from pipeline.tables import COMMENTS, table_name
 
 CONSERVATION = "lines_read_equals_accepted_plus_duplicates_plus_quarantined"

@@ -12,15 +12,15 @@ from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
-from pipeline.audit import (
+from pipeline.memory.audit import (
     CONFLICT_SCHEMA,
     audit,
     audit_figures,
     promotion_candidates,
 )
-from pipeline.decay import DecayConfig, as_of_for, snapshot_problems
-from pipeline.decay_days import DaySnapshot, snapshots_over
-from pipeline.storage import Lake, read_file
+from pipeline.memory.decay import DecayConfig, as_of_for, snapshot_problems
+from pipeline.memory.decay_days import DaySnapshot, snapshots_over
+from pipeline.storage.lake import Lake, read_file
 from pipeline.tables import COMMENTS
 
 SNAPSHOT_CHECKS = ("confidence_in_range", "every_memory_present", "status_consistent")
@@ -113,7 +113,7 @@ def decay_snapshots(
     are. A date asked for without data (nothing became known since the date before) is the date
     before's snapshot aged: a night over a long sparse range costs what its data days cost. A
     date neither changed nor asked has no snapshot: its belief is the latest earlier snapshot
-    aged to it (`pipeline.decay.aged`), nothing new being known.
+    aged to it (`pipeline.memory.decay.aged`), nothing new being known.
     """
     keys = sorted(config.load_dates) or home.lake.partition_keys("interactions")[-1:]
     if not keys:
@@ -121,7 +121,7 @@ def decay_snapshots(
     later = [
         k for k in home.lake.partition_keys("decay_snapshots") if k > keys[0] and k not in keys
     ]
-    # A date where nothing became known is the date before's snapshot aged (pipeline.decay_days).
+    # A date where nothing became known is the date before's snapshot aged (pipeline.memory.decay_days).
     over = snapshots_over(
         keys + later,
         interactions,

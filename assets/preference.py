@@ -23,30 +23,30 @@ from assets.preference_checks import (  # noqa: F401 (re-exported: the checks of
 )
 from assets.resources import MemorypackHome
 from pipeline import tables
-from pipeline.dpo import (
+from pipeline.preference.dpo import (
     DPO_RUNS_HISTORY_SCHEMA,
     STATUS_FAILED,
     STATUS_SKIPPED,
     runs_frame,
     sft_examples_from,
 )
-from pipeline.dpo.report import failed_tenants, run_figures
-from pipeline.dpo.runs import extend_history
-from pipeline.dpo.shared import train_shared
-from pipeline.neighbors import (
-    NeighborIndex,
-    edge_schema,
-    index_schema,
-)
-from pipeline.pairs import (
+from pipeline.preference.dpo.report import failed_tenants, run_figures
+from pipeline.preference.dpo.runs import extend_history
+from pipeline.preference.dpo.shared import train_shared
+from pipeline.preference.pairs import (
     INTERACTION_COLUMNS,
     PROMPT_KEYS,
     SCORE_SCHEMA,
     PairConfig,
     mine_pairs,
 )
-from pipeline.pairs.prompt_index import embedding_model, refresh_prompt_index
-from pipeline.templates import (
+from pipeline.preference.pairs.neighbors import (
+    NeighborIndex,
+    edge_schema,
+    index_schema,
+)
+from pipeline.preference.pairs.prompt_index import embedding_model, refresh_prompt_index
+from pipeline.preference.templates import (
     EVIDENCE_FEEDBACK_COLUMNS,
     TEMPLATE_HISTORY_SCHEMA,
     TEMPLATE_SCORE_SCHEMA,
@@ -54,7 +54,7 @@ from pipeline.templates import (
     load_registry,
     refine_templates,
 )
-from pipeline.templates.rewards import held_out_samples, latest_trained, policy_rewards
+from pipeline.preference.templates.rewards import held_out_samples, latest_trained, policy_rewards
 
 FEW_SHOT_SCHEMA = tables.schema("few_shot_sets", ["tenant_id", "skill_id", "rank", "output"])
 

@@ -7,10 +7,10 @@ import polars as pl
 from assets.handoffs import reads
 from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
-from pipeline.dpo import STATUS_TRAINED, short_of_baselines
-from pipeline.dpo.report import PER_TENANT_FIGURES, unrecorded_outcomes
-from pipeline.pairs import PAIR_SCHEMA, format_problems, split_leakage
-from pipeline.templates import load_registry, missing_current
+from pipeline.preference.dpo import STATUS_TRAINED, short_of_baselines
+from pipeline.preference.dpo.report import PER_TENANT_FIGURES, unrecorded_outcomes
+from pipeline.preference.pairs import PAIR_SCHEMA, format_problems, split_leakage
+from pipeline.preference.templates import load_registry, missing_current
 
 
 def interaction_tenants(interactions: pl.DataFrame) -> list[str]:

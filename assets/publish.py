@@ -10,15 +10,15 @@ from assets import groups
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec
 from assets.resources import MemorypackHome
-from pipeline.analytics import WAREHOUSE_TABLES, build_snapshot, pack_versions_frame
 from pipeline.errors import one_line
-from pipeline.pack.build import build_pack as build_tenant_pack
-from pipeline.pack.build import load_inputs
-from pipeline.pack.content import PackContent, PackInputs
-from pipeline.pack.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult, run_guards
-from pipeline.pack.inputs import INPUT_TABLES
-from pipeline.pack.store import DEFAULT_KEEP
-from pipeline.pack.writer import publish
+from pipeline.publish.analytics import WAREHOUSE_TABLES, build_snapshot, pack_versions_frame
+from pipeline.publish.build import build_pack as build_tenant_pack
+from pipeline.publish.build import load_inputs
+from pipeline.publish.content import PackContent, PackInputs
+from pipeline.publish.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult, run_guards
+from pipeline.publish.inputs import INPUT_TABLES
+from pipeline.publish.store import DEFAULT_KEEP
+from pipeline.publish.writer import publish
 from pipeline.tables import asset_name
 
 # What a pack reads: its tenant's input tables (its event counts and load dates come from its

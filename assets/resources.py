@@ -12,9 +12,9 @@ import polars as pl
 from pydantic import PrivateAttr
 
 from pipeline.config import DEFAULT_HOME, Paths, scratch_in_local
-from pipeline.homelock import ANALYTICS, clean_leftovers, home_lock
-from pipeline.storage import Lake
-from pipeline.vectors import EmbeddingCache, TextVectors
+from pipeline.storage.homelock import ANALYTICS, clean_leftovers, home_lock
+from pipeline.storage.lake import Lake
+from pipeline.storage.vectors import EmbeddingCache, TextVectors
 
 # The assets of the ingest job: a run of these holds the ingest lock and sees the whole home.
 INGEST_ASSETS = frozenset(

@@ -12,26 +12,26 @@ from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
-from pipeline.conflicts import (
+from pipeline.frames import changed_groups, group_fingerprints, replace_groups
+from pipeline.semantic.conflicts import (
     CONFLICT_SCHEMA,
     find_conflicts,
     reference_problems,
     subject_texts,
     with_hashes,
 )
-from pipeline.consolidate import (
+from pipeline.semantic.consolidate import (
     Consolidation,
     consolidate,
     membership_problems,
 )
-from pipeline.embed import (
+from pipeline.semantic.embed import (
     EmbedConfig,
     available_backend,
     embed_with_cache,
     memory_texts,
     model_name,
 )
-from pipeline.frames import changed_groups, group_fingerprints, replace_groups
 
 ONE_ROW_PER_MEMORY = "one_unit_vector_per_memory"
 ONE_CLUSTER_PER_STATEMENT = "every_statement_in_exactly_one_cluster"

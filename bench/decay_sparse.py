@@ -1,5 +1,5 @@
 """Decay snapshots over a long sparse range: one full snapshot per date (before) against
-`pipeline.decay_days.snapshots_over` (after: full where something became known, aged elsewhere).
+`pipeline.memory.decay_days.snapshots_over` (after: full where something became known, aged elsewhere).
 
 Synthetic lake in a temporary folder: `--days` calendar days of which `--data-days` (drawn with a
 fixed seed) hold events, one Parquet file per table and data day, scanned lazily as the asset's
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
-from pipeline.decay import as_of_for, known_memory_count, snapshot
-from pipeline.decay_days import snapshots_over
+from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
+from pipeline.memory.decay import as_of_for, known_memory_count, snapshot
+from pipeline.memory.decay_days import snapshots_over
 
 TYPES = ("correction", "confirmed_pattern", "inferred_pattern", "single_inference", "temporary")
 

@@ -20,11 +20,17 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.dpo import DPOPolicyConfig, train_policy
 from pipeline.generate.preference import planted_mined_pairs
-from pipeline.importers import import_oasst
-from pipeline.ingest import ingest_folder, typed_tables
-from pipeline.pairs import SCORE_SCHEMA, PairConfig, assign_split, finalize_pairs, mine_pairs
+from pipeline.ingest.folder import ingest_folder, typed_tables
+from pipeline.ingest.importers import import_oasst
+from pipeline.preference.dpo import DPOPolicyConfig, train_policy
+from pipeline.preference.pairs import (
+    SCORE_SCHEMA,
+    PairConfig,
+    assign_split,
+    finalize_pairs,
+    mine_pairs,
+)
 
 OASST_SAMPLE = Path("/work/shared/data/oasst/en_100_tree.jsonl")
 OASST_DAY = date(2023, 2, 5)

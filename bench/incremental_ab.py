@@ -32,7 +32,7 @@ from bench.sections_scale import _embedding_export, _fresh_home, _night
 from bench.sections_scale_goal import _night_details
 
 RESULTS = ROOT / "bench" / "results"
-CONVERGE = """import sys; from pathlib import Path; from pipeline.analytics import build_snapshot
+CONVERGE = """import sys; from pathlib import Path; from pipeline.publish.analytics import build_snapshot
 from pipeline.config import Paths; build_snapshot(Paths.from_env(Path(sys.argv[1])))"""
 
 
@@ -58,10 +58,10 @@ def rekey(home: Path) -> int:
     warehouse's and the analytics base's `_lake_files`. Returns how many were re-keyed."""
     import duckdb
 
-    from pipeline.analytics import BASE
     from pipeline.config import Paths
-    from pipeline.storage import DERIVED_MARKER, Lake, file_identity
-    from pipeline.warehouse import LOADED_FILES
+    from pipeline.publish.analytics import BASE
+    from pipeline.storage.lake import DERIVED_MARKER, Lake, file_identity
+    from pipeline.storage.warehouse import LOADED_FILES
 
     def same(old: str, path: Path) -> bool:
         return old.split(":")[1:] == file_identity(path).split(":")[1:]

@@ -10,15 +10,15 @@ from datetime import UTC, datetime
 import numpy as np
 import polars as pl
 
-from pipeline.contracts import (
+from pipeline.feedback.scores import compute_scores
+from pipeline.ingest.contracts import (
     FEEDBACK_SCHEMA,
     INTERACTION_SCHEMA,
     MEMORY_SCHEMA,
     MemoryType,
     Signal,
 )
-from pipeline.decay import snapshot
-from pipeline.scoring import compute_scores
+from pipeline.memory.decay import snapshot
 
 AS_OF = datetime(2026, 11, 3, tzinfo=UTC)
 YEAR_US = 365 * 86_400 * 1_000_000

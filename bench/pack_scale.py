@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memorypack import MemoryPack
 from pipeline import tables
 from pipeline.config import Paths
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.guards import run_guards
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
-from pipeline.vectors import EmbeddingCache
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.guards import run_guards
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
+from pipeline.storage.vectors import EmbeddingCache
 
 TENANT = "bench"
 MODEL = "all-MiniLM-L6-v2"

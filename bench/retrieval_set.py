@@ -150,7 +150,7 @@ def write_pack(
     """Publish a pack whose memories are `texts` (ids m000000…; about contacts c0…c<contacts-1>
     in turn, or general when `contacts` is 0) and whose embeddings are `vectors`, through the
     real writer. Returns the tenant folder."""
-    from pipeline.pack.content import (
+    from pipeline.publish.content import (
         CONFLICT_SCHEMA,
         MEMORY_SCHEMA,
         PASS_THROUGH,
@@ -158,7 +158,7 @@ def write_pack(
         EmbeddingMatrix,
         PackContent,
     )
-    from pipeline.pack.writer import publish
+    from pipeline.publish.writer import publish
 
     n = len(texts)
     ts = [AS_OF - timedelta(days=1 + i % 30) for i in range(n)]

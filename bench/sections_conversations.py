@@ -68,7 +68,7 @@ def by_category(
 
 def _night(files: list[Path], work: Path) -> tuple[Path, dict[str, Any], float, float]:
     """Import, then one night in a child process: (pack folder, truth, import s, night s)."""
-    from pipeline.importers.locomo import end_date, import_locomo
+    from pipeline.ingest.importers.locomo import end_date, import_locomo
 
     landing, home = work / "landing", work / "home"
     end = end_date(files)
@@ -79,7 +79,7 @@ def _night(files: list[Path], work: Path) -> tuple[Path, dict[str, Any], float, 
     (home / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     env |= {"DAGSTER_HOME": str(home / "dagster"), "MEMORYPACK_FIRST_DATE": end.isoformat()}
-    argv = ["-m", "pipeline.cli", "run", "--home", str(home), "--landing", str(landing)]
+    argv = ["-m", "jobs.cli", "run", "--home", str(home), "--landing", str(landing)]
     argv += ["--date", end.isoformat(), "--workers", "1", "--fast"]
     log = work / "night.log"
     with log.open("w") as sink:

@@ -18,7 +18,7 @@ from bench.common import Figure, NotAvailable, Sizes, scaled_goal
 if TYPE_CHECKING:
     import polars as pl
 
-    from pipeline.dpo import DPOPolicyConfig, PolicyRun
+    from pipeline.preference.dpo import DPOPolicyConfig, PolicyRun
 
 GOAL_PAIRS = 10_000
 GOAL_SECONDS = 600.0
@@ -32,7 +32,7 @@ def _train(
     nightly's consistent sample)."""
     import polars as pl
 
-    from pipeline.dpo import train_policy
+    from pipeline.preference.dpo import train_policy
 
     train = pairs.filter(pl.col("split") == "train")
     evals = pairs.filter(pl.col("split") == "eval")
@@ -52,7 +52,7 @@ def _train(
 def _accuracy_figures(run: PolicyRun, what: str) -> list[Figure]:
     """The policy's eval accuracy and its baselines on the same eval pairs, one row each, each
     with its 95 % Wilson interval; the policy's goal is to beat the length rule."""
-    from pipeline.dpo import wilson_interval
+    from pipeline.preference.dpo import wilson_interval
 
     def row(name: str, accuracy: float | None, **kw: Any) -> Figure:
         unit = "accuracy"
@@ -98,7 +98,7 @@ def _details(run: PolicyRun, wall: float, config: DPOPolicyConfig) -> dict[str, 
 
 def run(sizes: Sizes) -> list[Figure]:
     from bench import dpo_scale
-    from pipeline.dpo import DPOPolicyConfig
+    from pipeline.preference.dpo import DPOPolicyConfig
 
     pairs = dpo_scale.synthetic_pairs(sizes.dpo_pairs, seed=sizes.seed)
     config = DPOPolicyConfig()
@@ -131,7 +131,7 @@ def run_real(sizes: Sizes) -> list[Figure]:
     import polars as pl
 
     from bench import dpo_scale
-    from pipeline.dpo import DPOPolicyConfig
+    from pipeline.preference.dpo import DPOPolicyConfig
 
     if not dpo_scale.OASST_SAMPLE.exists():
         raise NotAvailable(f"OpenAssistant sample {dpo_scale.OASST_SAMPLE} not found")
@@ -190,7 +190,7 @@ def _capped(config: DPOPolicyConfig, sizes: Sizes) -> DPOPolicyConfig:
 def _variant_figure(what: str, label: str, run: PolicyRun, wall: float, **details: Any) -> Figure:
     """One row: the held-out accuracy with its 95 % interval beside the length rule (the goal) and
     the reference model on the same pairs, and the seconds it took."""
-    from pipeline.dpo import wilson_interval
+    from pipeline.preference.dpo import wilson_interval
 
     accuracy, length = run.eval_accuracy, run.length_rule_accuracy
     if accuracy is None or length is None:
@@ -226,7 +226,7 @@ def _variant_figure(what: str, label: str, run: PolicyRun, wall: float, **detail
 
 def _compare(pairs: pl.DataFrame, what: str, sizes: Sizes, source: str) -> list[Figure]:
     """Every LOSS_VARIANTS row trained on the same train pairs, scored on the same eval pairs."""
-    from pipeline.dpo import DPOPolicyConfig
+    from pipeline.preference.dpo import DPOPolicyConfig
 
     figures = []
     for label, overrides in LOSS_VARIANTS:
@@ -275,7 +275,7 @@ def run_base(sizes: Sizes) -> list[Figure]:
     on the OASST sample at the nightly cap of train pairs: accuracy and time, for a user with
     more cores or a GPU to weigh against the default."""
     from bench import dpo_scale
-    from pipeline.dpo import DPOPolicyConfig, smollm2_gguf
+    from pipeline.preference.dpo import DPOPolicyConfig, smollm2_gguf
 
     if not dpo_scale.OASST_SAMPLE.exists():
         raise NotAvailable(f"OpenAssistant sample {dpo_scale.OASST_SAMPLE} not found")

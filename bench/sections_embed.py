@@ -1,4 +1,4 @@
-"""Embedding throughput: `pipeline.embed.encode` (and CPU tricks) vs plain SentenceTransformer.encode.
+"""Embedding throughput: `pipeline.semantic.embed.encode` (and CPU tricks) vs plain SentenceTransformer.encode.
 
 Texts are the generator's requests and statements, in log order: many repeated and near-repeated
 prompts, as in real logs. Accuracy is the cosine agreement with the plain fp32 vectors.
@@ -28,7 +28,7 @@ def texts_for(n: int, seed: int = 0) -> list[str]:
     """`n` realistic texts (interaction inputs and memory statements) from generated logs."""
     import polars as pl
 
-    from pipeline.ingest import ingest_folder
+    from pipeline.ingest.folder import ingest_folder
 
     folder, _ = data.landing_by_lines(round(n * data.LINES_PER_INTERACTION), seed=seed)
     events = ingest_folder(folder, date.fromisoformat(folder.name), None).events.sort(
@@ -72,7 +72,7 @@ def _quantized(model: Any) -> Any:
 def _onnx_models(path: str, folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Both ONNX backends exported fresh into `folder` (timed: a one-off, never in texts/s), then
     loaded as the pipeline loads them (reusing that export)."""
-    from pipeline import embed
+    from pipeline.semantic import embed
 
     source = Path(path)
     started = time.perf_counter()
@@ -101,9 +101,9 @@ def run(sizes: Sizes) -> list[Figure]:
     from sentence_transformers import SentenceTransformer
 
     try:
-        from pipeline import embed
+        from pipeline.semantic import embed
     except ImportError as error:  # the stage has not landed: report it, measure the baseline
-        raise ImportError(f"pipeline.embed: {error}") from error
+        raise ImportError(f"pipeline.semantic.embed: {error}") from error
 
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     texts = texts_for(sizes.embed_texts, sizes.seed)
@@ -149,13 +149,13 @@ def run(sizes: Sizes) -> list[Figure]:
     variants = [
         (
             "candidate",
-            "embedding texts/s: pipeline.embed.encode (dedupe + length sort, fp32)",
+            "embedding texts/s: pipeline.semantic.embed.encode (dedupe + length sort, fp32)",
             f"dedupe identical texts, sort by length, batch {embed.EmbedConfig.batch_size}",
             "fp32 pipeline",
         ),
         (
             "candidate_int8",
-            "embedding texts/s: pipeline.embed.encode on a torch int8 dynamic-quantized model",
+            "embedding texts/s: pipeline.semantic.embed.encode on a torch int8 dynamic-quantized model",
             "as above, Linear layers quantized to int8 (torch.ao.quantization.quantize_dynamic)",
             "int8",
         ),

@@ -17,9 +17,9 @@ from bench.common import Figure, Sizes, interleaved, ratio, rounded
 def _ingest_once(folder: Path, home: Path, split: dict[str, float]) -> dict[str, Any]:
     """What the `raw_events` asset does: parse, validate, quarantine, dedupe, Parquet, DuckDB."""
     from pipeline.config import Paths
-    from pipeline.ingest import ingest_folder
-    from pipeline.storage import Lake
-    from pipeline.warehouse import Warehouse
+    from pipeline.ingest.folder import ingest_folder
+    from pipeline.storage.lake import Lake
+    from pipeline.storage.warehouse import Warehouse
 
     paths = Paths.from_env(home)
     lake, warehouse = Lake(paths), Warehouse(paths)
@@ -47,12 +47,12 @@ def run(sizes: Sizes) -> list[Figure]:
     import polars as pl
 
     for module in (
-        "pipeline.ingest",
-        "pipeline.storage",
-        "pipeline.warehouse",
+        "pipeline.ingest.folder",
+        "pipeline.storage.lake",
+        "pipeline.storage.warehouse",
     ):  # imported before timing
         importlib.import_module(module)
-    from pipeline.contracts import FIELDS
+    from pipeline.ingest.contracts import FIELDS
 
     folder, summary = data.landing_by_lines(sizes.ingest_lines, seed=sizes.seed)
     files = sorted(str(p) for p in folder.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")))

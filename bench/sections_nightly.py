@@ -87,7 +87,7 @@ def _counts(home: Path) -> dict[str, int]:
     import polars as pl
 
     from pipeline.config import Paths
-    from pipeline.storage import Lake
+    from pipeline.storage.lake import Lake
 
     lake = Lake(Paths.from_env(home))
     out: dict[str, int] = {}

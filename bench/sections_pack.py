@@ -1,7 +1,7 @@
 """Pack load with verification vs a bare read, and loader query latency vs a brute-force numpy scan.
 
 The pack is synthesized by `bench/pack_scale.py` (lake tables for N memories), then built and
-published through the real writer (`pipeline.pack.build`, `pipeline.pack.writer`).
+published through the real writer (`pipeline.publish.build`, `pipeline.publish.writer`).
 """
 
 from __future__ import annotations
@@ -74,10 +74,10 @@ def run(sizes: Sizes) -> list[Figure]:
     from bench import pack_scale
     from memorypack import MemoryPack
     from pipeline.config import Paths
-    from pipeline.pack.build import build_pack, load_inputs
-    from pipeline.pack.guards import run_guards
-    from pipeline.pack.writer import publish
-    from pipeline.storage import Lake
+    from pipeline.publish.build import build_pack, load_inputs
+    from pipeline.publish.guards import run_guards
+    from pipeline.publish.writer import publish
+    from pipeline.storage.lake import Lake
 
     n = sizes.pack_memories
     home = Path(tempfile.mkdtemp(prefix="bench-pack-"))

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from bench.common import Figure, Sizes
-from pipeline.calibration import choose_threshold, merge_scores
+from pipeline.semantic.calibration import choose_threshold, merge_scores
 
 SAMPLE_ENV = "MEMORYPACK_PARAPHRASE_SAMPLE"
 # Shared data sits beside the checkout (`../shared/data/`), never in it.
@@ -67,8 +67,8 @@ def pair_distances(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Cosine distance of each (a[i], b[i]) as the pipeline embeds them, and whether consolidation
     would refuse to merge the pair whatever its distance (`guard`; all False without it)."""
-    from pipeline.conflicts import with_subjects
-    from pipeline.embed import encode, normalise_text
+    from pipeline.semantic.conflicts import with_subjects
+    from pipeline.semantic.embed import encode, normalise_text
 
     def side(texts: pl.Series) -> tuple[np.ndarray, pl.DataFrame]:
         frame = pl.DataFrame({"content": texts})
@@ -116,7 +116,7 @@ def by_split(
 def calibrate(
     sample: pl.DataFrame, distance: np.ndarray, cannot: np.ndarray, floor: float | None
 ) -> float | None:
-    """The rule (`pipeline.calibration.choose_threshold`) on the selection split."""
+    """The rule (`pipeline.semantic.calibration.choose_threshold`) on the selection split."""
     rows = (sample["split"] == SELECTION).to_numpy()
     positive = (sample["score"] >= PARAPHRASE_SCORE).to_numpy()
     return choose_threshold(distance[rows], cannot[rows], positive[rows], GRID, floor)
@@ -177,9 +177,9 @@ def _held_out(
 
 
 def run(sizes: Sizes) -> list[Figure]:
-    from pipeline.consolidate import ConsolidationConfig
-    from pipeline.embed import EmbedConfig, available_backend, load_model
-    from pipeline.pairs import PairConfig
+    from pipeline.preference.pairs import PairConfig
+    from pipeline.semantic.consolidate import ConsolidationConfig
+    from pipeline.semantic.embed import EmbedConfig, available_backend, load_model
 
     statement_t = ConsolidationConfig().statement_distance
     interaction_t = ConsolidationConfig().interaction_distance

@@ -50,7 +50,7 @@ def _corpus_found(rows: list[Any]) -> list[list[tuple[int, int, str]]]:
 
 def _corpus_figures() -> list[Figure]:
     from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
-    from pipeline.pii_guard import find_spans
+    from pipeline.publish.pii_guard import find_spans
 
     rows = corpus()
     redactor = evaluate(rows, _corpus_found(rows))

@@ -70,10 +70,10 @@ def _pack_stage(home: Path, packs: Path, redact: bool) -> dict[str, Any]:
     """One tenant's pack stage as the nightly `memory_pack` asset runs it; what the redactor did."""
     from bench import pack_scale
     from pipeline.config import Paths
-    from pipeline.pack.build import build_pack, load_inputs
-    from pipeline.pack.guards import run_guards
-    from pipeline.pack.writer import publish
-    from pipeline.storage import Lake
+    from pipeline.publish.build import build_pack, load_inputs
+    from pipeline.publish.guards import run_guards
+    from pipeline.publish.writer import publish
+    from pipeline.storage.lake import Lake
 
     paths = Paths.from_env(home)
     inputs = load_inputs(Lake(paths), pack_scale.AS_OF)

@@ -22,7 +22,7 @@ K = 10
 
 def embedder() -> tuple[object, str]:
     """The pipeline's default encoder (ONNX int8 export kept under bench/.cache) and its name."""
-    from pipeline.embed import available_backend, load_model, model_name
+    from pipeline.semantic.embed import available_backend, load_model, model_name
 
     backend = available_backend("onnx-int8")
     return load_model(None, backend, CACHE / "models"), model_name(None, backend)
@@ -32,7 +32,7 @@ def embed_texts(model: object, texts: list[str]) -> np.ndarray:
     """As the pipeline embeds a memory: its cache-key text (normalised), then the model."""
     import polars as pl
 
-    from pipeline.embed import encode, normalise_text
+    from pipeline.semantic.embed import encode, normalise_text
 
     normalised = pl.DataFrame({"text": texts}).select(normalise_text(pl.col("text")))["text"]
     return encode(normalised, model=model)
@@ -53,8 +53,8 @@ def variant_encoders(backend: str, one_text_per_run: bool, root: Path) -> tuple[
     """The pipeline's encoder for a variant and the loader's `TextEncoder` on the very file the
     pack would ship for it (copied into a tenant's models folder by the publish code)."""
     from memorypack.encoder import TextEncoder
-    from pipeline.embed import OnnxEncoder, export_onnx, model_name, resolve_model_path
-    from pipeline.pack.models import encoder_files, ship
+    from pipeline.publish.models import encoder_files, ship
+    from pipeline.semantic.embed import OnnxEncoder, export_onnx, model_name, resolve_model_path
 
     source = resolve_model_path(None)
     onnx_file = export_onnx(source, backend, CACHE / "models")  # type: ignore[arg-type]
@@ -76,7 +76,7 @@ def embed_interleaved(
     `slices` and the pipelines taking turns on each slice, so a noisy neighbour slows all alike."""
     import polars as pl
 
-    from pipeline.embed import encode, normalise_text
+    from pipeline.semantic.embed import encode, normalise_text
 
     normalised = pl.DataFrame({"text": texts}).select(normalise_text(pl.col("text")))["text"]
     distinct = normalised.unique(maintain_order=True)
@@ -225,7 +225,7 @@ def run_text_query(sizes: Sizes) -> list[Figure]:
     from bench.common import percentile, ratio, scaled_goal
     from bench.retrieval_set import PARAPHRASES, labelled_set, write_pack
     from memorypack import MemoryPack
-    from pipeline.pack.models import encoder_files
+    from pipeline.publish.models import encoder_files
 
     n = sizes.pack_memories
     model, name = embedder()

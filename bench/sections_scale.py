@@ -149,7 +149,7 @@ def _embedding_export(logs: Path) -> tuple[Path, float | None]:
     if any(target.glob("*/model-int8.onnx")):
         return target, None
     code = (
-        "import sys; from pipeline.embed.models import load_model; "
+        "import sys; from pipeline.semantic.embed.models import load_model; "
         "load_model(None, 'onnx-int8', sys.argv[1])"
     )
     with (logs / "export.log").open("w") as log:
@@ -169,7 +169,7 @@ def _interactions_by_tenant(home: Path, load_dates: list[str] | None = None) -> 
     import polars as pl
 
     from pipeline.config import Paths
-    from pipeline.storage import Lake
+    from pipeline.storage.lake import Lake
 
     frame = Lake(Paths.from_env(home)).read("interactions")
     if load_dates is not None:

@@ -30,10 +30,10 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from memorypack.format import LATEST, read_latest, verify_pack
-from pipeline.analytics import TABLES
 from pipeline.config import Paths
 from pipeline.generate import generate
-from pipeline.storage import Lake, hive_values
+from pipeline.publish.analytics import TABLES
+from pipeline.storage.lake import Lake, hive_values
 
 ROOT = Path(__file__).resolve().parents[1]
 START = date(2026, 11, 1)
@@ -142,7 +142,7 @@ def run_cli(home: Path, landing: Path, load_date: str, kill_after: float | None)
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lib" / "src")]),
         "HF_HUB_OFFLINE": "1",
     }
-    command = [sys.executable, "-m", "pipeline.cli", "run", "--home", str(home)]
+    command = [sys.executable, "-m", "jobs.cli", "run", "--home", str(home)]
     command += ["--landing", str(landing), "--date", load_date]
     process = subprocess.Popen(
         command,

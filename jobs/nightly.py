@@ -19,7 +19,7 @@ from assets.partitions import DAILY, TENANTS
 from assets.resources import ANALYTICS_JOB, INGEST_JOB
 from jobs.instance import ANALYTICS_TAG, HOME_TAG, TENANT_TAG
 from pipeline.config import Paths, nightly_cron
-from pipeline.ingest import landing_files
+from pipeline.ingest.folder import landing_files
 
 TENANT_JOB = "tenant_nightly"
 FAST_TENANT_JOB = "tenant_nightly_fast"

@@ -24,7 +24,7 @@ from memorypack.fs import ObjectPath
 from pipeline.config import Paths, offline_environment
 from pipeline.errors import one_line
 from pipeline.lifeline import die_with
-from pipeline.owed import owed, settle
+from pipeline.storage.owed import owed, settle
 
 
 @dataclass
@@ -294,7 +294,7 @@ def run_nightly(
     _, outcome = _execute(paths, landing, INGEST_JOB, tags, {}, log_level, instance)
     if not outcome.success:
         return outcome
-    # What ingest changed and what earlier nights left owed (pipeline/owed.py): ingest records
+    # What ingest changed and what earlier nights left owed (pipeline/storage/owed.py): ingest records
     # each change there before writing it.
     debts = owed(paths)
     outcome.tenants = {}

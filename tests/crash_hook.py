@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from pipeline.pack.disk import STEP_OBSERVERS
+from pipeline.publish.disk import STEP_OBSERVERS
 
 CRASH_ENV = "MEMORYPACK_CRASH_AT"
 

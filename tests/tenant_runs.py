@@ -19,7 +19,7 @@ from assets.resources import MemorypackHome
 from jobs.nightly import tenant_run_config
 from pipeline import tables
 from pipeline.config import TENANT_COLUMN, Paths
-from pipeline.storage import Lake
+from pipeline.storage.lake import Lake
 
 TENANT = "acme"
 PARTITIONS = str(TENANTS.name)  # the dynamic partitions ingest adds tenants to

@@ -8,12 +8,12 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipeline.analytics import TABLES, VIEWS, WAREHOUSE_TABLES, build_snapshot
 from pipeline.config import Paths
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
-from pipeline.warehouse import Warehouse
+from pipeline.publish.analytics import TABLES, VIEWS, WAREHOUSE_TABLES, build_snapshot
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
+from pipeline.storage.warehouse import Warehouse
 from tests.tenant_runs import declared
 from tests.test_pack_support import AS_OF, make_lake
 
@@ -165,8 +165,8 @@ def test_snapshot_holds_no_planted_pii(
 ) -> None:
     """As in a pack (SPEC §5): text redacted, a PII-looking id pseudonymized, the same as the pack's
     — whether a table is redacted in one slice or in many."""
-    from pipeline import warehouse
     from pipeline.pii import pii_key, pseudonym
+    from pipeline.storage import warehouse
     from tests.test_pack_support import PLANTED
 
     monkeypatch.setattr(warehouse, "ROWS_AT_A_TIME", rows_at_a_time)
@@ -205,8 +205,8 @@ def test_rows_are_redacted_with_their_types_kept() -> None:
     column keeps its type, numbers and times untouched."""
     from collections import Counter
 
-    from pipeline.analytics import redacting
     from pipeline.pii.redactor import Redactor
+    from pipeline.publish.analytics import redacting
     from tests.test_pack_support import PLANTED
 
     rows = duckdb.sql(
@@ -235,9 +235,9 @@ def test_pack_versions_and_run_ids_are_kept_as_made() -> None:
     test published at such a microsecond. The pipeline's own texts are kept verbatim."""
     from collections import Counter
 
-    from pipeline.analytics import redacting
     from pipeline.pii import analyse
     from pipeline.pii.redactor import Redactor
+    from pipeline.publish.analytics import redacting
 
     version, run = "20261126T214901341307Z-0cce0bd3", "5f4ebd6d-06b3-4119-846b-c271219ed534"
     assert analyse([version], ner=True)[0][1] == ["location"]  # what made the test flaky

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from bench.retrieval_set import write_pack
-from pipeline.embed import encode, load_model, model_name
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.models import encoder_files
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.models import encoder_files
+from pipeline.publish.writer import publish
+from pipeline.semantic.embed import encode, load_model, model_name
+from pipeline.storage.lake import Lake
 from tests.test_pack_support import AS_OF, make_lake
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,9 +6,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.audit import AuditCheck, audit, audit_figures, promotion_candidates
-from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
-from pipeline.decay import REINFORCEMENT_SCHEMA, snapshot
+from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
+from pipeline.memory.audit import AuditCheck, audit, audit_figures, promotion_candidates
+from pipeline.memory.decay import REINFORCEMENT_SCHEMA, snapshot
 
 AS_OF = datetime(2026, 11, 3, tzinfo=UTC)
 

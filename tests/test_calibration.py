@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pipeline.calibration import choose_threshold, merge_scores, wilson_interval
+from pipeline.semantic.calibration import choose_threshold, merge_scores, wilson_interval
 
 GRID = (0.1, 0.2, 0.3)
 

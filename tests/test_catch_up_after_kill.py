@@ -22,7 +22,7 @@ from bench.soak import live_as_of
 from jobs.runner import RunOutcome, run_nightly, run_tenant
 from memorypack import MemoryPack
 from pipeline.config import Paths
-from pipeline.owed import owed
+from pipeline.storage.owed import owed
 from tests.conftest import ROOT, SOURCE_PATH, feedback, interaction, memory, write_landing
 
 D1 = "2026-11-04"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from jobs.cli import main
 
 
 def test_missing_landing_folder_is_one_line(

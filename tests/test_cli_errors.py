@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline.cli import main
+from jobs.cli import main
 from tests.conftest import SOURCE_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def test_pack_help_says_tenant_is_required_where_it_is(capsys: pytest.CaptureFix
 
 LIGHT = (
     "import sys; sys.modules['dagster'] = None; sys.modules['polars'] = None\n"
-    "from pipeline.cli import main\n"
+    "from jobs.cli import main\n"
     "sys.exit(main(sys.argv[1:]))"
 )
 
@@ -142,7 +142,7 @@ def test_a_user_error_in_a_step_is_its_message_alone() -> None:
     inner = _error(
         "pipeline.errors.UserError: warehouse /h/warehouse.duckdb is held open by pid 7\n",
         "UserError",
-        ['  File "/x/pipeline/storage.py", line 170, in connect\n'],
+        ['  File "/x/pipeline/storage/lake.py", line 170, in connect\n'],
     )
     data = SimpleNamespace(user_failure_data=None, error=_error("x", "StepError", [], inner))
     assert failure_cause(data) == "warehouse /h/warehouse.duckdb is held open by pid 7"
@@ -173,7 +173,7 @@ def test_tenants_that_kept_their_pack_are_named_and_the_exit_code_says_so(
 ) -> None:
     """A run where one tenant failed a guard succeeded for the others: exit 3, one line each."""
     import jobs.runner
-    from pipeline.cli import EXIT_NOT_PUBLISHED
+    from jobs.cli import EXIT_NOT_PUBLISHED
 
     reason = "not published: failed pack_few_shot_not_negative; previous pack stays"
     outcome = jobs.runner.RunOutcome(True, "r1", not_published={"acme": reason})

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jobs.runner
+from jobs.cli import main
 from memorypack.format import read_latest
-from pipeline.cli import main
 from pipeline.config import Paths
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.test_pack_support import AS_OF, make_lake
 
 

@@ -6,8 +6,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline import contracts
-from pipeline.conflicts import (
+from pipeline.ingest import contracts
+from pipeline.semantic.conflicts import (
     find_conflicts,
     polarity,
     reference_problems,
@@ -15,8 +15,8 @@ from pipeline.conflicts import (
     subject_texts,
     with_hashes,
 )
-from pipeline.embed import embed_with_cache, load_model, memory_texts
-from pipeline.vectors import TextVectors
+from pipeline.semantic.embed import embed_with_cache, load_model, memory_texts
+from pipeline.storage.vectors import TextVectors
 
 
 def statement(

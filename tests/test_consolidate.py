@@ -7,11 +7,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import contracts
-from pipeline.clustering import assign_to_clusters, cluster_labels
-from pipeline.consolidate import ConsolidationConfig, consolidate, membership_problems
-from pipeline.embed import embed_with_cache, load_model, memory_texts
-from pipeline.vectors import TextVectors
+from pipeline.ingest import contracts
+from pipeline.semantic.consolidate import ConsolidationConfig, consolidate, membership_problems
+from pipeline.semantic.consolidate.clustering import assign_to_clusters, cluster_labels
+from pipeline.semantic.embed import embed_with_cache, load_model, memory_texts
+from pipeline.storage.vectors import TextVectors
 from tests.test_conflicts import embedded_conflicts, statement, statements_frame
 
 

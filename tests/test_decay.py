@@ -6,8 +6,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
-from pipeline.decay import (
+from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
+from pipeline.memory.decay import (
     REINFORCEMENT_SCHEMA,
     as_of_for,
     confidence_history,

@@ -6,9 +6,9 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
-from pipeline.decay import as_of_for, snapshot
-from pipeline.decay_days import change_days, snapshot_plan, snapshots_over
+from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
+from pipeline.memory.decay import as_of_for, snapshot
+from pipeline.memory.decay_days import change_days, snapshot_plan, snapshots_over
 from pipeline.tables import schema
 
 START = date(2026, 3, 1)

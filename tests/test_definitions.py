@@ -21,8 +21,8 @@ from jobs.nightly import (
     tenant_sensor,
 )
 from pipeline import tables
-from pipeline.analytics import WAREHOUSE_TABLES
-from pipeline.ingest import TYPED_TABLES
+from pipeline.ingest.folder import TYPED_TABLES
+from pipeline.publish.analytics import WAREHOUSE_TABLES
 from pipeline.tables import BOOKKEEPING, TABLES, asset_name
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -94,7 +94,9 @@ def test_every_lake_table_an_asset_writes_is_an_asset() -> None:
     """A table written beside an asset's main one is an asset too (a spec of the same step, with
     its partitions), so the lineage the UI shows is the lineage in the code."""
     graph = defs.resolve_asset_graph()
-    written = _lake_writes() | {name: "pipeline.layout (typed tables)" for name in TYPED_TABLES}
+    written = _lake_writes() | {
+        name: "pipeline.ingest.layout (typed tables)" for name in TYPED_TABLES
+    }
     assert len(written) >= 25  # the scan sees the writes (a renamed resource would hide them)
     for table, where in written.items():
         key = dg.AssetKey(asset_name(table))
@@ -120,7 +122,7 @@ READS = ("read", "read_or_empty", "table", "exists", "partition_keys")
 # their dependencies (memory_pack: pack.inputs.INPUT_TABLES, with a dated decay snapshot and
 # load-date filters; the analytics build: analytics.WAREHOUSE_TABLES, loaded by DuckDB), or only
 # the partitions of their input that changed (typed_event_tables: raw_events' changed load dates,
-# pipeline.layout).
+# pipeline.ingest.layout).
 LIST_DRIVEN = {"memory_pack", "analytics_snapshot", "typed_event_tables"}
 
 

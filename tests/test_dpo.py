@@ -9,7 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.dpo import (
+from pipeline.generate.preference import planted_mined_pairs
+from pipeline.preference.dpo import (
     DPO_RUNS_HISTORY_SCHEMA,
     LOSS_TYPES,
     STATUS_FAILED,
@@ -33,10 +34,9 @@ from pipeline.dpo import (
     train_policy,
     wilson_interval,
 )
-from pipeline.dpo import scorer as scorer_module
-from pipeline.dpo.scorer import logit_batches
-from pipeline.generate.preference import planted_mined_pairs
-from pipeline.pairs import finalize_pairs
+from pipeline.preference.dpo import scorer as scorer_module
+from pipeline.preference.dpo.scorer import logit_batches
+from pipeline.preference.pairs import finalize_pairs
 
 # Small enough for a unit test on 2 busy cores.
 FAST = DPOPolicyConfig(
@@ -88,16 +88,16 @@ def test_dpo_runs_record_a_tenant_only_when_its_policy_changed() -> None:
 def test_a_tenant_whose_training_raises_keeps_its_policy_and_others_train(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pipeline.dpo.training
+    import pipeline.preference.dpo.training
 
-    real = pipeline.dpo.training.train_policy
+    real = pipeline.preference.dpo.training.train_policy
 
     def train(tenant_id: str, *args):  # type: ignore[no-untyped-def]
         if tenant_id == "acme":
             raise OSError("No space left on device\nmore")
         return real(tenant_id, *args)
 
-    monkeypatch.setattr(pipeline.dpo.training, "train_policy", train)
+    monkeypatch.setattr(pipeline.preference.dpo.training, "train_policy", train)
     pairs = pl.concat([planted_pairs(24, tenant="acme"), planted_pairs(6, tenant="tiny")])
     runs = train_policies(pairs, _sft(pairs), FAST, tmp_path)
     by_tenant = {r.tenant_id: r for r in runs}
@@ -429,7 +429,7 @@ def test_the_trainer_knobs_reach_trls_own_configs_by_name(tmp_path: Path) -> Non
     from trl import DPOConfig, SFTConfig
     from trl.experimental.cpo import CPOConfig
 
-    from pipeline.dpo.fit import DPO_KNOBS, PAIR_KNOBS, SFT_KNOBS, trl_args
+    from pipeline.preference.dpo.fit import DPO_KNOBS, PAIR_KNOBS, SFT_KNOBS, trl_args
 
     config = DPOPolicyConfig(
         seed=7,
@@ -462,8 +462,8 @@ def test_a_shared_template_prefix_is_computed_once_and_scores_the_same(monkeypat
     predicted: the same log-probs as running every row whole, or the head over every position,
     to float32 rounding, in batches of any size (with padding) and for a prompt of another
     length."""
-    from pipeline.dpo.scorer import sequence_logps
-    from pipeline.templates.registry import format_prompt
+    from pipeline.preference.dpo.scorer import sequence_logps
+    from pipeline.preference.dpo.settings import format_prompt
 
     pairs = planted_pairs(12)
     texts = pairs["prompt"].to_list() + pairs["chosen"].to_list() + pairs["rejected"].to_list()
@@ -523,7 +523,7 @@ def test_gpt2s_gelu_runs_fused_to_the_same_log_probs() -> None:
     import torch
     from transformers.activations import GELUTanh, NewGELUActivation
 
-    from pipeline.dpo.scorer import fused_gelu, sequence_logps
+    from pipeline.preference.dpo.scorer import fused_gelu, sequence_logps
 
     x = torch.linspace(-8, 8, 16_001)
     formula = NewGELUActivation()(x)

@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import embed
-from pipeline.embed import (
+from pipeline.semantic import embed
+from pipeline.semantic.embed import (
     Backend,
     EmbedConfig,
     embed_with_cache,
@@ -22,7 +22,7 @@ from pipeline.embed import (
     normalise_text,
     onnx_backend,
 )
-from pipeline.vectors import EmbeddingCache, TextVectors
+from pipeline.storage.vectors import EmbeddingCache, TextVectors
 from tests.test_conflicts import no_interactions, statement, statements_frame
 
 # Two paraphrase pairs, then unrelated texts; lengths differ so that batches pad.
@@ -130,8 +130,8 @@ def test_model_path_is_configurable(monkeypatch: pytest.MonkeyPatch, tmp_path: A
 
 def test_no_statements_at_all_embeds_nothing(export_dir: Path) -> None:
     """An imported tenant may have interactions only (OASST): empty subjects must not break."""
-    from pipeline.conflicts import subject_texts
-    from pipeline.contracts import MEMORY_SCHEMA
+    from pipeline.ingest.contracts import MEMORY_SCHEMA
+    from pipeline.semantic.conflicts import subject_texts
 
     result = embed_with_cache(
         subject_texts(pl.DataFrame(schema=MEMORY_SCHEMA)),
@@ -206,7 +206,7 @@ def test_falls_back_to_torch_without_onnxruntime(
     texts = memory_texts(no_interactions(), statements_frame([statement("a", "Has a dog")]))
     onnx_dir = tmp_path / "onnx"
     config = EmbedConfig(backend="onnx-int8", export_dir=onnx_dir)
-    with caplog.at_level(logging.WARNING, logger="pipeline.embed"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.semantic.embed"):
         result = embed_with_cache(texts, None, config=config)
     assert (result.model, result.n_new) == ("all-MiniLM-L6-v2", 1)
     assert "using torch instead" in caplog.text
@@ -228,7 +228,7 @@ def test_known_memories_are_not_normalised_or_hashed_again() -> None:
 
 
 def test_the_cache_is_append_only_per_model_and_compacts(tmp_path: Path) -> None:
-    from pipeline import vectors as vectors_module
+    from pipeline.storage import vectors as vectors_module
 
     def rows(hashes: list[str], dim: int) -> pl.DataFrame:
         return pl.DataFrame(

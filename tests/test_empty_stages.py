@@ -5,17 +5,17 @@ from datetime import UTC, datetime
 import numpy as np
 import polars as pl
 
-from pipeline.audit import audit, audit_figures
-from pipeline.conflicts import CONFLICT_SCHEMA, find_conflicts
-from pipeline.consolidate import consolidate
-from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
-from pipeline.decay import snapshot
-from pipeline.embed import memory_texts
-from pipeline.fewshot import few_shot_sets
-from pipeline.pairs import SCORE_SCHEMA, mine_pairs
-from pipeline.scoring import compute_scores
-from pipeline.skill_stats import skill_stats
-from pipeline.vectors import TextVectors
+from pipeline.examples.fewshot import few_shot_sets
+from pipeline.examples.skill_stats import skill_stats
+from pipeline.feedback.scores import compute_scores
+from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
+from pipeline.memory.audit import audit, audit_figures
+from pipeline.memory.decay import snapshot
+from pipeline.preference.pairs import SCORE_SCHEMA, mine_pairs
+from pipeline.semantic.conflicts import CONFLICT_SCHEMA, find_conflicts
+from pipeline.semantic.consolidate import consolidate
+from pipeline.semantic.embed import memory_texts
+from pipeline.storage.vectors import TextVectors
 
 AS_OF = datetime(2026, 11, 6, tzinfo=UTC)
 INTERACTIONS = pl.DataFrame(schema=INTERACTION_SCHEMA)

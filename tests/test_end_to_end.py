@@ -17,7 +17,7 @@ from memorypack import MemoryPack
 from pipeline import tables
 from pipeline.config import Paths
 from pipeline.generate import generate
-from pipeline.storage import Lake
+from pipeline.storage.lake import Lake
 
 START = date(2026, 11, 1)
 DAYS = 3

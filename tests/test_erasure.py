@@ -12,14 +12,20 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.cli import main
+from jobs.cli import main
 from pipeline.config import Paths
-from pipeline.erasure import Subject, Tombstones, record_tombstone, scrub_lake, tombstone_hash
-from pipeline.ingest import ingest_folder
-from pipeline.pack.content import write_npy
-from pipeline.pack.erase import _kept_blocks
+from pipeline.erasure.packs import _kept_blocks
+from pipeline.erasure.person import (
+    Subject,
+    Tombstones,
+    record_tombstone,
+    scrub_lake,
+    tombstone_hash,
+)
+from pipeline.erasure.scrub import Needles, scrub_frame
+from pipeline.ingest.folder import ingest_folder
 from pipeline.pii import pseudonym
-from pipeline.scrub import Needles, scrub_frame
+from pipeline.publish.content import write_npy
 from tests.conftest import feedback, interaction, memory, write_landing
 
 DAY = date(2026, 11, 2)
@@ -235,8 +241,8 @@ def test_landing_and_dagster_history_lose_the_person(tmp_path: Path) -> None:
     import json
     import sqlite3
 
-    from pipeline.erasure_files import scrub_dagster_history, scrub_landing
-    from pipeline.scrub import Needles
+    from pipeline.erasure.files import scrub_dagster_history, scrub_landing
+    from pipeline.erasure.scrub import Needles
 
     needles = Needles(
         "acme", ids=frozenset({"zelda-42"}), texts=frozenset({"Zelda's café on Rue Nord"})

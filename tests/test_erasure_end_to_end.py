@@ -15,12 +15,12 @@ import duckdb
 import polars as pl
 import pytest
 
+from jobs.cli import main
 from jobs.runner import RunOutcome, run_nightly
 from memorypack import MemoryPack
 from memorypack.format import read_latest, read_manifest, verify_pack
-from pipeline.cli import main
 from pipeline.config import Paths
-from pipeline.erasure import export
+from pipeline.erasure.person import export
 from pipeline.generate import generate
 from pipeline.pii import pii_key, pseudonym
 from tests.conftest import feedback, interaction, memory, write_landing

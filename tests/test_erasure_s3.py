@@ -14,15 +14,15 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
+from jobs.cli import main
 from memorypack import MemoryPack
 from memorypack.format import read_latest, read_manifest, verify_pack
 from memorypack.fs import ObjectPath, location
-from pipeline.cli import main
 from pipeline.config import Paths
-from pipeline.erasure import export
+from pipeline.erasure.person import export
 from pipeline.generate import generate
-from pipeline.pack.store import list_versions
 from pipeline.pii import pii_key, pseudonym
+from pipeline.publish.store import list_versions
 from tests.test_erasure_end_to_end import START, TENANT, ZELDA, _needles, _plant, _run
 
 

@@ -7,16 +7,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import contracts
-from pipeline.embed import embed_with_cache, load_model, memory_texts
-from pipeline.fewshot import (
+from pipeline.examples.fewshot import (
     FewShotConfig,
     few_shot_sets,
     mmr_select,
     near_duplicates,
     negative_examples,
 )
-from pipeline.vectors import TextVectors
+from pipeline.ingest import contracts
+from pipeline.semantic.embed import embed_with_cache, load_model, memory_texts
+from pipeline.storage.vectors import TextVectors
 from tests.test_conflicts import statements_frame
 from tests.test_consolidate import interaction
 

@@ -13,9 +13,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.contracts import FILE_REASONS, TENANT_ID_PATTERN, Reason, Signal
 from pipeline.generate import generate
-from pipeline.ingest import ingest_folder
+from pipeline.ingest.contracts import FILE_REASONS, TENANT_ID_PATTERN, Reason, Signal
+from pipeline.ingest.folder import ingest_folder
 
 ARGS: dict[str, Any] = {"days": 3, "interactions": 400, "tenants": 3, "seed": 7}
 

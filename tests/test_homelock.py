@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from jobs.cli import main
 from pipeline.errors import UserError
-from pipeline.homelock import home_lock
+from pipeline.storage.homelock import home_lock
 from tests.conftest import SOURCE_PATH
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from pipeline.homelock import home_lock
+from pipeline.storage.homelock import home_lock
 scope = sys.argv[2] if len(sys.argv) > 2 else None
 with home_lock(Path(sys.argv[1]), "memorypack run --date 2026-11-01", scope=scope):
     print("held", flush=True)
@@ -111,7 +111,7 @@ def test_a_waiting_run_is_told_who_holds_the_home_then_runs(tmp_path: Path) -> N
 def test_leftovers_of_a_killed_run_are_removed_under_the_lock(tmp_path: Path) -> None:
     """Each lock cleans what it guards: ingest the shared tables, a tenant its own folders (never
     another tenant's, whose run may be writing), the analytics build its copies."""
-    from pipeline.homelock import ANALYTICS, clean_leftovers
+    from pipeline.storage.homelock import ANALYTICS, clean_leftovers
 
     partition = tmp_path / "lake" / "events" / "load_date=2026-11-02"
     acme = tmp_path / "lake" / "feedback" / "tenant_id=acme" / "load_date=2026-11-02"

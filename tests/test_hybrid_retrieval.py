@@ -106,7 +106,7 @@ def test_search_by_keyword_and_without_an_encoder(small_pack: MemoryPack) -> Non
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[MemoryPack, list, np.ndarray]:
-    from pipeline.embed import encode, load_model
+    from pipeline.semantic.embed import encode, load_model
 
     texts, queries = labelled_set(n_identifiers=400, n_filler=200, seed=3)
     model = load_model(None, "torch")  # the real model (the pipeline's default, fp32)

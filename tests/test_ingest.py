@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.contracts import FILE_REASONS, Reason
-from pipeline.ingest import ingest_folder, read_lines, typed_tables
+from pipeline.ingest.contracts import FILE_REASONS, Reason
+from pipeline.ingest.folder import ingest_folder, read_lines, typed_tables
 from tests.conftest import LOAD_DATE, feedback, interaction, memory, write_landing
 from tests.test_ingest_context import CONTEXT_CASES
 

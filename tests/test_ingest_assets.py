@@ -9,7 +9,7 @@ import polars as pl
 from assets.ingest import ASSETS
 from assets.resources import MemorypackHome
 from pipeline.config import Paths
-from pipeline.storage import Lake
+from pipeline.storage.lake import Lake
 from tests.conftest import feedback, interaction, memory, write_landing
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -179,7 +179,7 @@ def test_a_typed_build_checks_each_partition_and_keeps_only_counts_and_a_preview
     as it is written; counts, the first rows and the findings are what the build keeps."""
     from contextlib import nullcontext
 
-    from pipeline.layout import KEPT_ROWS, build_typed_tables
+    from pipeline.ingest.layout import KEPT_ROWS, build_typed_tables
 
     days = ["2026-11-01", "2026-11-02"]
     for d, day in enumerate(days):

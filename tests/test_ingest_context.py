@@ -7,8 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.contracts import CONTEXT_MAX_ITEMS
-from pipeline.ingest import ingest_folder, typed_tables
+from pipeline.ingest.contracts import CONTEXT_MAX_ITEMS
+from pipeline.ingest.folder import ingest_folder, typed_tables
 from tests.conftest import LOAD_DATE, feedback, interaction, write_landing
 
 DAY = date.fromisoformat(LOAD_DATE)

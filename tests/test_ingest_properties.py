@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest import ingest_folder
+from pipeline.ingest.folder import ingest_folder
 from tests.conftest import LOAD_DATE, feedback, interaction, memory, write_landing
 
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)

@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.contracts import FILE_REASONS, Reason
-from pipeline.ingest import ingest_folder, typed_tables
-from pipeline.landing_bytes import gunzip
+from pipeline.ingest.contracts import FILE_REASONS, Reason
+from pipeline.ingest.folder import ingest_folder, typed_tables
+from pipeline.ingest.landing import gunzip
 from tests.conftest import LOAD_DATE, interaction, write_landing
 
 DAY = date.fromisoformat(LOAD_DATE)

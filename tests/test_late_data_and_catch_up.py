@@ -73,7 +73,7 @@ def nights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         (root / "dagster").mkdir()
         (root / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
         patch.setenv("DAGSTER_HOME", str(root / "dagster"))
-        patch.setattr("pipeline.warehouse.LOCK_WAIT_SECONDS", 0.3)
+        patch.setattr("pipeline.storage.warehouse.LOCK_WAIT_SECONDS", 0.3)
 
         def run(day: str) -> None:
             outcome = run_nightly(paths.home, landing, day, day)

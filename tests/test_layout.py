@@ -6,8 +6,8 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.config import Paths
-from pipeline.layout import migrate_layout
-from pipeline.storage import Lake, write_parquet_atomic
+from pipeline.ingest.layout import migrate_layout
+from pipeline.storage.lake import Lake, write_parquet_atomic
 
 
 def test_an_earlier_home_moves_into_tenant_folders(tmp_path: Path) -> None:

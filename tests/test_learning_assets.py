@@ -11,8 +11,8 @@ import pytest
 
 from assets import examples, feedback, memory
 from pipeline.config import Paths
-from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
-from pipeline.storage import Lake
+from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA
+from pipeline.storage.lake import Lake
 from tests.tenant_runs import build_analytics, materialize_tenant, tenant_lake
 
 DAY1, DAY2 = "2026-11-02", "2026-11-05"

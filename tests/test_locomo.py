@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import main
+from jobs.cli import main
 from pipeline.errors import UserError
-from pipeline.importers import import_locomo
-from pipeline.importers.locomo import end_date, session_time
-from pipeline.ingest import ingest_folder
+from pipeline.ingest.folder import ingest_folder
+from pipeline.ingest.importers import import_locomo
+from pipeline.ingest.importers.locomo import end_date, session_time
 
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo"
 

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from pipeline.neighbors import NeighborIndex, search, update_index
-from pipeline.vectors import TextVectors
+from pipeline.preference.pairs.neighbors import NeighborIndex, search, update_index
+from pipeline.storage.vectors import TextVectors
 
 KEYS = ["tenant_id", "skill_id"]
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.contracts import EVENT_ID_MAX_CHARS, TENANT_ID_PATTERN
 from pipeline.errors import UserError
-from pipeline.importers import import_oasst
-from pipeline.ingest import ingest_folder
+from pipeline.ingest.contracts import EVENT_ID_MAX_CHARS, TENANT_ID_PATTERN
+from pipeline.ingest.folder import ingest_folder
+from pipeline.ingest.importers import import_oasst
 
 SAMPLE = Path("/work/shared/data/oasst/en_100_tree.jsonl")
 REQUIRED = {

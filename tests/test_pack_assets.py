@@ -15,7 +15,7 @@ from assets.publish import ASSETS, BUILT, CHECKS, UPSTREAM
 from assets.resources import MemorypackHome
 from memorypack import MemoryPack
 from memorypack.format import read_latest
-from pipeline.pack.guards import GUARD_NAMES
+from pipeline.publish.guards import GUARD_NAMES
 from tests.tenant_runs import build_analytics, materialize_tenant
 from tests.test_pack_support import make_lake
 

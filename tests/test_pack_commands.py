@@ -9,10 +9,10 @@ import pytest
 
 from memorypack.format import read_latest
 from pipeline.errors import UserError
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.commands import register
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.commands import register
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.test_pack_support import AS_OF, make_lake
 
 

@@ -11,9 +11,9 @@ import pytest
 from memorypack import MemoryPack
 from memorypack.format import is_version, read_latest, verify_pack
 from pipeline.config import Paths
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.conftest import SOURCE_PATH
 from tests.test_pack_support import AS_OF, make_lake
 
@@ -22,9 +22,9 @@ PUBLISHER = """
 import sys
 from datetime import datetime
 from pipeline.config import Paths
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.crash_hook import install
 install()
 paths = Paths.from_env(sys.argv[1])

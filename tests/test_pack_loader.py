@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 import time
-import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,9 +11,9 @@ import numpy as np
 import pytest
 
 from memorypack import MemoryPack, PackError
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.test_pack_support import AS_OF, make_lake
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +58,7 @@ def test_loader_imports_without_the_pipeline_stack() -> None:
         "    sys.modules[name] = None\n"
         "from memorypack import MemoryPack, PackError\n"
         "import memorypack.loader, memorypack.format, memorypack.selector, memorypack.results\n"
-        "import pipeline.pack.store\n"  # the pipeline's version store is light too
+        "import pipeline.publish.store\n"  # the pipeline's version store is light too
         f"leaked = [n for n in {blocked!r} if sys.modules.get(n) is not None]\n"
         "assert not leaked, leaked\n"
         "print('light ok')\n"
@@ -81,25 +80,6 @@ def test_the_app_library_never_imports_the_pipeline() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
-
-
-def test_old_import_path_still_works_with_a_deprecation_warning(pack: MemoryPack) -> None:
-    import memorypack
-    import pipeline.pack
-
-    for name in ("MemoryPack", "PackError", "ScoredMemory", "SkillChoice", "PACK_FORMAT"):
-        with pytest.warns(DeprecationWarning, match=f"use `from memorypack import {name}`"):
-            assert getattr(pipeline.pack, name) is getattr(memorypack, name)
-    with pytest.warns(DeprecationWarning):
-        from pipeline.pack import MemoryPack as Old
-    assert isinstance(pack, Old)
-    with pytest.raises(AttributeError):
-        _ = pipeline.pack.load_pack  # only the moved names resolve
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        from pipeline.pack import build, writer  # the pipeline's own modules: no warning
-
-    assert build.build_pack and writer.publish
 
 
 def test_load_resolves_latest_and_verifies(packs: Path, pack: MemoryPack) -> None:

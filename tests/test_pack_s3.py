@@ -18,12 +18,12 @@ from memorypack.format import LATEST, MANIFEST, SEAL, read_latest, version_time
 from memorypack.fs import ObjectPath, location
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.pack import remote
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.commands import register
-from pipeline.pack.store import list_versions, rollback, tenants
-from pipeline.pack.writer import PublishResult, publish
-from pipeline.storage import Lake
+from pipeline.publish import remote
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.commands import register
+from pipeline.publish.store import list_versions, rollback, tenants
+from pipeline.publish.writer import PublishResult, publish
+from pipeline.storage.lake import Lake
 from tests.conftest import SOURCE_PATH
 from tests.seaweedfs import subprocess_environment
 from tests.tenant_runs import build_analytics, materialize_tenant
@@ -227,9 +227,9 @@ PUBLISHER = """
 import sys
 from datetime import datetime
 from pipeline.config import Paths
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.crash_hook import install
 install()
 paths = Paths.from_env(sys.argv[1])

@@ -11,10 +11,10 @@ import pytest
 
 from memorypack import MemoryPack, PackError
 from memorypack.seen import accept, read_seen
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.store import rollback
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.store import rollback
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.test_pack_support import AS_OF, make_lake
 from tests.test_pack_trust import _edit_manifest
 from tests.test_pack_writer import _change_lake

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.showcase import describe_pack
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.showcase import describe_pack
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.test_pack_support import AS_OF, make_lake
 
 

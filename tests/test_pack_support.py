@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.config import Paths
-from pipeline.storage import Lake
-from pipeline.vectors import EmbeddingCache
+from pipeline.storage.lake import Lake
+from pipeline.storage.vectors import EmbeddingCache
 from tests.tenant_runs import declared
 
 RUN_DATE = "2026-11-07"

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobs.cli import main
 from memorypack import MemoryPack, PackError
 from memorypack.format import (
     DATA_FILES,
@@ -30,11 +31,10 @@ from memorypack.format import (
     seal_text,
     verify_pack,
 )
-from pipeline.cli import main
-from pipeline.pack.build import build_pack, cut_long_texts, load_inputs
-from pipeline.pack.store import list_versions
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, cut_long_texts, load_inputs
+from pipeline.publish.store import list_versions
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.test_pack_support import AS_OF, make_lake
 
 KEY = "a-long-enough-pack-key-for-tests"

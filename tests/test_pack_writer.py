@@ -14,15 +14,15 @@ from memorypack import MemoryPack
 from memorypack.format import DATA_FILES, MANIFEST, read_latest, version_time
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.pack.build import build_pack, load_inputs, unit_blocks
-from pipeline.pack.content import EmbeddingMatrix
-from pipeline.pack.guards import finite_and_norms, run_guards
-from pipeline.pack.store import list_versions, prune, rollback, write_latest
-from pipeline.pack.writer import make_version, publish
 from pipeline.pii import pseudonym
-from pipeline.pii_guard import find_spans
-from pipeline.storage import Lake
-from pipeline.vectors import EmbeddingCache, TextVectors
+from pipeline.publish.build import build_pack, load_inputs, unit_blocks
+from pipeline.publish.content import EmbeddingMatrix
+from pipeline.publish.guards import finite_and_norms, run_guards
+from pipeline.publish.pii_guard import find_spans
+from pipeline.publish.store import list_versions, prune, rollback, write_latest
+from pipeline.publish.writer import make_version, publish
+from pipeline.storage.lake import Lake
+from pipeline.storage.vectors import EmbeddingCache, TextVectors
 from tests.test_pack_support import AS_OF, DIM, PLANTED, make_lake
 
 
@@ -268,7 +268,7 @@ def test_the_pii_guard_scans_a_clean_text_once_and_a_leak_every_time(
     redaction cache, under the detector's version): the next night's pack scans only its new
     texts; a leak is never remembered, so it is masked every night; a changed detector scans
     everything again."""
-    from pipeline.pack import masking
+    from pipeline.publish import masking
 
     scanned: list[str] = []
 

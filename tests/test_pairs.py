@@ -7,9 +7,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline import contracts
-from pipeline.neighbors import edge_schema
-from pipeline.pairs import (
+from pipeline.ingest import contracts
+from pipeline.preference.pairs import (
     PAIR_SCHEMA,
     PROMPT_KEYS,
     SCORE_SCHEMA,
@@ -25,6 +24,7 @@ from pipeline.pairs import (
     same_prompt_pairs,
     split_leakage,
 )
+from pipeline.preference.pairs.neighbors import edge_schema
 
 OASST = Path("/work/shared/data/oasst/en_100_tree.jsonl")
 

@@ -1,4 +1,4 @@
-"""The merge thresholds in the configs are the ones the rule (pipeline/calibration.py) picks on
+"""The merge thresholds in the configs are the ones the rule (pipeline/semantic/calibration.py) picks on
 paraphrases scored by people, with the held-out figures quoted beside them (the STS-B sample in
 ../shared/data/paraphrase/, see bench/sections_paraphrase.py): a new sample that moves a threshold
 fails here."""
@@ -21,9 +21,9 @@ from bench.sections_paraphrase import (
     load_sample,
     pair_distances,
 )
-from pipeline.consolidate import ConsolidationConfig
-from pipeline.embed import EmbedConfig, load_model
-from pipeline.pairs import PairConfig
+from pipeline.preference.pairs import PairConfig
+from pipeline.semantic.consolidate import ConsolidationConfig
+from pipeline.semantic.embed import EmbedConfig, load_model
 
 # Beside the checkout, never in it.
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "paraphrase" / "stsb_sample.tsv"

@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 
 from assets import examples, feedback, memory
-from pipeline.storage import file_identity
+from pipeline.storage.lake import file_identity
 from tests.tenant_runs import TENANT, declared, materialize_tenant, tenant_lake
 from tests.test_learning_assets import DAY1, DAY2, materialize, write_lake
 

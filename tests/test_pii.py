@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
 from pipeline.pii import PSEUDONYM, analyse, detect, pseudonym, redact_text
 from pipeline.pii.redactor import IDENTIFIERS_KEY, RedactionCache, Redactor
-from pipeline.pii_guard import MAYBE_PII, find_pii, guard_version, iban_valid, luhn_valid
+from pipeline.publish.pii_guard import MAYBE_PII, find_pii, guard_version, iban_valid, luhn_valid
 
 KEY = b"test-key"
 
@@ -139,7 +139,7 @@ def test_guard_is_independent_and_finds_the_shaped_kinds() -> None:
     for kind, (recall, precision) in GUARD_FLOORS.items():
         assert table[kind]["recall"] >= recall, (kind, table[kind])
         assert table[kind]["precision"] >= precision, (kind, table[kind])
-    import pipeline.pii_guard as guard
+    import pipeline.publish.pii_guard as guard
 
     source = Path(guard.__file__).read_text()
     assert (
@@ -149,7 +149,7 @@ def test_guard_is_independent_and_finds_the_shaped_kinds() -> None:
 
 
 def _guard_spans(text: str) -> list[tuple[int, int, str]]:
-    from pipeline.pii_guard import find_spans
+    from pipeline.publish.pii_guard import find_spans
 
     return find_spans(text)
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.analytics import redacting
 from pipeline.pii import analyse, detect
 from pipeline.pii.detect import LONG_TOKEN, OVERLAP, WINDOW, Span, _engine, _merge, pieces
 from pipeline.pii.redactor import Redactor
-from pipeline.pii_guard import find_spans
+from pipeline.publish.analytics import redacting
+from pipeline.publish.pii_guard import find_spans
 
 # `pipeline.pii.detect` is also the name of a function in `pipeline.pii`.
 detect_module = importlib.import_module("pipeline.pii.detect")

@@ -14,13 +14,13 @@ import pytest
 
 from memorypack.fs import ObjectPath
 from pipeline.config import Paths
-from pipeline.dpo import RUN_FILE, STATUS_TRAINED, PolicyScorer, runs_frame
-from pipeline.dpo.shared import store_of, train_shared
-from pipeline.erasure_lake import withdraw_policies
-from pipeline.erasure_subject import Subject
-from pipeline.scrub import Needles
-from pipeline.storage import Lake
-from pipeline.templates.rewards import latest_trained
+from pipeline.erasure.lake import withdraw_policies
+from pipeline.erasure.scrub import Needles
+from pipeline.erasure.subject import Subject
+from pipeline.preference.dpo import RUN_FILE, STATUS_TRAINED, PolicyScorer, runs_frame
+from pipeline.preference.dpo.shared import store_of, train_shared
+from pipeline.preference.templates.rewards import latest_trained
+from pipeline.storage.lake import Lake
 from tests.test_dpo import FAST, _sft, planted_pairs
 
 pytestmark = pytest.mark.slow

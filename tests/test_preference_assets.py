@@ -12,9 +12,10 @@ import pytest
 from assets.config import DPOPolicyRun, StageSettings, settings_config
 from assets.preference import ASSETS, CHECKS, learning_beats_baselines
 from assets.resources import MemorypackHome
-from pipeline import contracts
 from pipeline.config import Paths
-from pipeline.dpo import (
+from pipeline.generate.preference import planted_mined_pairs
+from pipeline.ingest import contracts
+from pipeline.preference.dpo import (
     STATUS_TRAINED,
     DPOPolicyConfig,
     PolicyRun,
@@ -23,10 +24,9 @@ from pipeline.dpo import (
     runs_frame,
     wilson_interval,
 )
-from pipeline.generate.preference import planted_mined_pairs
-from pipeline.storage import Lake
-from pipeline.templates import load_registry
-from pipeline.warehouse import Warehouse
+from pipeline.preference.templates import load_registry
+from pipeline.storage.lake import Lake
+from pipeline.storage.warehouse import Warehouse
 from tests.tenant_runs import build_analytics, declared, materialize_tenant, write_by_tenant
 
 TENANTS = ("acme", "tiny")

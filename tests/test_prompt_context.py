@@ -9,9 +9,9 @@ import pytest
 
 from memorypack import MemoryPack
 from memorypack.context import PRIORITY
-from pipeline.pack.build import build_pack, load_inputs
-from pipeline.pack.writer import publish
-from pipeline.storage import Lake
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.writer import publish
+from pipeline.storage.lake import Lake
 from tests.tenant_runs import declared
 from tests.test_pack_support import AS_OF, RUN_DATE, make_lake, tenant_frames
 

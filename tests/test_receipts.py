@@ -114,7 +114,7 @@ def test_an_app_building_its_own_prompt_gets_a_receipt(pack: MemoryPack) -> None
     with pytest.raises(ValueError, match="holdout call uses no pack content"):
         pack.receipt(memories=memories, holdout=True)
     assert pack.receipt(holdout=True).as_context()["items"] == []
-    assert MAX_ITEMS == 256  # the contract's bound (pipeline.contracts.CONTEXT_MAX_ITEMS)
+    assert MAX_ITEMS == 256  # the contract's bound (pipeline.ingest.contracts.CONTEXT_MAX_ITEMS)
 
 
 @settings(derandomize=True, max_examples=40, deadline=None)

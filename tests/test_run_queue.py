@@ -36,14 +36,14 @@ from jobs.nightly import landing_sensor, nightly_schedule
 from jobs.runner import _instance
 from pipeline.config import Paths
 from pipeline.generate import generate
-from pipeline.storage import Lake
+from pipeline.storage.lake import Lake
 from tests.conftest import SOURCE_PATH
 from tests.test_homelock import held_elsewhere
 
 ROOT = Path(__file__).resolve().parents[1]
 START = date(2026, 11, 1)
 DATES = ["2026-11-01", "2026-11-02"]
-CLI = [sys.executable, "-m", "pipeline.cli"]
+CLI = [sys.executable, "-m", "jobs.cli"]
 ONE_PER_VALUE = [
     {"key": tag, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
     for tag in (HOME_TAG, TENANT_TAG, ANALYTICS_TAG)

@@ -19,15 +19,15 @@ import pyarrow as pa
 import pytest
 
 import jobs.runner
+from jobs.cli import main
 from jobs.runner import run_nightly
 from memorypack import MemoryPack
 from memorypack.format import read_latest, verify_pack
 from memorypack.fs import ObjectPath, location
-from pipeline.cli import main
 from pipeline.config import Paths
-from pipeline.erasure import export
+from pipeline.erasure.person import export
 from pipeline.generate import generate
-from pipeline.pack.remote import LOCKS_FOLDER
+from pipeline.publish.remote import LOCKS_FOLDER
 from tests.test_tenants_apart import NO_DPO
 
 START, END = "2026-11-01", "2026-11-02"

@@ -11,7 +11,7 @@ import pytest
 from memorypack.format import read_latest
 from pipeline.config import Paths
 from pipeline.generate import generate
-from pipeline.storage import Lake
+from pipeline.storage.lake import Lake
 from tests.conftest import interaction, write_landing
 
 START, END = "2026-11-01", "2026-11-02"

@@ -6,8 +6,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA, Signal
-from pipeline.scoring import ScoringConfig, compute_scores, orphan_feedback
+from pipeline.feedback.scores import ScoringConfig, compute_scores, orphan_feedback
+from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMORY_SCHEMA, Signal
 
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
 

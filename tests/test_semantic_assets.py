@@ -11,11 +11,11 @@ import numpy as np
 import polars as pl
 
 from assets import examples, semantic
-from pipeline import contracts
 from pipeline.config import Paths
-from pipeline.embed import EmbedConfig, available_backend, model_name
-from pipeline.storage import Lake
-from pipeline.vectors import EmbeddingCache
+from pipeline.ingest import contracts
+from pipeline.semantic.embed import EmbedConfig, available_backend, model_name
+from pipeline.storage.lake import Lake
+from pipeline.storage.vectors import EmbeddingCache
 from tests.tenant_runs import TENANT, build_analytics, declared, materialize_tenant, tenant_lake
 from tests.test_conflicts import statement, statements_frame
 from tests.test_consolidate import interaction

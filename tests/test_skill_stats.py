@@ -7,8 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA
-from pipeline.skill_stats import (
+from pipeline.examples.skill_stats import (
     SkillConfig,
     alignment,
     learning_effectiveness,
@@ -16,7 +15,8 @@ from pipeline.skill_stats import (
     skill_vectors,
     user_preferences,
 )
-from pipeline.vectors import TextVectors
+from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA
+from pipeline.storage.vectors import TextVectors
 
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
 

@@ -14,8 +14,8 @@ import pytest
 from pipeline import tables
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.storage import Lake, write_parquet_atomic
-from pipeline.warehouse import LOADED_FILES, Warehouse
+from pipeline.storage.lake import Lake, write_parquet_atomic
+from pipeline.storage.warehouse import LOADED_FILES, Warehouse
 
 HOLDER = """
 import sys, duckdb
@@ -124,7 +124,7 @@ def test_converge_refreshes_every_table_and_drops_what_the_lake_lost(tmp_path: P
 def test_a_held_warehouse_fails_in_one_line_and_the_next_refresh_converges(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("pipeline.warehouse.LOCK_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr("pipeline.storage.warehouse.LOCK_WAIT_SECONDS", 0.3)
     lake, warehouse = _home(tmp_path)
     lake.write_partition("events", "2026-11-01", _day("2026-11-01", ["a"]))
     warehouse.refresh("events", lake)
@@ -260,7 +260,7 @@ def test_a_filtered_load_killed_midway_is_caught_up(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from pipeline import warehouse as module
+    from pipeline.storage import warehouse as module
 
     monkeypatch.setattr(module, "ROWS_AT_A_TIME", 1)
     slices: list[int] = []

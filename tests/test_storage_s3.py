@@ -16,9 +16,9 @@ from memorypack.fs import ObjectPath
 from pipeline import tables
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.storage import Lake, file_identity, read_file
-from pipeline.vectors import MAX_PARTS, EmbeddingCache
-from pipeline.warehouse import Warehouse
+from pipeline.storage.lake import Lake, file_identity, read_file
+from pipeline.storage.vectors import MAX_PARTS, EmbeddingCache
+from pipeline.storage.warehouse import Warehouse
 from tests.tenant_runs import declared
 
 

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from pipeline import tables
-from pipeline.consolidate import TYPE_COUNT_FIELDS
-from pipeline.contracts import Signal
+from pipeline.ingest.contracts import Signal
+from pipeline.semantic.consolidate import TYPE_COUNT_FIELDS
 
 
 def test_the_count_columns_follow_the_signals_and_memory_types() -> None:

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import contracts
-from pipeline.templates import (
+from pipeline.ingest import contracts
+from pipeline.preference.templates import (
     SkillEvidence,
     SkillTemplate,
     TemplateScore,

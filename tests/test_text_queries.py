@@ -13,10 +13,10 @@ import pytest
 from bench.retrieval_set import write_pack
 from memorypack import MemoryPack, PackError
 from memorypack.format import sha256_file
-from pipeline.embed import encode, load_model, model_name
 from pipeline.errors import UserError
-from pipeline.pack.commands import register
-from pipeline.pack.models import encoder_files, prune_models
+from pipeline.publish.commands import register
+from pipeline.publish.models import encoder_files, prune_models
+from pipeline.semantic.embed import encode, load_model, model_name
 from tests.conftest import SOURCE_PATH
 
 TEXTS = [

@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 
 from assets import feedback, usage
-from pipeline.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA
+from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA
 from tests.tenant_runs import materialize_tenant, tenant_lake
 
 DAY = "2026-11-02"

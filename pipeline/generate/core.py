@@ -11,7 +11,6 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.contracts import MemoryCategory, MemoryType
 from pipeline.generate import texts
 from pipeline.generate.files import DayStats, LandingFile, Tally
 from pipeline.generate.malformed import (
@@ -26,6 +25,7 @@ from pipeline.generate.malformed import (
 from pipeline.generate.planted import Planter, Truth
 from pipeline.generate.world import SYSTEM_SKILLS as _SKILLS
 from pipeline.generate.world import TENANT_NAMES, Tenant, World
+from pipeline.ingest.contracts import MemoryCategory, MemoryType
 
 # Per tenant and day, each file in name order (ingest keeps the first copy of an event in name order).
 FILES = (

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from pipeline.contracts import ID_MAX_CHARS, LINE_MAX_BYTES, NOTE_MAX_CHARS, Reason
+from pipeline.ingest.contracts import ID_MAX_CHARS, LINE_MAX_BYTES, NOTE_MAX_CHARS, Reason
 
 Event = dict[str, Any]
 CONFLICT = Reason.CONFLICTING_DUPLICATE.value

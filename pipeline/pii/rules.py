@@ -183,7 +183,7 @@ def _is_name(words: list[str]) -> bool:
 
 def phone_shape(candidate: str) -> bool:
     """Whether a number the redactor's matcher or the publish guard's pattern found may be a
-    phone: one rule for both (pipeline.pii_guard), in text and in identifiers. Not a date, not an
+    phone: one rule for both (pipeline.publish.pii_guard), in text and in identifiers. Not a date, not an
     unformatted run shorter than `PLAIN_PHONE_MIN_DIGITS`, and not a zero-padded counter: digits
     opening with 000 ("ix-000394-153365", an event id) dial nothing, as a national number's trunk
     0 is followed by the area code and an international 00 by a country code, neither of which

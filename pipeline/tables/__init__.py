@@ -4,9 +4,9 @@ table with its columns and polars types, primary key, partitioning, owning asset
 the warehouse, the analyst snapshot and the Dagster catalog show for it.
 
 What reads this registry (the way pudl's `metadata/resources` drives its IO and checks):
-`pipeline.storage.Lake` refuses a frame that does not match its table on write and returns the
+`pipeline.storage.lake.Lake` refuses a frame that does not match its table on write and returns the
 declared columns on read (also for a table not yet written) — `enforce`; `assets.partitions`
-gives every asset its `dagster/column_schema`; `pipeline.analytics` takes the comments;
+gives every asset its `dagster/column_schema`; `pipeline.publish.analytics` takes the comments;
 `checks(name)` is the pandera schema of a table (types, primary key unique and not null). A
 stage that needs a table's schema asks here: `schema("memory_conflicts")`.
 

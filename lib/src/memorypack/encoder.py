@@ -7,7 +7,7 @@ once and shared by every version that uses them (a 20-90 MB model is not copied 
 seven kept versions, and a format-1 pack folder holds only the files format 1 lists). Loading
 checks both files against the sealed manifest's sha256 before anything runs.
 
-The encoding is `pipeline.embed.OnnxEncoder`'s, through the same functions (`tokenizer`,
+The encoding is `pipeline.semantic.embed.OnnxEncoder`'s, through the same functions (`tokenizer`,
 `session_options`, `embed_one`): the cache key's text normalisation (NFKC, lower case, single
 spaces), tokenize with truncation at the model's `max_seq_length`, the transformer on one text per
 run, the mean over the tokens, L2 normalisation. One text per run is what makes a query vector
@@ -42,7 +42,7 @@ class EncoderUnavailable(PackError):
 
 
 def normalise(text: str) -> str:
-    """The pipeline's cache-key text (pipeline.embed.normalise_text): NFKC, lower, single spaces."""
+    """The pipeline's cache-key text (pipeline.semantic.embed.normalise_text): NFKC, lower, single spaces."""
     return " ".join(unicodedata.normalize("NFKC", text or "").lower().split())
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from memorypack.results import FewShotExample, ScoredMemory, Template
 
 HOLDOUT_SHARE = 0.05
-# The contract's bound on `items` (pipeline.contracts.CONTEXT_MAX_ITEMS): more is quarantined.
+# The contract's bound on `items` (pipeline.ingest.contracts.CONTEXT_MAX_ITEMS): more is quarantined.
 MAX_ITEMS = 256
 _SCALE = float(1 << 64)
 

@@ -1,0 +1,8 @@
+"""Ingest (SPEC §2): a landing folder's log files → validated events, quarantined lines
+with one reason each, load statistics, and each tenant's typed tables (interactions, feedback,
+memory statements).
+
+Read in data order: contracts (the raw-log contract), landing (a file's bytes), lines, parse
+(each line's JSON), rules (the contract as polars rules), folder (dedup, `ingest_folder`),
+partitions (a run over several load dates), layout (the typed tables, per tenant); importers
+bring other log formats to the contract."""

@@ -1,0 +1,260 @@
+"""The raw-log contract (SPEC §2, version 1) and the typed tables it becomes: one place for every rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import pandera.polars as pa
+import polars as pl
+
+from pipeline import tables
+from pipeline.ingest.tenant_ids import TENANT_ID_PATTERN
+
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+EVENT_ID_MAX_CHARS = 128
+COMMENT_MAX_CHARS = 300
+# Field size limits: one line must not blow up memory, the lake or a pack. A line over
+# LINE_MAX_BYTES is quarantined before its JSON is parsed (`line_too_long`, its raw cut to
+# RAW_KEPT_CHARS: the landing file keeps the rest); a field over its `max_chars` is `too_long:<field>`.
+LINE_MAX_BYTES = 1 << 20
+RAW_KEPT_CHARS = 4096
+ID_MAX_CHARS = 256  # contact, session, skill, target, user ids; system, kind, model
+TEXT_MAX_CHARS = 65_536  # input, output, corrected_output: a long LLM exchange fits
+NOTE_MAX_CHARS = 8192  # summary, memory content, metadata, tags, supersedes
+# `context` (round 3): the receipt of the pack items a call used (SPEC §2, memorypack.receipt).
+# Its pack is named `<tenant_id>/<version>`: a version alone cannot say whose pack it is.
+CONTEXT_KEYS = ("pack_version", "items", "holdout")
+CONTEXT_MAX_ITEMS = 256  # an item id is at most ID_MAX_CHARS
+CONTEXT_PACK_PATTERN = (
+    rf"^({TENANT_ID_PATTERN.strip('^$')})/([0-9]{{8}}T[0-9]{{6}}(?:[0-9]{{6}})?Z-[0-9a-f]{{8}})$"
+)
+# An event may be stamped up to one day after its load date (clock skew, time zones); more is an error.
+FUTURE_TOLERANCE_DAYS = 1
+# Nothing this product logs predates 2000: an older `ts` (year 0000 included) is a bad clock or
+# an attack, and breaks every Python date conversion downstream.
+EARLIEST_TS_YEAR = 2000
+
+
+class EventType(StrEnum):
+    INTERACTION = "interaction"
+    FEEDBACK = "feedback"
+    MEMORY = "memory"
+    # A person asks to be forgotten (GDPR art. 17): `contact_id` names them. Never stored with
+    # that id; the run erases them (pipeline.erasure.person) and tombstones the id.
+    ERASURE = "erasure"
+
+
+class Signal(StrEnum):
+    THUMBS_UP = "thumbs_up"
+    THUMBS_DOWN = "thumbs_down"
+    CORRECTION = "correction"
+    FOLLOW_UP = "follow_up"
+    USER_OVERRIDE = "user_override"
+    USER_EDIT = "user_edit"
+    ACTION_TAKEN = "action_taken"
+    ACTION_IGNORED = "action_ignored"
+    REGENERATE = "regenerate"
+    COPY = "copy"
+    VALIDATE = "validate"
+
+
+class FeedbackReason(StrEnum):
+    TOO_VERBOSE = "too_verbose"
+    TOO_BRIEF = "too_brief"
+    WRONG_TONE = "wrong_tone"
+    NOT_HELPFUL = "not_helpful"
+    INCORRECT_INFO = "incorrect_info"
+    OTHER = "other"
+
+
+class MemoryType(StrEnum):
+    EXPLICIT_INSTRUCTION = "explicit_instruction"
+    CORRECTION = "correction"
+    CONFIRMED_PATTERN = "confirmed_pattern"
+    INFERRED_PATTERN = "inferred_pattern"
+    SINGLE_INFERENCE = "single_inference"
+    TEMPORARY = "temporary"
+
+
+class MemoryCategory(StrEnum):
+    COMMUNICATION = "communication"
+    SCHEDULING = "scheduling"
+    MONEY = "money"
+    RELATIONSHIPS = "relationships"
+    PREFERENCES = "preferences"
+    OTHER = "other"
+
+
+class ImpactLevel(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class Stage(StrEnum):
+    CLASSIFY = "classify"
+    ROUTE = "route"
+    GATHER = "gather"
+    DRAFT = "draft"
+    VALIDATE = "validate"
+
+
+class Reason(StrEnum):
+    """Machine-readable quarantine reasons. Field-specific ones are `<reason>:<field>`."""
+
+    INVALID_UTF8 = "invalid_utf8"
+    EMPTY_LINE = "empty_line"
+    # RFC 8259: also NaN/Infinity, trailing commas, whitespace but space, tab, LF and CR
+    INVALID_JSON = "invalid_json"
+    DUPLICATE_KEY = "duplicate_key"  # the same key twice in one object, at any depth
+    NOT_AN_OBJECT = "not_an_object"
+    UNSUPPORTED_SCHEMA_VERSION = "unsupported_schema_version"
+    MISSING_FIELD = "missing_field"  # missing_field:<field>
+    WRONG_TYPE = "wrong_type"  # wrong_type:<field>
+    BAD_EVENT_ID = "bad_event_id"
+    BAD_TENANT_ID = "bad_tenant_id"
+    UNKNOWN_EVENT_TYPE = "unknown_event_type"
+    BAD_TIMESTAMP = "bad_timestamp"
+    FUTURE_TIMESTAMP = "future_timestamp"
+    ANCIENT_TIMESTAMP = "ancient_timestamp"  # before EARLIEST_TS_YEAR
+    UNKNOWN_SIGNAL = "unknown_signal"
+    UNKNOWN_VALUE = "unknown_value"  # unknown_value:<field> for the other enumerations
+    OUT_OF_RANGE = "out_of_range"  # out_of_range:<field>
+    TOO_LONG = "too_long"  # too_long:<field>: over the field's max_chars
+    LINE_TOO_LONG = "line_too_long"  # over LINE_MAX_BYTES: not parsed
+    CONFLICTING_DUPLICATE = "conflicting_duplicate"  # same (tenant, event_id), different content
+    # The line names an erased person (a tombstone, see pipeline.erasure.person): counted here, with
+    # neither its raw text nor its event id kept.
+    ERASED_CONTACT = "erased_contact"
+    # A receipt (`context`): a key the contract does not know (`unknown_key:context`), a pack
+    # name that is not `<tenant_id>/<version>`, a pack of another tenant.
+    UNKNOWN_KEY = "unknown_key"
+    BAD_PACK_VERSION = "bad_pack_version"
+    FOREIGN_PACK = "foreign_pack"
+    # File-level: the unreadable rest of a file is one quarantined "line" (see pipeline.ingest.folder).
+    CORRUPT_GZIP = "corrupt_gzip"
+    UNREADABLE_FILE = "unreadable_file"
+
+
+# Reasons about a whole file rather than one line: no generated line can plant them.
+FILE_REASONS = (Reason.CORRUPT_GZIP, Reason.UNREADABLE_FILE)
+
+
+class JsonKind(StrEnum):
+    """What a field must hold in the JSON line."""
+
+    STRING = "string"
+    INTEGER = "integer"
+    NUMBER = "number"
+    STRING_LIST = "string_list"
+    ANY = "any"  # any JSON value; non-strings are stored as canonical JSON text
+    OBJECT = "object"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: JsonKind
+    event_types: tuple[EventType, ...]  # empty = every event type
+    required: bool = False
+    allowed: tuple[str, ...] | None = None  # enumeration, when the field has one
+    low: float | None = None
+    high: float | None = None
+    max_chars: int | None = None  # of its text (JSON text for objects, lists and non-strings)
+
+
+_I, _F, _M = EventType.INTERACTION, EventType.FEEDBACK, EventType.MEMORY
+
+# Every field of the contract, in the order the rules check them (the first failure is the reason).
+FIELDS: tuple[Field, ...] = (
+    Field("schema_version", JsonKind.INTEGER, ()),
+    Field("event_id", JsonKind.STRING, (), required=True),
+    Field("tenant_id", JsonKind.STRING, (), required=True),
+    Field("event_type", JsonKind.STRING, (), required=True, allowed=tuple(EventType)),
+    Field("ts", JsonKind.STRING, (), required=True),
+    Field("contact_id", JsonKind.STRING, (), max_chars=ID_MAX_CHARS),
+    Field("metadata", JsonKind.OBJECT, (), max_chars=NOTE_MAX_CHARS),
+    # interaction
+    Field("system", JsonKind.STRING, (_I,), required=True, max_chars=ID_MAX_CHARS),
+    Field("kind", JsonKind.STRING, (_I,), required=True, max_chars=ID_MAX_CHARS),
+    Field("session_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
+    Field("skill_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
+    Field("input", JsonKind.STRING, (_I,), required=True, max_chars=TEXT_MAX_CHARS),
+    Field("output", JsonKind.ANY, (_I,), required=True, max_chars=TEXT_MAX_CHARS),
+    Field("summary", JsonKind.STRING, (_I,), max_chars=NOTE_MAX_CHARS),
+    Field("tags", JsonKind.STRING_LIST, (_I, _M), max_chars=NOTE_MAX_CHARS),
+    Field("importance", JsonKind.NUMBER, (_I,), low=0.0, high=1.0),
+    Field("model", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
+    Field("stage", JsonKind.STRING, (_I,), allowed=tuple(Stage)),
+    Field("parent_event_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
+    # Checked key by key in pipeline.ingest.rules; stored as context_pack_version/_items/_holdout.
+    Field("context", JsonKind.OBJECT, (_I,), max_chars=TEXT_MAX_CHARS),
+    # feedback
+    Field("target_id", JsonKind.STRING, (_F,), required=True, max_chars=ID_MAX_CHARS),
+    Field("signal", JsonKind.STRING, (_F,), required=True, allowed=tuple(Signal)),
+    Field("rating", JsonKind.INTEGER, (_F,), low=1, high=5),
+    Field("reason", JsonKind.STRING, (_F,), allowed=tuple(FeedbackReason)),
+    Field("comment", JsonKind.STRING, (_F,)),
+    Field("corrected_output", JsonKind.ANY, (_F,), max_chars=TEXT_MAX_CHARS),
+    Field("user_id", JsonKind.STRING, (_I, _F), max_chars=ID_MAX_CHARS),
+    # memory
+    Field("memory_type", JsonKind.STRING, (_M,), required=True, allowed=tuple(MemoryType)),
+    Field("content", JsonKind.STRING, (_M,), required=True, max_chars=NOTE_MAX_CHARS),
+    Field("impact_level", JsonKind.STRING, (_M,), allowed=tuple(ImpactLevel)),
+    Field("confidence", JsonKind.NUMBER, (_M,), low=0.0, high=1.0),
+    Field("supersedes", JsonKind.STRING_LIST, (_M,), max_chars=NOTE_MAX_CHARS),
+    # `category` is free text on interactions and an enumeration on memories.
+    Field("category", JsonKind.STRING, (_I, _M)),
+)
+MEMORY_CATEGORIES = tuple(MemoryCategory)
+
+# The `events` table (every accepted event, all contract fields as typed columns), the quarantine
+# and the typed tables (SPEC §3, the columns each keeps from `events`): declared in pipeline.tables.
+EVENT_SCHEMA = tables.schema("events")
+QUARANTINE_SCHEMA = tables.schema("quarantine")
+INTERACTION_COLUMNS = tables.INTERACTION_COLUMNS
+FEEDBACK_COLUMNS = tables.FEEDBACK_COLUMNS
+MEMORY_COLUMNS = tables.MEMORY_COLUMNS
+INTERACTION_SCHEMA = tables.schema("interactions")
+FEEDBACK_SCHEMA = tables.schema("feedback")
+MEMORY_SCHEMA = tables.schema("memory_statements")
+
+
+# Pandera models: the typed tables as the rest of the pipeline may rely on them, beyond what
+# `tables.checks` generates from their declarations (types, primary key unique and not null).
+class Events(pa.DataFrameModel):
+    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
+    event_id: str = pa.Field(str_length={"min_value": 1, "max_value": EVENT_ID_MAX_CHARS})
+    event_type: str = pa.Field(isin=list(EventType))
+
+
+class Interactions(pa.DataFrameModel):
+    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
+    event_id: str = pa.Field(str_length={"min_value": 1, "max_value": EVENT_ID_MAX_CHARS})
+    system: str
+    kind: str
+    input: str
+    output: str
+    importance: float = pa.Field(nullable=True, in_range={"min_value": 0.0, "max_value": 1.0})
+    stage: str = pa.Field(nullable=True, isin=list(Stage))
+
+
+class Feedback(pa.DataFrameModel):
+    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
+    event_id: str
+    target_id: str
+    signal: str = pa.Field(isin=list(Signal))
+    rating: pl.Int8 = pa.Field(nullable=True, in_range={"min_value": 1, "max_value": 5})
+    reason: str = pa.Field(nullable=True, isin=list(FeedbackReason))
+    comment: str = pa.Field(nullable=True, str_length={"max_value": COMMENT_MAX_CHARS})
+
+
+class MemoryStatements(pa.DataFrameModel):
+    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
+    event_id: str
+    memory_type: str = pa.Field(isin=list(MemoryType))
+    content: str
+    category: str = pa.Field(nullable=True, isin=list(MemoryCategory))
+    impact_level: str = pa.Field(nullable=True, isin=list(ImpactLevel))
+    confidence: float = pa.Field(nullable=True, in_range={"min_value": 0.0, "max_value": 1.0})

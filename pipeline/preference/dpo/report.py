@@ -1,0 +1,98 @@
+"""What one night of DPO training says: the per-tenant figures and, plainly, whether it learned."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from pipeline.preference.dpo.baselines import short_of_baselines
+from pipeline.preference.dpo.runs import PolicyRun
+from pipeline.preference.dpo.settings import STATUS_FAILED, STATUS_SKIPPED, STATUS_TRAINED
+
+PER_TENANT_FIGURES = (
+    "tenant_id",
+    "policy_id",
+    "status",
+    "skipped_reason",
+    "n_eval",
+    "eval_accuracy",
+    "eval_accuracy_low",
+    "eval_accuracy_high",
+    "reference_accuracy",
+    "length_rule_accuracy",
+    "verdict",
+    "eval_margin",
+    "steps",
+    "seconds",
+)
+MEAN_FIGURES = (
+    "eval_accuracy",
+    "reference_accuracy",
+    "length_rule_accuracy",
+    "eval_margin",
+    "train_loss",
+)
+
+
+def failed_tenants(runs: Sequence[PolicyRun]) -> dict[str, str]:
+    """tenant → why its training raised (it keeps its previous policy)."""
+    return {run.tenant_id: str(run.skipped_reason) for run in runs if run.status == STATUS_FAILED}
+
+
+def learning_summary(trained: pl.DataFrame, short: pl.DataFrame) -> str:
+    """Says plainly, for the whole run, whether learning holds against the baselines."""
+    judged = trained.filter(pl.col("verdict").is_not_null()).height
+    if not judged:
+        return "not measured: no trained policy has eval pairs"
+    if short.is_empty():
+        return (
+            "learning beats the length rule, and is not below chance, "
+            f"for every policy ({judged} judged)"
+        )
+    return (
+        f"learning does not beat the length rule or chance for {short.height} of {judged} "
+        f"policies: {'; '.join(short['verdict'].to_list())}"
+    )
+
+
+def run_figures(
+    runs: Sequence[PolicyRun], current: pl.DataFrame, loss_type: str, recorded: int
+) -> tuple[dict[str, object], pl.DataFrame]:
+    """The night's figures (`current` is `runs_frame(runs)`) and the trained policies short of
+    their baselines."""
+    trained = current.filter(pl.col("status") == STATUS_TRAINED)
+    short = trained.filter(short_of_baselines())
+    figures: dict[str, object] = {
+        "runs_recorded": recorded,  # 0: every tenant's policy is the one dpo_runs already has
+        "loss_type": loss_type,
+        "tenants_trained": trained.height,
+        "tenants_skipped": current.height - trained.height,
+        "per_tenant": [{k: v for k, v in r.row().items() if k in PER_TENANT_FIGURES} for r in runs],
+    }
+    if trained.height:
+        figures |= {
+            "learning": learning_summary(trained, short),
+            **{
+                name: float(mean)  # type: ignore[arg-type]
+                for name in MEAN_FIGURES
+                if (mean := trained[name].mean()) is not None
+            },
+            "n_eval": int(trained["n_eval"].sum()),
+            "steps": int(trained["steps"].sum()),
+            "seconds": float(trained["seconds"].sum()),
+        }
+    return figures, short
+
+
+def unrecorded_outcomes(latest: pl.DataFrame) -> tuple[pl.DataFrame, int, int]:
+    """Of each tenant's latest run: the trained ones, how many of those with eval pairs lack an
+    accuracy in [0, 1], and how many skipped ones lack a reason."""
+    trained = latest.filter(pl.col("status") == STATUS_TRAINED)
+    bad_trained = trained.filter(
+        (pl.col("n_eval") > 0) & ~pl.col("eval_accuracy").is_between(0.0, 1.0).fill_null(False)
+    ).height
+    bad_skipped = latest.filter(
+        (pl.col("status") == STATUS_SKIPPED) & pl.col("skipped_reason").is_null()
+    ).height
+    return trained, bad_trained, bad_skipped

@@ -1,0 +1,138 @@
+"""DPO policies shared by every host of an object-store home.
+
+torch reads and writes files, so a policy is trained into and scored from the host's local work
+folder (`Paths.models`). On an object-store home the store keeps the policies too, under
+`<home>/models/policies/<policy_id>/`: before a tenant's run trains, the tenant's saved policies are
+pulled into the work folder (a host that never ran the tenant reuses the policy another host
+trained, as the same host would), and a policy trained here is pushed, `run.json` last, so a
+policy whose `run.json` is in the store is complete. A folder home keeps them in `<home>/models`
+only, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from memorypack.fs import ObjectPath
+from pipeline.config import Paths
+from pipeline.preference.dpo.runs import PolicyRun
+from pipeline.preference.dpo.settings import (
+    POOLED_TENANT,
+    RUN_FILE,
+    STATUS_TRAINED,
+    DPOPolicyConfig,
+)
+from pipeline.preference.dpo.training import train_policies
+
+
+def store_of(paths: Paths) -> ObjectPath | None:
+    """Where the home keeps its policies, or None on a folder home (the work folder is the home)."""
+    return paths.home / "models" / "policies" if isinstance(paths.home, ObjectPath) else None
+
+
+def _owner(policy_id: str) -> str:
+    """The tenant (or the pooled policy's name) a policy id `<tenant>-<12 hex>` belongs to."""
+    return policy_id.rsplit("-", 1)[0]
+
+
+def stored_policies(store: ObjectPath, owners: Iterable[str]) -> list[str]:
+    """The ids of the complete policies (`run.json` present) of `owners` in the store."""
+    wanted = set(owners)
+    complete = {
+        obj.parent.name
+        for obj in store.walk_files()
+        if obj.name == RUN_FILE and obj.parent.parent == store
+    }
+    return sorted(p for p in complete if _owner(p) in wanted)
+
+
+def pull_policies(store: ObjectPath, models_dir: Path, owners: Iterable[str]) -> list[str]:
+    """Copy the complete policies of `owners` that this host lacks from the store into
+    `models_dir` (each into a temporary sibling, then renamed); the ids copied."""
+    pulled = []
+    for policy_id in stored_policies(store, owners):
+        target = models_dir / policy_id
+        if (target / RUN_FILE).exists():
+            continue
+        tmp = models_dir / f".{policy_id}.{uuid.uuid4().hex}.pull"
+        for obj in (store / policy_id).walk_files():
+            local = tmp / obj.relative_to(store / policy_id)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            with obj.open("rb") as source, local.open("wb") as sink:
+                shutil.copyfileobj(source, sink)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+        pulled.append(policy_id)
+    return pulled
+
+
+def drop_withdrawn(paths: Paths) -> list[str]:
+    """Delete this host's copies of policies an erasure withdrew (on any host) that were saved
+    before the withdrawal: they must never be reused. (A policy trained again on the same pairs
+    after it has the same id and is kept.) The ids deleted."""
+    from pipeline.storage.lake import Lake
+
+    withdrawn = (
+        Lake(paths)
+        .read_or_empty("policy_withdrawals")
+        .group_by("policy_id")
+        .agg(pl.col("withdrawn_at").max())
+        .collect()
+    )
+    gone = []
+    for policy_id, at in withdrawn.sort("policy_id").iter_rows():
+        run = paths.models / policy_id / RUN_FILE
+        if run.exists() and run.stat().st_mtime < at.timestamp():
+            shutil.rmtree(run.parent)
+            gone.append(policy_id)
+    return gone
+
+
+def push_policy(store: ObjectPath, models_dir: Path, policy_id: str) -> None:
+    """Copy a policy trained here to the store, `run.json` last (what marks it complete)."""
+    folder = models_dir / policy_id
+    files = sorted((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.name == RUN_FILE)
+    for path in files:
+        (store / policy_id / path.relative_to(folder).as_posix()).upload(path)
+
+
+def train_shared(
+    paths: Paths,
+    pairs: pl.DataFrame,
+    sft_examples: pl.DataFrame,
+    config: DPOPolicyConfig,
+    tenants: Sequence[str],
+) -> list[PolicyRun]:
+    """`train_policies` in the host's work folder, with the home's saved policies pulled first
+    and the ones trained here pushed after (on an object-store home)."""
+    store = store_of(paths)
+    if store is not None:
+        drop_withdrawn(paths)
+        owners = [POOLED_TENANT] if config.pooled else [*tenants, *pairs["tenant_id"].unique()]
+        pull_policies(store, paths.models, owners)
+    runs = train_policies(pairs, sft_examples, config, paths.models, tenants=tenants)
+    if store is not None:
+        trained = {r.policy_id for r in runs if r.status == STATUS_TRAINED and not r.reused}
+        for policy_id in sorted(p for p in trained if p):
+            push_policy(store, paths.models, policy_id)
+    return runs
+
+
+def remove_shared(paths: Paths, owners: Iterable[str]) -> list[str]:
+    """Delete the policies of `owners` from the home's store (erasure), `run.json` first so a
+    half-deleted one is never taken for complete; the ids deleted."""
+    store = store_of(paths)
+    if store is None:
+        return []
+    removed = stored_policies(store, owners)
+    for policy_id in removed:
+        (store / policy_id / RUN_FILE).unlink(missing_ok=True)
+        (store / policy_id).remove_tree()
+    return removed

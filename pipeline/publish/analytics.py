@@ -1,0 +1,336 @@
+"""The analyst snapshot (SPEC §6): `<home>/analytics.duckdb`, rebuilt from the lake and swapped atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from pipeline import tables
+from pipeline.config import Paths
+from pipeline.publish.disk import fsync_path
+from pipeline.publish.store import list_versions, tenant_folders
+from pipeline.storage.lake import Lake
+from pipeline.storage.warehouse import (
+    DIGEST,
+    LOADED_FILES,
+    STORAGE_VERSION,
+    Warehouse,
+    duckdb_config,
+    sql_quote,
+)
+from pipeline.tables import COMMENTS
+
+if TYPE_CHECKING:
+    from pipeline.pii.redactor import Redactor
+
+# The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
+TABLES: dict[str, str] = {
+    name: COMMENTS[name]
+    for name in (
+        "events",
+        "quarantine",
+        "ingest_stats",
+        "interactions",
+        "feedback",
+        "memory_statements",
+        "feedback_scores",
+        "pack_usage",
+        "pack_uplift",
+        "decay_snapshots",
+        "consolidated_summaries",
+        "memory_conflicts",
+        "few_shot_sets",
+        "preference_pairs",
+        "dpo_runs",
+        "template_history",
+        "skill_stats",
+        "promotion_candidates",
+        "pack_versions",
+    )
+}
+# The warehouse holds these lake tables too (the stages' side tables, which each stage loaded
+# into it before the analytics build did it for every tenant at once); the snapshot, a copy of
+# the warehouse, holds them as well.
+WAREHOUSE_TABLES: dict[str, str] = TABLES | {
+    name: COMMENTS[name]
+    for name in (
+        "memory_embeddings",
+        "memory_reinforcement",
+        "memory_audit",
+        "user_preferences",
+        "skill_vectors",
+    )
+}
+# Views: name -> (tables it needs, comment, SQL).
+VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "latest_decay": (
+        ("decay_snapshots",),
+        "The most recent decay snapshot of each tenant: current confidence of every memory.",
+        "SELECT * FROM decay_snapshots QUALIFY as_of = max(as_of) OVER (PARTITION BY tenant_id)",
+    ),
+    "decay_by_type": (
+        ("decay_snapshots",),
+        "Mean confidence and active share per snapshot date and memory type (decay curves).",
+        "SELECT as_of, tenant_id, memory_type, count(*) AS memories, avg(confidence) AS mean_confidence,"
+        " avg(CASE WHEN status = 'active' THEN 1 ELSE 0 END) AS active_share"
+        " FROM decay_snapshots GROUP BY ALL ORDER BY ALL",
+    ),
+    "feedback_daily": (
+        ("feedback",),
+        "Feedback signals per tenant, day and signal.",
+        "SELECT tenant_id, CAST(ts AS DATE) AS day, signal, count(*) AS signals"
+        " FROM feedback GROUP BY ALL ORDER BY ALL",
+    ),
+    "few_shot_coverage": (
+        ("interactions", "few_shot_sets"),
+        "Per tenant x system x kind: interactions seen, few-shot examples available, mean quality.",
+        "WITH seen AS (SELECT tenant_id, system, kind, count(*) AS interactions FROM interactions GROUP BY ALL),"
+        " shots AS (SELECT tenant_id, system, kind, count(DISTINCT memory_id) AS examples,"
+        " avg(quality_lower) AS mean_quality_lower FROM few_shot_sets GROUP BY ALL)"
+        " SELECT seen.*, coalesce(shots.examples, 0) AS examples, shots.mean_quality_lower,"
+        " coalesce(shots.examples, 0) > 0 AS covered FROM seen LEFT JOIN shots USING (tenant_id, system, kind)"
+        " ORDER BY tenant_id, system, kind",
+    ),
+    "live_packs": (
+        ("pack_versions",),
+        "The pack each tenant's apps load right now.",
+        "SELECT * FROM pack_versions WHERE is_latest",
+    ),
+}
+CONTENTS_TABLE = "snapshot_contents"
+# The build's DuckDB memory (DUCKDB_MEMORY in all) between its two files, loaded at the same time:
+# the base's rows come through the redaction in slices, the warehouse's stream from the lake.
+BASE_MEMORY, WAREHOUSE_MEMORY = "768MiB", "256MiB"
+BASE = "analytics-base.duckdb"  # the snapshot's redacted base, in the home's local folder
+BASE_STAMP = BASE + ".redaction"  # beside it: the detector, key and format it was made with
+
+
+@dataclass
+class SnapshotReport:
+    path: Path
+    tables: dict[str, int] = field(default_factory=dict)  # name -> rows
+    views: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)  # PII found per kind, in new rows
+    seconds: float = 0.0
+
+
+def _sql(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[object, ...]]:
+    """Run and drain (DuckDB 2 refuses new work while a result is still open)."""
+    return con.execute(sql).fetchall()
+
+
+def pack_versions_frame(paths: Paths) -> pl.DataFrame:
+    """One row per kept pack version of every tenant (read from the packs folder itself)."""
+    rows = []
+    for tenant_dir in tenant_folders(paths.packs):
+        if paths.tenant is not None and tenant_dir.name != paths.tenant:
+            continue
+        for info in list_versions(tenant_dir):
+            rows.append(
+                {
+                    "tenant_id": tenant_dir.name,
+                    "version": info.version,
+                    "as_of": info.as_of,
+                    "created_at": info.created_at,
+                    "n_memories": info.n_memories,
+                    "bytes": info.bytes,
+                    "is_latest": info.is_latest,
+                    "redacted": info.manifest.get("redactions", {}).get("total"),
+                    "dagster_run_id": info.manifest.get("producer", {}).get("dagster_run_id"),
+                }
+            )
+    # The manifests hold times as ISO text: parsed into the declared type below.
+    schema = {**tables.schema("pack_versions"), "as_of": pl.String(), "created_at": pl.String()}
+    frame = pl.DataFrame(rows, schema=schema)
+    return frame.with_columns(
+        pl.col("as_of").str.to_datetime(time_zone="UTC", strict=False),
+        pl.col("created_at").str.to_datetime(time_zone="UTC", strict=False),
+    )
+
+
+def redacting(redactor: Redactor, found: Counter[str]) -> Callable[[pa.Table], pa.Table]:
+    """The snapshot's PII redaction of rows, as in a pack (SPEC §5): text columns redacted,
+    PII-looking ids pseudonymized with the same key (so analysts can join them with the packs'
+    ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`); what it
+    finds is counted in `found`. Texts already seen by a pack or an earlier build come from the
+    redactor's cache, where each slice's new analyses go."""
+    from pipeline.publish.content import ENUM_COLUMNS, ID_COLUMNS, MACHINE_COLUMNS
+
+    def redact(rows: pa.Table) -> pa.Table:
+        texts = [
+            f.name
+            for f in rows.schema
+            if _is_text(f.type) and f.name not in ENUM_COLUMNS | MACHINE_COLUMNS | {"tenant_id"}
+        ]
+        for f in rows.schema:
+            if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):
+                rows = _set_column(rows, f.name, pa.nulls(rows.num_rows, f.type))
+        if texts:
+            tenant = ["tenant_id"] if "tenant_id" in rows.column_names else []
+            frame = pl.from_arrow(rows.select([*tenant, *texts]))
+            assert isinstance(frame, pl.DataFrame)
+            redacted, counts = redactor.frame(frame, identifiers=ID_COLUMNS)
+            found.update(counts)
+            for column in texts:
+                kind = rows.schema.field(column).type
+                rows = _set_column(rows, column, redacted[column].to_arrow().cast(kind))
+            redactor.flush()
+        return rows
+
+    return redact
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        kind = kind.value_type
+    return (
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    )
+
+
+def _set_column(rows: pa.Table, name: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
+    return rows.set_column(rows.schema.get_field_index(name), name, values)
+
+
+@contextmanager
+def _redacted_base(paths: Paths, found: Counter[str]) -> Iterator[Warehouse]:
+    """The snapshot's base: a DuckDB file mirroring the lake's rows redacted, converged like the
+    warehouse (only what changed is loaded, so a night redacts only its new rows). A new
+    detector, key or storage format makes a new base: its identity is kept next to it. Texts
+    no pack analysed are analysed over every core (`AnalysisPool`) until the context ends."""
+    from pipeline.pii.redactor import Redactor
+
+    redactor = Redactor.for_home(paths, workers=len(os.sched_getaffinity(0)))
+    base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found), memory=BASE_MEMORY)
+    key = hashlib.sha256(redactor.key).hexdigest()[:16]
+    identity = f"{redactor.version} key {key} storage {STORAGE_VERSION} rows {DIGEST}"
+    stamp = paths.local / BASE_STAMP
+    if not stamp.exists() or stamp.read_text() != identity:
+        remove_redacted_base(paths)
+        stamp.write_text(identity)
+    try:
+        yield base
+    finally:
+        redactor.pool.close()
+
+
+def remove_redacted_base(paths: Paths) -> None:
+    """Delete the snapshot's base (an erasure: deleted rows stay in a DuckDB file's free blocks);
+    the next build loads it whole."""
+    for name in (BASE, BASE + ".wal", BASE_STAMP):
+        (paths.local / name).unlink(missing_ok=True)
+
+
+def _drop_bookkeeping(con: duckdb.DuckDBPyConnection) -> None:
+    """What the base keeps for its converges, not for analysts: its record of the lake files and
+    its rows' digests."""
+    _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")
+    for (name,) in _sql(
+        con, f"SELECT table_name FROM duckdb_columns() WHERE column_name = '{DIGEST}'"
+    ):
+        _sql(con, f'ALTER TABLE "{name}" DROP COLUMN {DIGEST}')
+
+
+def _converge(paths: Paths, found: Counter[str]) -> Warehouse:
+    """The warehouse and the redacted base caught up with the lake; returns the base. Two files,
+    so two writers at once: the warehouse's loads are DuckDB's own work, the base's mostly its
+    redaction; side by side they use both cores. They share the spill folder: DuckDB 2 names its
+    temporary files per instance (duckdb#24811)."""
+    lake = Lake(paths)
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="warehouse") as beside,
+        _redacted_base(paths, found) as base,
+    ):
+        warehouse = Warehouse(paths, memory=WAREHOUSE_MEMORY)
+        converged = beside.submit(warehouse.converge, lake, WAREHOUSE_TABLES)
+        base.converge(lake, WAREHOUSE_TABLES)
+        converged.result()
+    return base
+
+
+def build_snapshot(paths: Paths) -> SnapshotReport:
+    """Build a complete snapshot next to the live one, then replace it in one rename.
+
+    The warehouse and the snapshot's redacted base first converge to the lake: they load only
+    what changed since (a load date's new partitions; of a tenant's rewritten tables, the rows
+    they gained or lost), so a night neither re-reads nor re-redacts the history. The snapshot
+    is a copy of the base (in a format 1.x clients read; only redacted rows, in its free blocks
+    too, where a lake row leaves at most its 64-bit hash, the column dropped). An analyst
+    holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
+    never opens the live file for writing, so it can never be blocked by one.
+    """
+    began = datetime.now(UTC)
+    paths.local.mkdir(parents=True, exist_ok=True)
+    target = paths.analytics
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    report, found = SnapshotReport(target), Counter[str]()
+    try:
+        base = _converge(paths, found)
+        shutil.copyfile(base.path, temp)
+        con = duckdb.connect(str(temp), config=duckdb_config(paths))
+        try:
+            _drop_bookkeeping(con)
+            assert base.rows is not None
+            con.register("_versions", base.rows(pack_versions_frame(paths).to_arrow()))
+            _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')
+            con.unregister("_versions")
+            present = {r[0] for r in _sql(con, "SELECT table_name FROM duckdb_tables()")}
+            notes: list[tuple[str, str, int | None, str]] = []
+            for name, comment in WAREHOUSE_TABLES.items():  # every table the snapshot holds
+                if name not in present:
+                    if name in TABLES:  # an analysts' table; the others are extras
+                        report.missing.append(name)
+                        notes.append((name, "missing", None, "not in the lake yet (stage not run)"))
+                    continue
+                _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
+                report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
+                notes.append((name, "table", report.tables[name], comment))
+            report.redactions = dict(sorted(found.items()))
+            for view, (needs, comment, sql) in VIEWS.items():
+                absent = [t for t in needs if t not in report.tables]
+                if absent:
+                    notes.append((view, "skipped view", None, f"needs {', '.join(absent)}"))
+                    continue
+                _sql(con, f'CREATE OR REPLACE VIEW "{view}" AS {sql}')
+                _sql(con, f'COMMENT ON VIEW "{view}" IS {sql_quote(comment)}')
+                report.views.append(view)
+                notes.append((view, "view", None, comment))
+            _sql(
+                con,
+                f'CREATE OR REPLACE TABLE "{CONTENTS_TABLE}" (name VARCHAR, kind VARCHAR, "rows" BIGINT, note VARCHAR,'
+                " built_at TIMESTAMPTZ)",
+            )
+            con.executemany(
+                f'INSERT INTO "{CONTENTS_TABLE}" VALUES (?, ?, ?, ?, ?)',
+                [(*note, began) for note in notes],
+            ).fetchall()
+            _sql(
+                con,
+                f"COMMENT ON TABLE \"{CONTENTS_TABLE}\" IS 'What this snapshot holds, what was missing, and when it was built.'",
+            )
+            _sql(con, "CHECKPOINT")
+        finally:
+            con.close()
+        fsync_path(temp)
+        os.replace(temp, target)
+        fsync_path(target.parent)
+    finally:
+        for path in (temp, temp.with_name(temp.name + ".wal")):
+            path.unlink(missing_ok=True)
+    report.seconds = (datetime.now(UTC) - began).total_seconds()
+    return report

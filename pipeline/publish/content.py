@@ -1,0 +1,358 @@
+"""What a pack holds: the schemas of its files, the columns an app may see, and the inputs and
+content a build passes along."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import polars as pl
+
+from pipeline.pii.redactor import Redactor
+from pipeline.preference.dpo import DPO_RUNS_SCHEMA
+from pipeline.storage.vectors import EmbeddingCache
+
+TIMESTAMP = pl.Datetime("us", "UTC")
+
+
+STRING = pl.String()
+
+
+STRINGS = pl.List(pl.String())
+
+
+FLOATS = pl.List(pl.Float32())
+
+
+# The columns each pack file always has (pass-through tables keep any extra upstream columns).
+MEMORY_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": STRING,
+    "memory_id": STRING,
+    "memory_kind": STRING,
+    "contact_id": STRING,
+    "memory_type": STRING,
+    "kind": STRING,
+    "system": STRING,
+    "skill_id": STRING,
+    "user_id": STRING,
+    "category": STRING,
+    "impact_level": STRING,
+    "text": STRING,
+    "output": STRING,
+    "tags": STRINGS,
+    "confidence": pl.Float64(),
+    "status": STRING,
+    "needs_reconfirmation": pl.Boolean(),
+    "stale": pl.Boolean(),
+    "last_confirmed": TIMESTAMP,
+    "quality_score": pl.Float64(),
+    "quality_lower": pl.Float64(),
+    "n_feedback": pl.Int64(),
+    "has_correction": pl.Boolean(),
+    "has_conflict": pl.Boolean(),
+    "has_embedding": pl.Boolean(),
+    "ts": TIMESTAMP,
+    # The audit's promotion candidate (SPEC §4.2): the type a person may confirm it as, and why.
+    # Listed for the app to ask about, never applied.
+    "promotion_to": STRING,
+    "promotion_reason": STRING,
+}
+
+
+PASS_THROUGH: dict[str, tuple[str, dict[str, pl.DataType], list[str]]] = {
+    # pack file: (lake table, guaranteed columns, sort keys)
+    "summaries.parquet": (
+        "consolidated_summaries",
+        {
+            "tenant_id": STRING,
+            "scope": STRING,
+            "contact_id": STRING,
+            "system": STRING,
+            "kind": STRING,
+            "cluster_id": STRING,
+            "summary": STRING,
+            "representative_id": STRING,
+            "member_ids": STRINGS,
+            "n_members": pl.Int64(),
+            "confidence": pl.Float64(),
+            "tags": STRINGS,
+            "first_seen": TIMESTAMP,
+            "last_seen": TIMESTAMP,
+        },
+        ["cluster_id"],
+    ),
+    "few_shot.parquet": (
+        "few_shot_sets",
+        {
+            "tenant_id": STRING,
+            "system": STRING,
+            "kind": STRING,
+            "skill_id": STRING,
+            "rank": pl.Int64(),
+            "memory_id": STRING,
+            "input": STRING,
+            "output": STRING,
+            "is_corrected": pl.Boolean(),
+            "quality_lower": pl.Float64(),
+            "n_feedback": pl.Int64(),
+            "ts": TIMESTAMP,
+            "why": STRING,
+        },
+        ["system", "kind", "skill_id", "rank", "memory_id"],
+    ),
+    "templates.parquet": (
+        "template_history",
+        {
+            "tenant_id": STRING,
+            "skill_id": STRING,
+            "version": pl.Int64(),
+            "template": STRING,
+            "is_current": pl.Boolean(),
+            "eval_accuracy": pl.Float64(),
+            "eval_margin": pl.Float64(),
+            "evidence": STRING,
+            "policy_id": STRING,
+            "created_at": TIMESTAMP,
+        },
+        ["skill_id", "version"],
+    ),
+    "skills.parquet": (
+        "skill_stats",
+        {
+            "tenant_id": STRING,
+            "user_id": STRING,
+            "skill_id": STRING,
+            "usage": pl.Int64(),
+            "n_positive": pl.Int64(),
+            "n_negative": pl.Int64(),
+            "positive_share": pl.Float64(),
+            "ema_confidence": pl.Float64(),
+            "mean_reward": pl.Float64(),
+            "last_used_at": TIMESTAMP,
+        },
+        ["user_id", "skill_id"],
+    ),
+}
+
+
+CONFLICT_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": STRING,
+    "contact_id": STRING,
+    "memory_id_a": STRING,
+    "memory_id_b": STRING,
+    "preferred_id": STRING,
+    "reason": STRING,
+    "subject": STRING,
+    "text_a": STRING,
+    "text_b": STRING,
+}
+
+
+VECTOR_SCHEMA: dict[str, pl.DataType] = {
+    "tenant_id": STRING,
+    "owner": STRING,  # "user" (preference vector) | "skill" (mean embedding of its interactions)
+    "owner_id": STRING,
+    "vector": FLOATS,
+    "n": pl.Int64(),
+}
+
+
+# Enumerations are kept verbatim; identifiers that look like PII (an e-mail, a phone number…)
+# become keyed pseudonyms (pipeline.pii.pseudonym); every other text column of every pack file
+# goes through PII redaction.
+ENUM_COLUMNS = frozenset(
+    {
+        "tenant_id",
+        "memory_kind",
+        "memory_type",
+        "kind",
+        "system",
+        "status",
+        "category",
+        "impact_level",
+        "scope",
+        "owner",
+        "stage",
+        "model",
+        "promotion_to",
+    }
+)
+
+
+# Texts the pipeline makes: digests (sha256 or HMAC hex), pack versions (`<publish time>-<hash>`)
+# and Dagster run ids. Nothing of a person can be read in them, so the analytics snapshot keeps
+# them as they are instead of analysing them as text (no pack file has one): spaCy's NER tags
+# about one version in a thousand as a place, and a redacted version joins to no pack.
+MACHINE_COLUMNS = frozenset(
+    {"content_hash", "text_hash", "subject_hash", "pair_id", "version", "dagster_run_id"}
+)
+
+
+ID_COLUMNS = frozenset(
+    {
+        "memory_id",
+        "contact_id",
+        "skill_id",
+        "user_id",
+        "cluster_id",
+        "representative_id",
+        "member_ids",
+        "memory_id_a",
+        "memory_id_b",
+        "preferred_id",
+        "policy_id",
+        "owner_id",
+        "session_id",
+        # in the analytics snapshot: the same pseudonyms as the packs' ids, so analysts can join
+        "event_id",
+        "target_id",
+        "parent_event_id",
+        "chosen_id",
+        "rejected_id",
+    }
+)
+
+
+# What a pack reports of its tenant's policy (SPEC §4.7): facts of the policy only. When and how
+# long it ran, and whether a night reused it, stay in dpo_runs: a pack's content never depends on
+# the clock, so a re-run with identical input builds identical content (SPEC §5).
+POLICY_METRICS = tuple(
+    c for c in DPO_RUNS_SCHEMA if c not in ("tenant_id", "model_dir", "seconds", "reused")
+)
+
+
+# Used only while no decay snapshot exists yet: the §4.2 base of the type (BASE_CONFIDENCE).
+DEFAULT_CONFIDENCE = 0.5
+
+
+@dataclass
+class PackInputs:
+    """Every lake table a pack reads, as scans: a tenant's pack collects only its own rows, so
+    memory holds one tenant at a time, not the lake."""
+
+    as_of: datetime
+    tables: dict[str, pl.LazyFrame]
+    missing: list[str]
+    decay_snapshot: str | None
+    load_dates: list[str] = field(default_factory=list)
+    ingest_totals: dict[str, int] = field(default_factory=dict)
+    event_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    cache: EmbeddingCache | None = None  # where memory_embeddings' vectors are
+    redactor: Redactor | None = None  # PII redaction with the home's cache and key
+    models_dir: Path | None = None  # the embedding stage's ONNX exports (shipped for text queries)
+
+    @property
+    def run_date(self) -> date:
+        return (self.as_of - timedelta(days=1)).date()
+
+    def tenants(self) -> list[str]:
+        found: set[str] = set()
+        for name in ("interactions", "memory_statements"):
+            if name in self.tables:
+                found.update(
+                    self.tables[name]
+                    .select(pl.col("tenant_id").unique())
+                    .collect()["tenant_id"]
+                    .drop_nulls()
+                )
+        return sorted(found)
+
+    def columns(self, name: str) -> list[str]:
+        return self.tables[name].collect_schema().names() if name in self.tables else []
+
+    def rows(self, name: str, tenant: str) -> pl.DataFrame | None:
+        """The tenant's rows of a table (None when the table is not in the lake)."""
+        table = self.tables.get(name)
+        if table is None:
+            return None
+        if "tenant_id" not in self.columns(name):
+            return table.collect()
+        return table.filter(pl.col("tenant_id") == tenant).collect()
+
+
+FILL_ROWS = 16_384  # rows of the embedding matrix handled at a time (24 MiB of 384-dim vectors)
+
+
+def write_npy(path: Path, blocks: Iterable[np.ndarray], rows: int, dim: int) -> None:
+    """A (rows × dim) float32 .npy file from blocks of rows: the bytes np.save writes of the whole
+    matrix, which is never made."""
+    header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}
+    written = 0
+    with path.open("wb") as out:
+        np.lib.format.write_array_header_1_0(out, header)
+        for block in blocks:
+            out.write(np.ascontiguousarray(block, dtype="<f4").tobytes())
+            written += len(block)
+    if written != rows:
+        raise ValueError(f"{written} embedding rows written to {path.name}, {rows} declared")
+
+
+def _npy_shape(handle: BinaryIO) -> tuple[int, int]:
+    np.lib.format.read_magic(handle)
+    rows, dim = np.lib.format.read_array_header_1_0(handle)[0]
+    return int(rows), int(dim)
+
+
+def npy_shape(path: Path) -> tuple[int, int]:
+    """(rows, dim) of a 2-D .npy file, from its header."""
+    with path.open("rb") as handle:
+        return _npy_shape(handle)
+
+
+def npy_blocks(path: Path, size: int = FILL_ROWS) -> Iterator[np.ndarray]:
+    """The rows of a 2-D float32 .npy file, `size` at a time, read (not mapped: a block that was
+    read is freed)."""
+    with path.open("rb") as handle:
+        rows, dim = _npy_shape(handle)
+        for start in range(0, rows, size):
+            n = min(size, rows - start)
+            yield np.fromfile(handle, dtype="<f4", count=n * dim).reshape(n, dim)
+
+
+class EmbeddingMatrix:
+    """A pack's embeddings (rows × dim float32; row i is memory i's unit vector, zeros without
+    one) in a temporary .npy file, written and read a block of rows at a time: at 1.3M memories
+    the matrix is 2 GB, and a night never holds it whole. The file goes with the object."""
+
+    def __init__(self, blocks: Iterable[np.ndarray], rows: int, dim: int) -> None:
+        handle, name = tempfile.mkstemp(prefix="pack-embeddings-", suffix=".npy")
+        os.close(handle)
+        self.path, self.rows, self.dim = Path(name), rows, dim
+        weakref.finalize(self, self.path.unlink, missing_ok=True)
+        write_npy(self.path, blocks, rows, dim)
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> EmbeddingMatrix:
+        """A matrix already in memory (a small one: tests, benchmarks)."""
+        return cls([matrix], matrix.shape[0], matrix.shape[1])
+
+    def blocks(self, size: int = FILL_ROWS) -> Iterator[np.ndarray]:
+        yield from npy_blocks(self.path, size)  # a generator of self: the file lives while read
+
+    def read(self) -> np.ndarray:
+        """The whole matrix (a small one)."""
+        return np.load(self.path)
+
+
+@dataclass
+class PackContent:
+    """One tenant's pack before it is written: frames per file, the embedding matrix, manifest parts."""
+
+    tenant_id: str
+    as_of: datetime
+    frames: dict[str, pl.DataFrame]
+    embeddings: EmbeddingMatrix
+    models: dict[str, Any]
+    metrics: dict[str, Any]
+    inputs: dict[str, Any]
+    redactions: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+    # The embedding model's files to ship beside the tenant's versions (pipeline.publish.models).
+    model_files: dict[str, Path] = field(default_factory=dict)

@@ -1,0 +1,157 @@
+"""A pack's memories file: statements and interactions with their decay, feedback scores,
+conflicts, embeddings and promotions, one row a memory."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipeline.memory.audit import promotion_candidates
+from pipeline.memory.decay import BASE_CONFIDENCE
+from pipeline.publish.content import (
+    CONFLICT_SCHEMA,
+    DEFAULT_CONFIDENCE,
+    MEMORY_SCHEMA,
+    STRING,
+    STRINGS,
+    TIMESTAMP,
+    PackInputs,
+)
+from pipeline.publish.inputs import ensure_columns, tenant_rows
+
+
+def pack_memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
+    """One row a memory the app may see: what it says, joined with its decay, feedback scores,
+    conflicts, embedding and promotion (archived memories stay out)."""
+    memories = _memory_rows(inputs, tenant)
+    decay = _typed_rows(inputs, "decay_snapshots", tenant, DECAY_COLUMNS)
+    scores = _typed_rows(inputs, "feedback_scores", tenant, SCORE_COLUMNS)
+    conflicts = tenant_rows(inputs, "memory_conflicts", tenant, CONFLICT_SCHEMA)
+    promotions = _promotions(inputs, tenant, conflicts)
+    in_conflict = pl.concat([conflicts["memory_id_a"], conflicts["memory_id_b"]]).drop_nulls()
+    embedded = tenant_rows(inputs, "memory_embeddings", tenant, {"memory_id": STRING})["memory_id"]
+    return (
+        memories.unique("memory_id", keep="last", maintain_order=True)
+        .join(decay.unique("memory_id"), on="memory_id", how="left")
+        .join(scores.unique("memory_id"), on="memory_id", how="left")
+        .join(promotions, on="memory_id", how="left")
+        .with_columns(
+            # Without a decay snapshot yet, the stated confidence (or importance) stands.
+            pl.coalesce("confidence", "base_confidence", pl.lit(DEFAULT_CONFIDENCE)).alias(
+                "confidence"
+            ),
+            pl.col("status").fill_null("active"),
+            pl.col("needs_reconfirmation").fill_null(False),
+            pl.col("stale").fill_null(False),
+            pl.coalesce("last_confirmed", "ts").alias("last_confirmed"),
+            pl.col("quality_score").fill_null(0.0),
+            pl.col("quality_lower").fill_null(0.0),
+            pl.col("n_feedback").fill_null(0),
+            pl.col("has_correction").fill_null(False),
+            pl.col("memory_id").is_in(in_conflict.implode()).alias("has_conflict"),
+            pl.col("memory_id").is_in(embedded.implode()).alias("has_embedding"),
+            pl.col("tags").fill_null(pl.lit([], dtype=STRINGS)),
+        )
+        # Archived memories stay in the lake and warehouse (nothing is deleted); apps get the rest.
+        .filter(pl.col("status") != "archived")
+        .select([pl.col(c).cast(t) for c, t in MEMORY_SCHEMA.items()])
+        .sort("memory_id")
+    )
+
+
+def _memory_rows(inputs: PackInputs, tenant: str) -> pl.DataFrame:
+    """The tenant's statements and interactions as one frame of memories, in their own words."""
+    from pipeline.ingest import contracts
+
+    statements = tenant_rows(inputs, "memory_statements", tenant, contracts.MEMORY_SCHEMA)
+    interactions = tenant_rows(
+        inputs, "interactions", tenant, {**contracts.INTERACTION_SCHEMA, "user_id": STRING}
+    )
+    null_str = pl.lit(None, dtype=STRING)
+    common = [pl.col("tenant_id"), pl.col("event_id").alias("memory_id"), pl.col("contact_id")]
+    from_statements = statements.select(
+        *common,
+        pl.lit("statement").alias("memory_kind"),
+        pl.col("memory_type"),
+        null_str.alias("kind"),
+        null_str.alias("system"),
+        null_str.alias("skill_id"),
+        null_str.alias("user_id"),
+        pl.col("category"),
+        pl.col("impact_level"),
+        pl.col("content").alias("text"),
+        null_str.alias("output"),
+        pl.col("tags").cast(STRINGS),
+        pl.coalesce(
+            pl.col("confidence").cast(pl.Float64),
+            pl.col("memory_type").replace_strict(
+                BASE_CONFIDENCE, default=None, return_dtype=pl.Float64
+            ),
+        ).alias("base_confidence"),
+        pl.col("ts").cast(TIMESTAMP),
+    )
+    from_interactions = interactions.select(
+        *common,
+        pl.lit("interaction").alias("memory_kind"),
+        pl.lit("interaction").alias("memory_type"),
+        pl.col("kind"),
+        pl.col("system"),
+        pl.col("skill_id"),
+        pl.col("user_id"),
+        pl.col("category"),
+        null_str.alias("impact_level"),
+        pl.col("input").alias("text"),
+        pl.col("output"),
+        pl.col("tags").cast(STRINGS),
+        pl.col("importance").cast(pl.Float64).alias("base_confidence"),
+        pl.col("ts").cast(TIMESTAMP),
+    )
+    return pl.concat([from_statements, from_interactions], how="vertical_relaxed")
+
+
+# What a memory takes from the latest decay snapshot, and from its feedback scores.
+DECAY_COLUMNS: dict[str, pl.DataType] = {
+    "memory_id": STRING,
+    "confidence": pl.Float64(),
+    "status": STRING,
+    "needs_reconfirmation": pl.Boolean(),
+    "stale": pl.Boolean(),
+    "last_confirmed": TIMESTAMP,
+}
+SCORE_COLUMNS: dict[str, pl.DataType] = {
+    "memory_id": STRING,
+    "quality_score": pl.Float64(),
+    "quality_lower": pl.Float64(),
+    "n_feedback": pl.Int64(),
+    "has_correction": pl.Boolean(),
+}
+
+
+def _typed_rows(
+    inputs: PackInputs, name: str, tenant: str, columns: dict[str, pl.DataType]
+) -> pl.DataFrame:
+    """The tenant's rows of `name`, just `columns`, of their types (missing ones null)."""
+    return tenant_rows(inputs, name, tenant, columns).select(
+        pl.col(c).cast(dtype) for c, dtype in columns.items()
+    )
+
+
+def _promotions(inputs: PackInputs, tenant: str, conflicts: pl.DataFrame) -> pl.DataFrame:
+    """(memory_id, promotion_to, promotion_reason) of the audit's promotion candidates, computed
+    by the audit's own rule on the pack's decay snapshot (so the pack never waits for the audit
+    asset); none when the snapshot predates the columns the rule reads."""
+    empty = pl.DataFrame(
+        schema={"memory_id": STRING, "promotion_to": STRING, "promotion_reason": STRING}
+    )
+    snapshot = inputs.rows("decay_snapshots", tenant)
+    needed = {"reinforced_confidence", "reputation", "reinforcement_count", "memory_type"}
+    if snapshot is None or not snapshot.height or not needed <= set(snapshot.columns):
+        return empty
+    snapshot = ensure_columns(
+        snapshot, {"as_of": TIMESTAMP, "contact_id": STRING, "last_confirmed": TIMESTAMP}
+    )
+    found = promotion_candidates(
+        snapshot, conflicts.select("tenant_id", "memory_id_a", "memory_id_b")
+    )
+    return found.select(
+        "memory_id", promotion_to="proposed_type", promotion_reason="reason"
+    ).unique("memory_id", keep="first", maintain_order=True)

@@ -1,0 +1,202 @@
+"""Members into clusters (conflicting statements never share one), one summary per cluster, and
+how many others repeat each statement."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from pipeline.frames import codes, group_bounds
+from pipeline.semantic.consolidate.clustering import cluster_labels
+from pipeline.semantic.consolidate.members import (
+    REINFORCEMENT_SCHEMA,
+    SUMMARY_SCHEMA,
+    TYPE_COUNT_FIELDS,
+    ConsolidationConfig,
+)
+from pipeline.storage.vectors import TextVectors
+
+
+def _cannot_links(units: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFrame:
+    """Global (i, j) index pairs of `units` rows that may not share a cluster, by a conflict."""
+    index = units.select("tenant_id", "memory_id", pl.int_range(pl.len()).alias("i"))
+    if conflicts.is_empty():
+        return pl.DataFrame(schema={"i": pl.Int64, "j": pl.Int64})
+    return (
+        conflicts.join(index.rename({"memory_id": "memory_id_a"}), on=["tenant_id", "memory_id_a"])
+        .join(index.rename({"memory_id": "memory_id_b", "i": "j"}), on=["tenant_id", "memory_id_b"])
+        .select(
+            pl.min_horizontal("i", "j").cast(pl.Int64).alias("i"),
+            pl.max_horizontal("i", "j").cast(pl.Int64).alias("j"),
+        )
+        .sort("i")
+    )
+
+
+def _group_links(
+    start: int, end: int, polarity: np.ndarray, digits: np.ndarray, conflicts: np.ndarray
+) -> np.ndarray:
+    """Local index pairs of rows start..end that cannot be repeats of each other even when their
+    vectors are close: opposite polarity ("Don't schedule meetings after 5pm" / "Schedule meetings
+    before 9am" ≈ 0.7), different numbers ("after 5pm" / "after 6pm"), or a conflict."""
+    pol, dig = polarity[start:end], digits[start:end]
+    mask = (pol[:, None] != pol[None, :]) | (dig[:, None] != dig[None, :])
+    lo, hi = np.searchsorted(conflicts[:, 0], [start, end])
+    mask[conflicts[lo:hi, 0] - start, conflicts[lo:hi, 1] - start] = True
+    i, j = np.nonzero(np.triu(mask | mask.T, k=1))
+    return np.stack([i, j], axis=1).astype(np.int64)
+
+
+def label_groups(
+    members: pl.DataFrame,
+    keys: list[str],
+    threshold: float,
+    conflicts: pl.DataFrame,
+    config: ConsolidationConfig,
+    dedupe: bool,
+    vectors: TextVectors,
+) -> pl.DataFrame:
+    """Adds `cluster` (a global integer) to members, clustering within each group of `keys`.
+
+    With `dedupe`, identical texts are trivially one cluster: only distinct texts are clustered.
+    Otherwise (statements) the cannot-link rules of `_group_links` apply.
+    """
+    units = members.unique([*keys, "text_hash"], keep="first") if dedupe else members
+    units = units.sort(*keys, "memory_id", nulls_last=True)
+    rows = vectors.rows(units["text_hash"])
+    if not dedupe:
+        polarity = units["polarity"].to_numpy()
+        digits = codes(units["subject_numbers"])
+        links = _cannot_links(units, conflicts).to_numpy().reshape(-1, 2)
+    labels = np.empty(units.height, dtype=np.int64)
+    next_label = 0
+    for start, end in group_bounds(units, keys):
+        if end - start == 1:
+            labels[start] = next_label
+            next_label += 1
+            continue
+        cannot = None if dedupe else _group_links(start, end, polarity, digits, links)
+        sub = cluster_labels(vectors.matrix[rows[start:end]], threshold, cannot, config.max_block)
+        labels[start:end] = sub + next_label
+        next_label += int(sub.max()) + 1
+    labelled = units.with_columns(pl.Series("cluster", labels))
+    if not dedupe:
+        return labelled
+    return members.join(
+        labelled.select(*keys, "text_hash", "cluster"),
+        on=[*keys, "text_hash"],
+        how="left",
+        nulls_equal=True,
+    )
+
+
+def centroid_similarity(members: pl.DataFrame, vectors: TextVectors) -> pl.Series:
+    """e_i · Σ_cluster e_j: the member with the largest value is the cluster's medoid.
+
+    Computed once per distinct (cluster, text), weighting each text by its number of members, so
+    a cluster of 10,000 identical requests costs one vector.
+    """
+    texts = members.group_by("cluster", "text_hash").agg(pl.len().alias("n"))
+    vectors_of = vectors.of(texts["text_hash"])
+    _, inverse = np.unique(texts["cluster"].to_numpy(), return_inverse=True)
+    sums = np.zeros((int(inverse.max()) + 1 if len(inverse) else 0, vectors.dim), np.float32)
+    np.add.at(sums, inverse, vectors_of * texts["n"].to_numpy()[:, None].astype(np.float32))
+    centrality = texts.select(
+        "cluster",
+        "text_hash",
+        pl.Series("centrality", np.einsum("ij,ij->i", vectors_of, sums[inverse])),
+    )
+    return members.join(centrality, on=["cluster", "text_hash"], how="left", maintain_order="left")[
+        "centrality"
+    ]
+
+
+def summarise(members: pl.DataFrame, scope: str, config: ConsolidationConfig) -> pl.DataFrame:
+    """One row per cluster; members are ordered best-first so the first one represents."""
+    prefix = "s" if scope == "statement" else "i"
+    counts = [
+        (pl.col("memory_type") == name).sum().cast(pl.Int64).alias(name)
+        for name in TYPE_COUNT_FIELDS
+    ]
+    grouped = (
+        members.sort(
+            "cluster",
+            "priority",
+            "centrality",
+            "ts",
+            "memory_id",
+            descending=[False, False, True, True, False],
+        )
+        .group_by("cluster", maintain_order=True)
+        .agg(
+            pl.col("tenant_id").first(),
+            pl.when(pl.col("contact_id").n_unique() == 1)
+            .then(pl.col("contact_id").first())
+            .alias("contact_id"),
+            pl.col("system").first(),
+            pl.col("kind").first(),
+            pl.col("text").first().alias("summary"),
+            pl.col("memory_id").first().alias("representative_id"),
+            pl.col("memory_type").first().alias("representative_type"),
+            pl.col("memory_id").sort().alias("member_ids"),
+            pl.len().cast(pl.Int64).alias("n_members"),
+            pl.struct(counts).alias("n_by_type"),
+            pl.col("confidence").max().alias("max_confidence"),
+            pl.col("tags").explode().drop_nulls().unique().sort().alias("tags"),
+            pl.col("ts").min().alias("first_seen"),
+            pl.col("ts").max().alias("last_seen"),
+        )
+    )
+    if scope == "statement":
+        cap = pl.col("representative_type").replace_strict(
+            config.confidence_cap, default=1.0, return_dtype=pl.Float64
+        )
+        combined = pl.min_horizontal(
+            cap, pl.col("max_confidence") + config.reinforcement_step * (pl.col("n_members") - 1)
+        )
+    else:
+        combined = pl.col("max_confidence")
+    return grouped.with_columns(
+        pl.lit(scope).alias("scope"),
+        (pl.lit(f"{prefix}-") + pl.col("representative_id")).alias("cluster_id"),
+        combined.alias("confidence"),
+    ).select("cluster", *SUMMARY_SCHEMA)
+
+
+def reinforcement(members: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFrame:
+    """Per statement: how many OTHER members of its cluster repeat it (conflicting ones never do)."""
+    keyed = members.select("tenant_id", "memory_id", "cluster_id", "ts")
+    pairs = keyed.join(
+        keyed.rename({"memory_id": "other_id", "ts": "other_ts"}),
+        on=["tenant_id", "cluster_id"],
+    ).filter(pl.col("memory_id") != pl.col("other_id"))
+    if conflicts.height:
+        against = conflicts.select("tenant_id", "memory_id_a", "memory_id_b")
+        both_ways = pl.concat(
+            [
+                against.rename({"memory_id_a": "memory_id", "memory_id_b": "other_id"}),
+                against.select(
+                    "tenant_id",
+                    pl.col("memory_id_b").alias("memory_id"),
+                    pl.col("memory_id_a").alias("other_id"),
+                ),
+            ]
+        )
+        pairs = pairs.join(both_ways, on=["tenant_id", "memory_id", "other_id"], how="anti")
+    counted = pairs.group_by("tenant_id", "memory_id").agg(
+        pl.len().cast(pl.Int64).alias("reinforcement_count"),
+        pl.col("other_ts").max().alias("last_reinforced_at"),
+        pl.col("other_ts").sort().alias("reinforced_at"),
+    )
+    return (
+        keyed.join(counted, on=["tenant_id", "memory_id"], how="left")
+        .with_columns(
+            pl.col("reinforcement_count").fill_null(0),
+            pl.col("reinforced_at").fill_null(
+                pl.lit([], pl.List(REINFORCEMENT_SCHEMA["last_reinforced_at"]))
+            ),
+        )
+        .select(list(REINFORCEMENT_SCHEMA))
+        .cast(pl.Schema(REINFORCEMENT_SCHEMA))
+        .sort("tenant_id", "memory_id")
+    )

@@ -1,0 +1,240 @@
+"""One night of consolidation: statements per contact, interactions per system × kind, redone
+only where last night's groups changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from pipeline.frames import changed_groups, group_fingerprints, replace_groups
+from pipeline.semantic.consolidate.clustering import assign_to_clusters, cluster_labels
+from pipeline.semantic.consolidate.clusters import (
+    centroid_similarity,
+    label_groups,
+    reinforcement,
+    summarise,
+)
+from pipeline.semantic.consolidate.members import (
+    INTERACTION_KEYS,
+    STATEMENT_KEYS,
+    SUMMARY_SCHEMA,
+    ConsolidationConfig,
+    interaction_members,
+    statement_members,
+)
+from pipeline.storage.vectors import TextVectors
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    summaries: pl.DataFrame  # SUMMARY_SCHEMA
+    reinforcement: pl.DataFrame  # REINFORCEMENT_SCHEMA, one row per statement
+    groups: pl.DataFrame  # fingerprints of the statement groups (frames.group_fingerprints)
+    clusters_recomputed: int = 0  # clusters whose summary was (re)made by this call
+    clusters_reused: int = 0  # clusters whose summary was carried over from `previous`
+
+
+def consolidate(
+    statements: pl.DataFrame,
+    interactions: pl.DataFrame,
+    embeddings: pl.DataFrame,
+    conflicts: pl.DataFrame,
+    vectors: TextVectors,
+    config: ConsolidationConfig | None = None,
+    previous: Consolidation | None = None,
+    salt: str = "",
+) -> Consolidation:
+    """Statements per tenant × contact (conflicting pairs split), interactions per tenant ×
+    system × kind; `embeddings` is the memory_embeddings table (which text each memory has),
+    `vectors` the vectors of those texts.
+
+    With `previous` (last night's result, made with the same `salt`: model and config), the work
+    is incremental: a contact whose statements did not change keeps its clusters; a new
+    interaction text joins an existing cluster within the threshold of every member
+    (`assign_to_clusters`) or a new one; only clusters whose members changed are summarised again.
+    """
+    config = config or ConsolidationConfig()
+    previous = previous if previous is not None and _same_salt(previous, salt) else None
+    statements_part, groups, reinforced = _statement_scope(
+        statement_members(statements, embeddings, config),
+        conflicts,
+        vectors,
+        config,
+        previous,
+        salt,
+    )
+    interactions_part = _interaction_scope(
+        interaction_members(interactions, embeddings, config), vectors, config, previous
+    )
+    parts = [statements_part, interactions_part]
+    return Consolidation(
+        summaries=pl.concat([p.summaries for p in parts])
+        .cast(pl.Schema(SUMMARY_SCHEMA))
+        .sort("tenant_id", "scope", "cluster_id"),
+        reinforcement=reinforced,
+        groups=groups,
+        clusters_recomputed=sum(p.recomputed for p in parts),
+        clusters_reused=sum(p.reused for p in parts),
+    )
+
+
+@dataclass(frozen=True)
+class _Scope:
+    summaries: pl.DataFrame
+    recomputed: int
+    reused: int
+
+
+def _same_salt(previous: Consolidation, salt: str) -> bool:
+    return previous.groups.is_empty() or bool((previous.groups["salt"] == salt).all())
+
+
+def _summarised(
+    labelled: pl.DataFrame, scope: str, vectors: TextVectors, config: ConsolidationConfig
+) -> pl.DataFrame:
+    """Summaries (with the integer `cluster`) of labelled members."""
+    if labelled.is_empty():
+        return pl.DataFrame(schema={"cluster": pl.Int64, **SUMMARY_SCHEMA})
+    return summarise(labelled.with_columns(centroid_similarity(labelled, vectors)), scope, config)
+
+
+def _statement_scope(
+    members: pl.DataFrame,
+    conflicts: pl.DataFrame,
+    vectors: TextVectors,
+    config: ConsolidationConfig,
+    previous: Consolidation | None,
+    salt: str,
+) -> tuple[_Scope, pl.DataFrame, pl.DataFrame]:
+    keys = STATEMENT_KEYS
+    groups = group_fingerprints(members, keys, "memory_id", salt)
+    todo = changed_groups(groups, previous.groups if previous else None, keys)
+    changed = members.join(todo, on=keys, how="semi", nulls_equal=True)
+    labelled = (
+        label_groups(changed, keys, config.statement_distance, conflicts, config, False, vectors)
+        if changed.height
+        else changed.with_columns(pl.lit(None, pl.Int64).alias("cluster"))
+    )
+    summaries = _summarised(labelled, "statement", vectors, config)
+    fresh = reinforcement(
+        labelled.join(summaries.select("cluster", "cluster_id"), on="cluster"), conflicts
+    )
+    summaries = summaries.drop("cluster")
+    reused = 0
+    if previous is not None:
+        before = previous.summaries.filter(pl.col("scope") == "statement")
+        kept = replace_groups(before, summaries, todo, groups, keys)
+        reused = kept.height - summaries.height
+        summaries = kept
+        fresh = pl.concat(
+            [
+                previous.reinforcement.join(
+                    changed.select("tenant_id", "memory_id"),
+                    on=["tenant_id", "memory_id"],
+                    how="anti",
+                ).join(
+                    members.select("tenant_id", "memory_id"),
+                    on=["tenant_id", "memory_id"],
+                    how="semi",
+                ),
+                fresh,
+            ]
+        )
+    return (
+        _Scope(summaries, summaries.height - reused, reused),
+        groups,
+        fresh.sort("tenant_id", "memory_id"),
+    )
+
+
+def _interaction_scope(
+    members: pl.DataFrame,
+    vectors: TextVectors,
+    config: ConsolidationConfig,
+    previous: Consolidation | None,
+) -> _Scope:
+    keys = INTERACTION_KEYS
+    threshold = config.interaction_distance
+    before = (
+        previous.summaries.filter(pl.col("scope") == "interaction")
+        if previous is not None
+        else pl.DataFrame(schema=SUMMARY_SCHEMA)
+    )
+    if before.is_empty():
+        labelled = label_groups(members, keys, threshold, pl.DataFrame(), config, True, vectors)
+        summaries = _summarised(labelled, "interaction", vectors, config).drop("cluster")
+        return _Scope(summaries, summaries.height, 0)
+    # Last night's clusters as labels of distinct texts (identical texts share a cluster).
+    old = (
+        before.with_row_index("cluster")
+        .select("cluster", "tenant_id", "n_members", pl.col("member_ids").alias("memory_id"))
+        .explode("memory_id")
+        .join(
+            members.select("tenant_id", "memory_id", *keys[1:], "text_hash"),
+            on=["tenant_id", "memory_id"],
+        )
+        .unique([*keys, "text_hash"], keep="first")
+        .select(*keys, "text_hash", pl.col("cluster").cast(pl.Int64))
+    )
+    units = members.select(*keys, "text_hash").unique()
+    new = units.join(old, on=[*keys, "text_hash"], how="anti", nulls_equal=True)
+    next_label = len(before)
+    assigned = []
+    for key, fresh in new.partition_by(keys, as_dict=True, maintain_order=True).items():
+        known = old.filter(
+            pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in zip(keys, key, strict=True))
+        )
+        fresh_vectors = vectors.of(fresh["text_hash"])
+        labels = assign_to_clusters(
+            fresh_vectors, vectors.of(known["text_hash"]), known["cluster"].to_numpy(), threshold
+        )
+        left = np.flatnonzero(labels < 0)
+        if len(left):
+            sub = cluster_labels(fresh_vectors[left], threshold, None, config.max_block)
+            labels[left] = sub + next_label
+            next_label += int(sub.max()) + 1
+        assigned.append(fresh.with_columns(pl.Series("cluster", labels, dtype=pl.Int64)))
+    text_labels = pl.concat([old, *assigned], how="vertical_relaxed")
+    labelled = members.join(text_labels, on=[*keys, "text_hash"], nulls_equal=True)
+    sizes = labelled.group_by("cluster").agg(pl.len().cast(pl.Int64).alias("n"))
+    unchanged = (
+        before.with_row_index("cluster")
+        .select(pl.col("cluster").cast(pl.Int64), "n_members")
+        .join(sizes, on="cluster")
+        .filter(pl.col("n") == pl.col("n_members"))
+    )
+    # Events never change: a cluster with exactly last night's number of members is last
+    # night's cluster (it only ever gains members), so its summary stands.
+    kept = (
+        before.with_row_index("cluster")
+        .with_columns(pl.col("cluster").cast(pl.Int64))
+        .join(unchanged.select("cluster"), on="cluster", how="semi")
+    )
+    changed = labelled.join(unchanged.select("cluster"), on="cluster", how="anti")
+    summaries = _summarised(changed, "interaction", vectors, config)
+    return _Scope(
+        pl.concat([kept.drop("cluster"), summaries.drop("cluster")]).cast(
+            pl.Schema(SUMMARY_SCHEMA)
+        ),
+        summaries.height,
+        kept.height,
+    )
+
+
+def membership_problems(summaries: pl.DataFrame, statements: pl.DataFrame) -> pl.DataFrame:
+    """Statements that are in no statement cluster or in more than one (should be empty)."""
+    placed = (
+        summaries.filter(pl.col("scope") == "statement")
+        .select("tenant_id", pl.col("member_ids").alias("memory_id"))
+        .explode("memory_id")
+        .group_by("tenant_id", "memory_id")
+        .agg(pl.len().alias("n_clusters"))
+    )
+    return (
+        statements.select("tenant_id", pl.col("event_id").alias("memory_id"))
+        .join(placed, on=["tenant_id", "memory_id"], how="full", coalesce=True)
+        .with_columns(pl.col("n_clusters").fill_null(0))
+        .filter(pl.col("n_clusters") != 1)
+    )

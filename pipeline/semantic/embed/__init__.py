@@ -1,0 +1,65 @@
+"""Embeddings (SPEC §4.3): memory texts → unit-length float32 vectors, cached by sha256 of the text.
+
+Read in data order: texts (what is embedded), backends (which model, run how), onnx_backend (the
+export and its encoder), models (loading), encoding (texts → vectors, with the cache)."""
+
+from pipeline.semantic.embed.backends import (
+    DEFAULT_MODEL_NAME,
+    EXPORT_FORMAT,
+    INT8_SCHEME,
+    MODEL_ENV,
+    ONNX_BACKENDS,
+    Backend,
+    available_backend,
+    default_export_dir,
+    model_name,
+    resolve_model_path,
+)
+from pipeline.semantic.embed.encoding import (
+    EmbedConfig,
+    EmbedResult,
+    Progress,
+    cache_schema,
+    embed_with_cache,
+    encode,
+    vectors_column,
+)
+from pipeline.semantic.embed.models import backend_of, load_model, model_dim
+from pipeline.semantic.embed.onnx_backend import OnnxEncoder, export_onnx, load_onnx, source_key
+from pipeline.semantic.embed.texts import (
+    MEMORY_TEXT_SCHEMA,
+    memory_texts,
+    normalise_text,
+    text_hashes,
+)
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "EXPORT_FORMAT",
+    "INT8_SCHEME",
+    "MEMORY_TEXT_SCHEMA",
+    "MODEL_ENV",
+    "ONNX_BACKENDS",
+    "Backend",
+    "EmbedConfig",
+    "EmbedResult",
+    "OnnxEncoder",
+    "Progress",
+    "available_backend",
+    "backend_of",
+    "cache_schema",
+    "default_export_dir",
+    "embed_with_cache",
+    "encode",
+    "export_onnx",
+    "load_model",
+    "load_onnx",
+    "memory_texts",
+    "model_dim",
+    "model_name",
+    "normalise_text",
+    "resolve_model_path",
+    "source_key",
+    "text_hashes",
+    "vectors_column",
+]

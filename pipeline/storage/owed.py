@@ -1,0 +1,65 @@
+"""What each tenant's pack still owes, kept in the home so that no kill loses it: the load dates
+whose typed tables changed since that tenant's last published (or verified unchanged) pack.
+
+Ingest records a date before it writes the tenant's tables of that date; the night settles a
+tenant's entries only once its run published its pack or found it unchanged. A run killed after
+ingest, or a tenant's run that failed or whose worker died, leaves the entries: the next night
+runs that tenant for them, whatever its own landing folder holds (jobs/runner.py)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from memorypack.fs import Location
+from pipeline.config import Paths
+from pipeline.storage.lake import write_text_atomic
+
+FOLDER = "owed"  # <home>/owed/<tenant>/<load date>.<unique id>, one file an entry
+
+
+@dataclass
+class Owed:
+    """One tenant's debt: the load dates its pack lacks and the entries that record them."""
+
+    dates: list[str] = field(default_factory=list)
+    entries: list[Location] = field(default_factory=list)
+
+
+def record(paths: Paths, tenant: str, day: str) -> None:
+    """Record that `tenant`'s pack owes load date `day` (call before writing its tables). Each
+    record is a new file: settling the entries a running night read never drops one written
+    since (a later ingest of the same date)."""
+    write_text_atomic(paths.home / FOLDER / tenant / f"{day}.{uuid.uuid4().hex}", day)
+
+
+def owed(paths: Paths) -> dict[str, Owed]:
+    """Tenant → what its pack owes, from the entries in the home (dates in order)."""
+    root = paths.home / FOLDER
+    found: dict[str, Owed] = {}
+    if not root.is_dir():
+        return found
+    for folder in _listed(root):
+        if not folder.is_dir():
+            continue
+        for entry in _listed(folder):
+            if entry.name.startswith("."):  # the temporary file of a write that was killed
+                continue
+            debt = found.setdefault(folder.name, Owed())
+            debt.entries.append(entry)
+            day = entry.name.split(".", 1)[0]
+            if day not in debt.dates:
+                debt.dates.append(day)
+    return found
+
+
+def _listed(folder: Location) -> list[Location]:
+    found: list[Location] = list(folder.iterdir())
+    return sorted(found, key=lambda path: path.name)
+
+
+def settle(entries: Iterable[Location]) -> None:
+    """Remove entries whose dates are now in the tenant's live pack."""
+    for entry in entries:
+        entry.unlink(missing_ok=True)
