@@ -40,17 +40,14 @@ def kinds_of(name: str) -> set[str]:
 
 def catalogued(assets: Sequence[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
     """`assets` with the owner, kinds and code version of each spec set."""
-    out = []
+    out: list[dg.AssetsDefinition] = []
     for assets_def in assets:
         version = code_version(assets_def)
-        out.extend(
-            dg.map_asset_specs(
-                lambda spec, version=version: spec.replace_attributes(
-                    owners=[OWNER],
-                    kinds=kinds_of(spec.key.path[-1]),
-                    code_version=version,
-                ),
-                [assets_def],
+
+        def described(spec: dg.AssetSpec, version: str = version) -> dg.AssetSpec:
+            return spec.replace_attributes(
+                owners=[OWNER], kinds=kinds_of(spec.key.path[-1]), code_version=version
             )
-        )
+
+        out.append(assets_def.map_asset_specs(described))
     return out

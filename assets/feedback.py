@@ -57,7 +57,7 @@ def feedback_scores(
                 "duplicate_votes_ignored": int(n_matched - n_counted),
                 "orphan_feedback": orphans.height,
                 "with_correction": int(scores["has_correction"].sum()),
-                "mean_quality_score_voted": round(float(voted["quality_score"].mean() or 0.0), 4),
+                "mean_quality_score_voted": round(float(voted["quality_score"].mean() or 0.0), 4),  # type: ignore[arg-type]
                 "seconds": round(seconds, 3),
             },
             preview_columns=[
