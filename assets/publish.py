@@ -19,6 +19,7 @@ from pipeline.publish.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult
 from pipeline.publish.inputs import INPUT_TABLES
 from pipeline.publish.store import DEFAULT_KEEP
 from pipeline.publish.writer import publish
+from pipeline.storage.owed import settle
 from pipeline.tables import asset_name
 
 # What a pack reads: its tenant's input tables (its event counts and load dates come from its
@@ -184,6 +185,8 @@ def memory_pack(
         r["tenant_id"]: r["reason"]
         for r in summary.filter(pl.col("version").is_null()).iter_rows(named=True)
     }
+    for tenant in summary.filter(pl.col("version").is_not_null())["tenant_id"]:
+        settle(home.paths, tenant)  # its live pack holds every load date it owed
     yield dg.MaterializeResult(
         asset_key="memory_pack",
         metadata=frame_metadata(

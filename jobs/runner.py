@@ -24,7 +24,7 @@ from memorypack.fs import ObjectPath
 from pipeline.config import Paths, offline_environment
 from pipeline.errors import one_line
 from pipeline.lifeline import die_with
-from pipeline.storage.owed import owed, settle
+from pipeline.storage.owed import owed
 
 
 @dataclass
@@ -299,12 +299,11 @@ def run_nightly(
     debts = owed(paths)
     outcome.tenants = {}
     calls = [
-        (str(paths.home), landing, tenant, debt.dates, log_level, settings, fast)
-        for tenant, debt in sorted(debts.items())
+        (str(paths.home), landing, tenant, dates, log_level, settings, fast)
+        for tenant, dates in sorted(debts.items())
     ]
+    # A tenant's run settles what it owed once its pack is published or verified unchanged.
     for tenant, tenant_outcome in _tenant_runs(calls, workers, instance):
-        if tenant_outcome.success and tenant not in tenant_outcome.not_published:
-            settle(debts[tenant].entries)  # published, or verified unchanged
         outcome.tenants[tenant] = tenant_outcome
         outcome.results += tenant_outcome.results
         outcome.not_published |= tenant_outcome.not_published

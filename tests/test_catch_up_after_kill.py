@@ -101,7 +101,7 @@ def test_what_a_killed_night_owes_is_done_by_the_same_input(
     # The lake has the load date, no pack does: what acme's pack owes is recorded.
     assert paths.for_tenant("acme").partition("interactions", D1).exists()
     assert live_as_of(paths) == {}
-    assert owed(paths)["acme"].dates == [D1]
+    assert owed(paths)["acme"] == [D1]
 
     tenant_runs: Callable[..., Any] = jobs.runner._tenant_runs
     with monkeypatch.context() as patch:
@@ -110,7 +110,7 @@ def test_what_a_killed_night_owes_is_done_by_the_same_input(
     assert list(night.tenants) == ["acme"]
     assert night.not_published["acme"].startswith("its run's process died")
     assert live_as_of(paths) == {}
-    assert owed(paths)["acme"].dates == [D1]
+    assert owed(paths)["acme"] == [D1]
 
     again = run_nightly(paths.home, landing, D1, D1, settings=NO_DPO)
     assert again.success, f"{again.failed_step}: {again.error}"

@@ -1,30 +1,21 @@
 """What each tenant's pack still owes, kept in the home so that no kill loses it: the load dates
 whose typed tables changed since that tenant's last published (or verified unchanged) pack.
 
-Ingest records a date before it writes the tenant's tables of that date; the night settles a
-tenant's entries only once its run published its pack or found it unchanged. A run killed after
+Ingest records a date before it writes the tenant's tables of that date; the tenant's own run
+(the memory_pack asset, CLI or daemon alike) settles its entries once it published its pack or
+found it unchanged. A run killed after
 ingest, or a tenant's run that failed or whose worker died, leaves the entries: the next night
 runs that tenant for them, whatever its own landing folder holds (jobs/runner.py)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from memorypack.fs import Location
 from pipeline.config import Paths
 from pipeline.storage.lake import write_text_atomic
 
 FOLDER = "owed"  # <home>/owed/<tenant>/<load date>.<unique id>, one file an entry
-
-
-@dataclass
-class Owed:
-    """One tenant's debt: the load dates its pack lacks and the entries that record them."""
-
-    dates: list[str] = field(default_factory=list)
-    entries: list[Location] = field(default_factory=list)
 
 
 def record(paths: Paths, tenant: str, day: str) -> None:
@@ -34,10 +25,10 @@ def record(paths: Paths, tenant: str, day: str) -> None:
     write_text_atomic(paths.home / FOLDER / tenant / f"{day}.{uuid.uuid4().hex}", day)
 
 
-def owed(paths: Paths) -> dict[str, Owed]:
-    """Tenant → what its pack owes, from the entries in the home (dates in order)."""
+def owed(paths: Paths) -> dict[str, list[str]]:
+    """Tenant → the load dates its pack owes, from the entries in the home (in order)."""
     root = paths.home / FOLDER
-    found: dict[str, Owed] = {}
+    found: dict[str, list[str]] = {}
     if not root.is_dir():
         return found
     for folder in _listed(root):
@@ -46,11 +37,10 @@ def owed(paths: Paths) -> dict[str, Owed]:
         for entry in _listed(folder):
             if entry.name.startswith("."):  # the temporary file of a write that was killed
                 continue
-            debt = found.setdefault(folder.name, Owed())
-            debt.entries.append(entry)
+            dates = found.setdefault(folder.name, [])
             day = entry.name.split(".", 1)[0]
-            if day not in debt.dates:
-                debt.dates.append(day)
+            if day not in dates:
+                dates.append(day)
     return found
 
 
@@ -59,7 +49,11 @@ def _listed(folder: Location) -> list[Location]:
     return sorted(found, key=lambda path: path.name)
 
 
-def settle(entries: Iterable[Location]) -> None:
-    """Remove entries whose dates are now in the tenant's live pack."""
-    for entry in entries:
-        entry.unlink(missing_ok=True)
+def settle(paths: Paths, tenant: str) -> None:
+    """Clear what `tenant`'s pack owed: its live pack now holds every recorded date. Called by
+    the tenant's own run (memory_pack) under the tenant's lock, which ingest also holds while it
+    records and writes that tenant's tables, so no entry recorded since the run began is lost."""
+    folder = paths.home / FOLDER / tenant
+    if folder.is_dir():
+        for entry in _listed(folder):
+            entry.unlink(missing_ok=True)
