@@ -12,8 +12,8 @@ from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
+from pipeline import tables
 from pipeline.memory.audit import (
-    CONFLICT_SCHEMA,
     audit,
     audit_figures,
     promotion_candidates,
@@ -217,7 +217,9 @@ def memory_audit(
     day = pl.lit(key).str.to_date()
     snap = decay_snapshots.filter(pl.col("snapshot_date") == day).collect()
     conflicts = memory_conflicts
-    conflicts = conflicts.select(*CONFLICT_SCHEMA) if conflicts is not None else None
+    conflicts = (
+        conflicts.select(tables.columns("memory_conflicts")) if conflicts is not None else None
+    )
     statements = memory_statements
     audit_config, decay = settings.stage("audit"), settings.stage("decay")
     findings = audit(snap, conflicts, statements, audit_config, decay)

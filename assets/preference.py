@@ -24,7 +24,6 @@ from assets.preference_checks import (  # noqa: F401 (re-exported: the checks of
 from assets.resources import MemorypackHome
 from pipeline import tables
 from pipeline.preference.dpo import (
-    DPO_RUNS_HISTORY_SCHEMA,
     STATUS_FAILED,
     STATUS_SKIPPED,
     runs_frame,
@@ -42,14 +41,10 @@ from pipeline.preference.pairs import (
 )
 from pipeline.preference.pairs.neighbors import (
     NeighborIndex,
-    edge_schema,
-    index_schema,
 )
 from pipeline.preference.pairs.prompt_index import embedding_model, refresh_prompt_index
 from pipeline.preference.templates import (
     EVIDENCE_FEEDBACK_COLUMNS,
-    TEMPLATE_HISTORY_SCHEMA,
-    TEMPLATE_SCORE_SCHEMA,
     gather_evidence,
     load_registry,
     refine_templates,
@@ -141,8 +136,8 @@ def _prompt_index(
     previous = None
     if home.lake.exists("prompt_index"):
         previous = NeighborIndex(
-            home.table("prompt_index", index_schema(keys)),
-            home.table("prompt_neighbors", edge_schema(keys)),
+            home.table("prompt_index"),
+            home.table("prompt_neighbors"),
         )
     index = refresh_prompt_index(
         interactions, embeddings, previous, home.embedding_cache.vectors, model, config
@@ -196,9 +191,7 @@ def dpo_policy(
     tenants = interaction_tenants(texts)
     runs = train_shared(home.paths, pairs, sft, policy_config, tenants)
     current = runs_frame(runs)
-    history, recorded = extend_history(
-        home.table("dpo_runs", DPO_RUNS_HISTORY_SCHEMA), current, datetime.now(UTC)
-    )
+    history, recorded = extend_history(home.table("dpo_runs"), current, datetime.now(UTC))
     if recorded or not home.lake.exists("dpo_runs"):
         home.lake.write("dpo_runs", history)
     failed = failed_tenants(runs)
@@ -287,7 +280,7 @@ def refined_templates(
     if runs.is_empty():
         context.log.info("no trained DPO policy: current templates stay")
     result = refine_templates(
-        home.table("template_history", TEMPLATE_HISTORY_SCHEMA),
+        home.table("template_history"),
         registry,
         tenants,
         evidence,
@@ -295,7 +288,7 @@ def refined_templates(
         policy_rewards(runs.filter(pl.col("tenant_id").is_in([t for t, _ in evidence]))),
         datetime.now(UTC),
         config,
-        home.table("template_scores", TEMPLATE_SCORE_SCHEMA),
+        home.table("template_scores"),
     )
     home.lake.write("template_history", result.history)
     home.lake.write("template_scores", result.scores)

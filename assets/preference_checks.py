@@ -9,7 +9,7 @@ from assets.partitions import TENANTS
 from assets.resources import MemorypackHome
 from pipeline.preference.dpo import STATUS_TRAINED, short_of_baselines
 from pipeline.preference.dpo.report import PER_TENANT_FIGURES, unrecorded_outcomes
-from pipeline.preference.pairs import PAIR_SCHEMA, format_problems, split_leakage
+from pipeline.preference.pairs import format_problems, split_leakage
 from pipeline.preference.templates import load_registry, missing_current
 
 
@@ -25,7 +25,7 @@ def interaction_tenants(interactions: pl.DataFrame) -> list[str]:
     description="Every pair is well-formed.",
 )
 def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
-    problems = format_problems(home.table("preference_pairs", PAIR_SCHEMA))
+    problems = format_problems(home.table("preference_pairs"))
     return dg.AssetCheckResult(passed=not any(problems.values()), metadata={"problems": problems})
 
 
@@ -36,7 +36,7 @@ def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
     description="No prompt in both train and eval.",
 )
 def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
-    leaked = split_leakage(home.table("preference_pairs", PAIR_SCHEMA))
+    leaked = split_leakage(home.table("preference_pairs"))
     return dg.AssetCheckResult(
         passed=not leaked, metadata={"leaked_prompts": len(leaked), "examples": leaked[:5]}
     )

@@ -20,7 +20,7 @@ from pipeline.publish.inputs import INPUT_TABLES
 from pipeline.publish.store import DEFAULT_KEEP
 from pipeline.publish.writer import publish
 from pipeline.storage.owed import settle
-from pipeline.tables import asset_name
+from pipeline.tables import PACK_SUMMARY, asset_name
 
 # What a pack reads: its tenant's input tables (its event counts and load dates come from its
 # typed tables, never from ingest's shared ones).
@@ -31,18 +31,6 @@ BUILT = "pack_built"
 BUILT_DESCRIPTION = (
     "Every tenant's pack was built and written (a tenant that raised kept its previous pack)."
 )
-# One row per tenant in memory_pack's metadata; `version` is null when it kept its previous pack.
-SUMMARY_SCHEMA = {
-    "tenant_id": pl.String,
-    "version": pl.String,
-    "published": pl.Boolean,
-    "reason": pl.String,
-    "memories": pl.Int64,
-    "redacted": pl.Int64,
-    "redaction_s": pl.Float64,  # wall time of its PII redaction (the cache serves known texts)
-    "texts_analysed": pl.Int64,  # distinct texts the cache did not know: analysed this night
-    "pii_masked": pl.Int64,  # values the publish guard found and masked (the redactor missed them)
-}
 
 
 class PackConfig(dg.Config):
@@ -151,7 +139,7 @@ def memory_pack(
     broken: dict[str, str] = {}  # tenant → why its pack could not be built or written
     redactions: dict[str, object] = {}
     for tenant in inputs.tenants():
-        row: dict[str, object] = dict.fromkeys(SUMMARY_SCHEMA) | {
+        row: dict[str, object] = dict.fromkeys(PACK_SUMMARY) | {
             "tenant_id": tenant,
             "published": False,
         }
@@ -180,7 +168,7 @@ def memory_pack(
     checks = _check_results(guards)
     versions = pack_versions_frame(home.paths)
     home.lake.write("pack_versions", versions)
-    summary = pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
+    summary = pl.DataFrame(rows, schema=PACK_SUMMARY)
     not_published = {
         r["tenant_id"]: r["reason"]
         for r in summary.filter(pl.col("version").is_null()).iter_rows(named=True)

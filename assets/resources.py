@@ -4,7 +4,7 @@ part of it (ingest, one tenant, or the analytics build)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import dagster as dg
@@ -91,10 +91,10 @@ class MemorypackHome(dg.ConfigurableResource):
     def lake(self) -> Lake:
         return Lake(self.paths)
 
-    def table(self, name: str, schema: Mapping[str, pl.DataType] | None = None) -> pl.DataFrame:
+    def table(self, name: str) -> pl.DataFrame:
         """A lake table with its declared columns (pipeline.tables), empty before its stage has
         run: what a step reads of its own previous output (upstream tables arrive as its inputs,
-        assets/handoffs.py). (`schema`, a caller's own copy of some columns, is not needed.)"""
+        assets/handoffs.py)."""
         return self.lake.read_or_empty(name).collect()
 
     @property

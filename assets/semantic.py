@@ -12,9 +12,9 @@ from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
+from pipeline import tables
 from pipeline.frames import changed_groups, group_fingerprints, replace_groups
 from pipeline.semantic.conflicts import (
-    CONFLICT_SCHEMA,
     find_conflicts,
     reference_problems,
     subject_texts,
@@ -166,9 +166,9 @@ def memory_conflicts(
     fresh = (
         find_conflicts(hashed, conflict_config, home.vectors(embeddings, hashed["subject_hash"]))
         if changed.height
-        else pl.DataFrame(schema=CONFLICT_SCHEMA)
+        else tables.empty("memory_conflicts")
     )
-    previous = home.table("memory_conflicts", CONFLICT_SCHEMA) if had else None
+    previous = home.table("memory_conflicts") if had else None
     conflicts = replace_groups(previous, fresh, todo, prints, CONTACT).sort(
         "tenant_id", "contact_id", "memory_id_a", "memory_id_b", nulls_last=True
     )

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import numpy as np
 import polars as pl
 
+from pipeline import tables
 from pipeline.examples.fewshot import few_shot_sets
 from pipeline.examples.skill_stats import skill_stats
 from pipeline.feedback.scores import compute_scores
@@ -12,7 +13,7 @@ from pipeline.ingest.contracts import FEEDBACK_SCHEMA, INTERACTION_SCHEMA, MEMOR
 from pipeline.memory.audit import audit, audit_figures
 from pipeline.memory.decay import snapshot
 from pipeline.preference.pairs import SCORE_SCHEMA, mine_pairs
-from pipeline.semantic.conflicts import CONFLICT_SCHEMA, find_conflicts
+from pipeline.semantic.conflicts import find_conflicts
 from pipeline.semantic.consolidate import consolidate
 from pipeline.semantic.embed import memory_texts
 from pipeline.storage.vectors import TextVectors
@@ -38,7 +39,7 @@ def test_scores_decay_and_audit_of_nothing_are_empty() -> None:
     assert compute_scores(INTERACTIONS, STATEMENTS, FEEDBACK).is_empty()
     snap = snapshot(INTERACTIONS, STATEMENTS, FEEDBACK, None, AS_OF)
     assert snap.is_empty()
-    findings = audit(snap, pl.DataFrame(schema=CONFLICT_SCHEMA), STATEMENTS)
+    findings = audit(snap, tables.empty("memory_conflicts"), STATEMENTS)
     assert findings.is_empty()
     assert set(audit_figures(findings).values()) <= {0}
 

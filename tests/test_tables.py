@@ -9,13 +9,12 @@ import polars as pl
 import pytest
 
 from pipeline import tables
-from pipeline.ingest.contracts import Signal
-from pipeline.semantic.consolidate import TYPE_COUNT_FIELDS
+from pipeline.ingest.contracts import MemoryType, Signal
 
 
 def test_the_count_columns_follow_the_signals_and_memory_types() -> None:
     assert tuple(Signal) == tables.SIGNALS
-    assert list(tables.TYPE_COUNT_FIELDS) == list(TYPE_COUNT_FIELDS)
+    assert (*MemoryType, "interaction") == tables.TYPE_COUNT_FIELDS
 
 
 def test_every_declaration_is_whole() -> None:

@@ -40,22 +40,6 @@ class SkillConfig:
     fallback_dim: int = 384
 
 
-SKILL_STATS_COLUMNS = [
-    "tenant_id",
-    "user_id",
-    "skill_id",
-    "usage",
-    "n_feedback",
-    "n_positive",
-    "n_negative",
-    "positive_share",
-    "ema_confidence",
-    "mean_reward",
-    "last_used_at",
-    "last_feedback_at",
-]
-
-
 def skill_feedback(
     interactions: pl.DataFrame | pl.LazyFrame,
     feedback: pl.DataFrame | pl.LazyFrame,
@@ -138,7 +122,7 @@ def skill_stats(
                 pl.col("n_positive") / (pl.col("n_positive") + pl.col("n_negative"))
             )
         )
-        .select(SKILL_STATS_COLUMNS)
+        .select(tables.columns("skill_stats"))
         .sort(keys, nulls_last=True)
         .collect()
     )

@@ -58,20 +58,6 @@ class AuditConfig:
 
 PATTERN_TYPES = (MemoryType.CONFIRMED_PATTERN.value, MemoryType.INFERRED_PATTERN.value)
 PROMOTIONS = {MemoryType.INFERRED_PATTERN.value: MemoryType.CONFIRMED_PATTERN.value}
-CONFLICT_SCHEMA = tables.schema("memory_conflicts", ["tenant_id", "memory_id_a", "memory_id_b"])
-AUDIT_COLUMNS = [
-    "as_of",
-    "tenant_id",
-    "contact_id",
-    "check",
-    "memory_id",
-    "memory_type",
-    "confidence",
-    "status",
-    "age_days",
-    "n_memories",
-    "detail",
-]
 
 
 def conflicted_ids(conflicts: pl.DataFrame | pl.LazyFrame | None) -> pl.LazyFrame:
@@ -155,7 +141,7 @@ def promotion_candidates(
 def _finding(frame: pl.LazyFrame, check: AuditCheck, detail: pl.Expr) -> pl.LazyFrame:
     return frame.with_columns(
         check=pl.lit(check.value), n_memories=pl.lit(1, dtype=pl.Int64), detail=detail
-    ).select(AUDIT_COLUMNS)
+    ).select(tables.columns("memory_audit"))
 
 
 def _archive_findings(
@@ -200,7 +186,7 @@ def _archive_findings(
                 pl.col("confidence").round(2),
             ),
         )
-        .select(AUDIT_COLUMNS)
+        .select(tables.columns("memory_audit"))
     )
     return archived_rows, summary
 

@@ -163,33 +163,9 @@ def _rule_expr(config: DecayConfig, attribute: str) -> pl.Expr:
 DAYS_PER_US = 1 / 86_400e6
 
 
-# The snapshot's columns, in order: the memory, each step of its confidence, the verdicts.
-SNAPSHOT_COLUMNS = (
-    "as_of",
-    "tenant_id",
-    "memory_id",
-    "memory_kind",
-    "memory_type",
-    "contact_id",
-    "impact_level",
-    "category",
-    "created_at",
-    "base_confidence",
-    "reinforcement_count",
-    "reinforced_confidence",
-    "last_reinforced_at",
-    "last_validated_at",
-    "last_confirmed",
-    "age_days",
-    "decay_factor",
-    "reputation",
-    "quality_score",
-    "n_feedback",
-    "confidence",
-    "status",
-    "needs_reconfirmation",
-    "stale",
-)
+# The snapshot's columns, in order (the memory, each step of its confidence, the verdicts): the
+# registry's, but for the partition column its folder names.
+SNAPSHOT_COLUMNS = tables.columns("decay_snapshots", without=("snapshot_date",))
 
 
 def _last_validations(feedback_known: pl.LazyFrame) -> pl.LazyFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.memory.audit import promotion_candidates
 from pipeline.memory.decay import BASE_CONFIDENCE
 from pipeline.publish.content import (
@@ -109,21 +110,14 @@ def _memory_rows(inputs: PackInputs, tenant: str) -> pl.DataFrame:
 
 
 # What a memory takes from the latest decay snapshot, and from its feedback scores.
-DECAY_COLUMNS: dict[str, pl.DataType] = {
-    "memory_id": STRING,
-    "confidence": pl.Float64(),
-    "status": STRING,
-    "needs_reconfirmation": pl.Boolean(),
-    "stale": pl.Boolean(),
-    "last_confirmed": TIMESTAMP,
-}
-SCORE_COLUMNS: dict[str, pl.DataType] = {
-    "memory_id": STRING,
-    "quality_score": pl.Float64(),
-    "quality_lower": pl.Float64(),
-    "n_feedback": pl.Int64(),
-    "has_correction": pl.Boolean(),
-}
+DECAY_COLUMNS = tables.schema(
+    "decay_snapshots",
+    ["memory_id", "confidence", "status", "needs_reconfirmation", "stale", "last_confirmed"],
+)
+SCORE_COLUMNS = tables.schema(
+    "feedback_scores",
+    ["memory_id", "quality_score", "quality_lower", "n_feedback", "has_correction"],
+)
 
 
 def _typed_rows(

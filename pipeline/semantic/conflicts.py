@@ -45,8 +45,6 @@ POSITIVE_WORDS = (
 _NEGATIVE = rf"\b(?:{NEGATIVE_WORDS})\b"
 _ANY_POLARITY = rf"\b(?:{NEGATIVE_WORDS}|{POSITIVE_WORDS})\b"
 
-CONFLICT_SCHEMA = tables.schema("memory_conflicts")
-
 
 @dataclass(frozen=True)
 class ConflictConfig:
@@ -262,7 +260,7 @@ def find_conflicts(
     config: ConflictConfig | None = None,
     vectors: TextVectors | None = None,
 ) -> pl.DataFrame:
-    """All conflicting pairs (CONFLICT_SCHEMA), one row per pair with its most specific reason.
+    """All conflicting pairs (the memory_conflicts table), one row per pair with its most specific reason.
 
     `statements` has the MEMORY_SCHEMA columns; with `vectors`, it also has `text_hash` (the
     content's) and `subject_hash` (the `subject` of `with_subjects`'s, see `with_hashes`), and
@@ -270,11 +268,11 @@ def find_conflicts(
     """
     config = config or ConflictConfig()
     if statements.is_empty():
-        return pl.DataFrame(schema=CONFLICT_SCHEMA)
+        return tables.empty("memory_conflicts")
     frame = statements if "subject" in statements.columns else with_subjects(statements)
     pairs = pl.concat([_supersedes_pairs(frame), _semantic_pairs(frame, config, vectors)])
     if pairs.is_empty():
-        return pl.DataFrame(schema=CONFLICT_SCHEMA)
+        return tables.empty("memory_conflicts")
     reason_order = {r: i for i, r in enumerate(REASONS)}
     pairs = (
         pairs.with_columns(pl.col("reason").replace_strict(reason_order).alias("reason_order"))
@@ -321,8 +319,8 @@ def find_conflicts(
         .alias("subject"),
     )
     return (
-        result.select(list(CONFLICT_SCHEMA))
-        .cast(pl.Schema(CONFLICT_SCHEMA))
+        result.select(tables.columns("memory_conflicts"))
+        .cast(tables.schema("memory_conflicts"))
         .sort("tenant_id", "contact_id", "memory_id_a", "memory_id_b", nulls_last=True)
     )
 

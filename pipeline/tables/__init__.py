@@ -28,6 +28,7 @@ from pipeline.tables.declaration import (
     Table,
 )
 from pipeline.tables.enforce import KeyViolation, SchemaMismatch, as_declared, checks, conform
+from pipeline.tables.publish import PACK_SUMMARY
 from pipeline.tables.registry import (
     ASSET_OF_TABLE,
     BOOKKEEPING,
@@ -36,6 +37,7 @@ from pipeline.tables.registry import (
     SHARED_TABLES,
     TABLES,
     asset_name,
+    columns,
     empty,
     schema,
     table,
@@ -53,6 +55,7 @@ __all__ = [
     "INTERACTION_COLUMNS",
     "LOAD_DATE",
     "MEMORY_COLUMNS",
+    "PACK_SUMMARY",
     "PARTITION_COLUMNS",
     "SHARED_TABLES",
     "SIGNALS",
@@ -66,6 +69,7 @@ __all__ = [
     "as_declared",
     "asset_name",
     "checks",
+    "columns",
     "conform",
     "empty",
     "schema",

@@ -6,7 +6,21 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.tables.declaration import _B, _I, _S, _TS, Table
+from pipeline.tables.declaration import _B, _F, _I, _S, _TS, Table
+
+# One row per tenant in memory_pack's metadata (not a lake table); `version` is null when the
+# tenant kept its previous pack.
+PACK_SUMMARY: dict[str, pl.DataType] = {
+    "tenant_id": _S,
+    "version": _S,
+    "published": _B,
+    "reason": _S,
+    "memories": _I,
+    "redacted": _I,
+    "redaction_s": _F,  # wall time of its PII redaction (the cache serves known texts)
+    "texts_analysed": _I,  # distinct texts the cache did not know: analysed this night
+    "pii_masked": _I,  # values the publish guard found and masked (the redactor missed them)
+}
 
 TABLES: tuple[Table, ...] = (
     Table(

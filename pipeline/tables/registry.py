@@ -47,6 +47,13 @@ def schema(name: str, columns: Sequence[str] | None = None) -> dict[str, pl.Data
     return dict(declared) if columns is None else {c: declared[c] for c in columns}
 
 
+def columns(name: str, without: Iterable[str] = ()) -> tuple[str, ...]:
+    """The declared column names of `name`, in order, but for `without` (e.g. a hive column a
+    stage leaves to the folder name)."""
+    left_out = set(without)
+    return tuple(c for c in table(name).columns if c not in left_out)
+
+
 def empty(name: str) -> pl.DataFrame:
     """No rows, the declared columns: what a table is before its stage has run."""
     return pl.DataFrame(schema=schema(name))

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from pipeline import tables
 from pipeline.frames import codes, group_bounds
 from pipeline.semantic.consolidate.clustering import cluster_labels
 from pipeline.semantic.consolidate.members import (
     REINFORCEMENT_SCHEMA,
     SUMMARY_SCHEMA,
-    TYPE_COUNT_FIELDS,
     ConsolidationConfig,
 )
 from pipeline.storage.vectors import TextVectors
@@ -116,7 +116,7 @@ def summarise(members: pl.DataFrame, scope: str, config: ConsolidationConfig) ->
     prefix = "s" if scope == "statement" else "i"
     counts = [
         (pl.col("memory_type") == name).sum().cast(pl.Int64).alias(name)
-        for name in TYPE_COUNT_FIELDS
+        for name in tables.TYPE_COUNT_FIELDS
     ]
     grouped = (
         members.sort(

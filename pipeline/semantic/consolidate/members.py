@@ -8,13 +8,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from pipeline import tables
-from pipeline.ingest.contracts import MemoryType
-from pipeline.memory.decay import BASE_CONFIDENCE, CONFIDENCE_CAP
+from pipeline.memory.decay import BASE_CONFIDENCE, CONFIDENCE_CAP, DEFAULT_DECAY
 from pipeline.semantic.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.semantic.consolidate.clustering import MAX_BLOCK
-
-TYPE_COUNT_FIELDS = [*(str(t) for t in MemoryType), "interaction"]
-
 
 SUMMARY_SCHEMA = tables.schema("consolidated_summaries")
 
@@ -51,9 +47,14 @@ class ConsolidationConfig:
     # §4.2: base confidence per type when a statement carries none, and the type caps.
     base_confidence: dict[str, float] = field(default_factory=lambda: dict(BASE_CONFIDENCE))
     confidence_cap: dict[str, float] = field(default_factory=lambda: dict(CONFIDENCE_CAP))
-    # §4.2: each repeat adds +0.1 (capped at the type cap); interactions: importance or 0.5.
-    reinforcement_step: float = 0.1
+    # §4.2: interactions' confidence is their importance, or this.
     interaction_default_confidence: float = 0.5
+
+    @property
+    def reinforcement_step(self) -> float:
+        """§4.2: each repeat adds this (capped at the type cap): decay's knob, a merged repeat is
+        a repeat."""
+        return DEFAULT_DECAY.reinforcement_step
 
 
 def statement_members(
