@@ -151,8 +151,8 @@ def write_pack(
     in turn, or general when `contacts` is 0) and whose embeddings are `vectors`, through the
     real writer. Returns the tenant folder."""
     from pipeline.publish.content import (
-        CONFLICT_SCHEMA,
         MEMORY_SCHEMA,
+        PACK_CONFLICT_SCHEMA,
         PASS_THROUGH,
         VECTOR_SCHEMA,
         EmbeddingMatrix,
@@ -200,7 +200,7 @@ def write_pack(
     ).select(list(MEMORY_SCHEMA))
     frames = {
         "memories.parquet": memories,
-        "conflicts.parquet": pl.DataFrame(schema=CONFLICT_SCHEMA),
+        "conflicts.parquet": pl.DataFrame(schema=PACK_CONFLICT_SCHEMA),
     }
     for name, (_, schema, _) in PASS_THROUGH.items():
         frames[name] = pl.DataFrame(schema=schema)

@@ -11,11 +11,11 @@ import polars as pl
 
 from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
 from pipeline.publish.content import (
-    CONFLICT_SCHEMA,
     ENUM_COLUMNS,
     FILL_ROWS,
     FLOATS,
     ID_COLUMNS,
+    PACK_CONFLICT_SCHEMA,
     PASS_THROUGH,
     POLICY_METRICS,
     STRING,
@@ -116,7 +116,7 @@ def _vectors(inputs: PackInputs, tenant: str) -> pl.DataFrame:
 
 def _conflicts(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> pl.DataFrame:
     texts = memories.select("memory_id", "text")
-    frame = tenant_rows(inputs, "memory_conflicts", tenant, CONFLICT_SCHEMA).drop(
+    frame = tenant_rows(inputs, "memory_conflicts", tenant, PACK_CONFLICT_SCHEMA).drop(
         "text_a", "text_b", strict=False
     )
     return (

@@ -14,7 +14,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
+from memorypack.columns import FILE_COLUMNS
 from pipeline.pii.redactor import Redactor
 from pipeline.preference.dpo import DPO_RUNS_SCHEMA
 from pipeline.storage.vectors import EmbeddingCache
@@ -31,136 +33,35 @@ STRINGS = pl.List(pl.String())
 FLOATS = pl.List(pl.Float32())
 
 
-# The columns each pack file always has (pass-through tables keep any extra upstream columns).
-MEMORY_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": STRING,
-    "memory_id": STRING,
-    "memory_kind": STRING,
-    "contact_id": STRING,
-    "memory_type": STRING,
-    "kind": STRING,
-    "system": STRING,
-    "skill_id": STRING,
-    "user_id": STRING,
-    "category": STRING,
-    "impact_level": STRING,
-    "text": STRING,
-    "output": STRING,
-    "tags": STRINGS,
-    "confidence": pl.Float64(),
-    "status": STRING,
-    "needs_reconfirmation": pl.Boolean(),
-    "stale": pl.Boolean(),
-    "last_confirmed": TIMESTAMP,
-    "quality_score": pl.Float64(),
-    "quality_lower": pl.Float64(),
-    "n_feedback": pl.Int64(),
-    "has_correction": pl.Boolean(),
-    "has_conflict": pl.Boolean(),
-    "has_embedding": pl.Boolean(),
-    "ts": TIMESTAMP,
-    # The audit's promotion candidate (SPEC §4.2): the type a person may confirm it as, and why.
-    # Listed for the app to ask about, never applied.
-    "promotion_to": STRING,
-    "promotion_reason": STRING,
-}
+def pack_schema(file: str) -> dict[str, pl.DataType]:
+    """The columns a pack file always has and their polars types, as the app library declares
+    them (memorypack.columns: the format the loader checks)."""
+    empty = pa.schema(list(FILE_COLUMNS[file].items())).empty_table()
+    return dict(pl.DataFrame(pl.from_arrow(empty)).schema)
 
 
+MEMORY_SCHEMA = pack_schema("memories.parquet")
+PACK_CONFLICT_SCHEMA = pack_schema("conflicts.parquet")
+VECTOR_SCHEMA = pack_schema("vectors.parquet")
+# The pack files copied from a lake table (extra upstream columns kept): the table, the file's
+# columns, its sort keys.
 PASS_THROUGH: dict[str, tuple[str, dict[str, pl.DataType], list[str]]] = {
-    # pack file: (lake table, guaranteed columns, sort keys)
     "summaries.parquet": (
         "consolidated_summaries",
-        {
-            "tenant_id": STRING,
-            "scope": STRING,
-            "contact_id": STRING,
-            "system": STRING,
-            "kind": STRING,
-            "cluster_id": STRING,
-            "summary": STRING,
-            "representative_id": STRING,
-            "member_ids": STRINGS,
-            "n_members": pl.Int64(),
-            "confidence": pl.Float64(),
-            "tags": STRINGS,
-            "first_seen": TIMESTAMP,
-            "last_seen": TIMESTAMP,
-        },
+        pack_schema("summaries.parquet"),
         ["cluster_id"],
     ),
     "few_shot.parquet": (
         "few_shot_sets",
-        {
-            "tenant_id": STRING,
-            "system": STRING,
-            "kind": STRING,
-            "skill_id": STRING,
-            "rank": pl.Int64(),
-            "memory_id": STRING,
-            "input": STRING,
-            "output": STRING,
-            "is_corrected": pl.Boolean(),
-            "quality_lower": pl.Float64(),
-            "n_feedback": pl.Int64(),
-            "ts": TIMESTAMP,
-            "why": STRING,
-        },
+        pack_schema("few_shot.parquet"),
         ["system", "kind", "skill_id", "rank", "memory_id"],
     ),
     "templates.parquet": (
         "template_history",
-        {
-            "tenant_id": STRING,
-            "skill_id": STRING,
-            "version": pl.Int64(),
-            "template": STRING,
-            "is_current": pl.Boolean(),
-            "eval_accuracy": pl.Float64(),
-            "eval_margin": pl.Float64(),
-            "evidence": STRING,
-            "policy_id": STRING,
-            "created_at": TIMESTAMP,
-        },
+        pack_schema("templates.parquet"),
         ["skill_id", "version"],
     ),
-    "skills.parquet": (
-        "skill_stats",
-        {
-            "tenant_id": STRING,
-            "user_id": STRING,
-            "skill_id": STRING,
-            "usage": pl.Int64(),
-            "n_positive": pl.Int64(),
-            "n_negative": pl.Int64(),
-            "positive_share": pl.Float64(),
-            "ema_confidence": pl.Float64(),
-            "mean_reward": pl.Float64(),
-            "last_used_at": TIMESTAMP,
-        },
-        ["user_id", "skill_id"],
-    ),
-}
-
-
-CONFLICT_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": STRING,
-    "contact_id": STRING,
-    "memory_id_a": STRING,
-    "memory_id_b": STRING,
-    "preferred_id": STRING,
-    "reason": STRING,
-    "subject": STRING,
-    "text_a": STRING,
-    "text_b": STRING,
-}
-
-
-VECTOR_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": STRING,
-    "owner": STRING,  # "user" (preference vector) | "skill" (mean embedding of its interactions)
-    "owner_id": STRING,
-    "vector": FLOATS,
-    "n": pl.Int64(),
+    "skills.parquet": ("skill_stats", pack_schema("skills.parquet"), ["user_id", "skill_id"]),
 }
 
 

@@ -9,9 +9,9 @@ from pipeline import tables
 from pipeline.memory.audit import promotion_candidates
 from pipeline.memory.decay import BASE_CONFIDENCE
 from pipeline.publish.content import (
-    CONFLICT_SCHEMA,
     DEFAULT_CONFIDENCE,
     MEMORY_SCHEMA,
+    PACK_CONFLICT_SCHEMA,
     STRING,
     STRINGS,
     TIMESTAMP,
@@ -26,7 +26,7 @@ def pack_memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
     memories = _memory_rows(inputs, tenant)
     decay = _typed_rows(inputs, "decay_snapshots", tenant, DECAY_COLUMNS)
     scores = _typed_rows(inputs, "feedback_scores", tenant, SCORE_COLUMNS)
-    conflicts = tenant_rows(inputs, "memory_conflicts", tenant, CONFLICT_SCHEMA)
+    conflicts = tenant_rows(inputs, "memory_conflicts", tenant, PACK_CONFLICT_SCHEMA)
     promotions = _promotions(inputs, tenant, conflicts)
     in_conflict = pl.concat([conflicts["memory_id_a"], conflicts["memory_id_b"]]).drop_nulls()
     embedded = tenant_rows(inputs, "memory_embeddings", tenant, {"memory_id": STRING})["memory_id"]

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memorypack.columns import FILE_COLUMNS, REQUIRED_MEMORY_COLUMNS
 from memorypack.format import EMBEDDINGS, MAX_FIELD_CHARS, PackError
 from memorypack.fs import Location, load_matrix, read_parquet
 
@@ -30,50 +31,38 @@ def _list_of(item: Any) -> Any:
     return check
 
 
-_texts, _floats = _list_of(_text), _list_of(pa.types.is_floating)
+_texts = _list_of(_text)
 
 
 def _time(kind: pa.DataType) -> bool:
     return bool(pa.types.is_timestamp(kind) and kind.unit == "us")
 
 
-_FLOAT, _INT, _BOOL = pa.types.is_floating, pa.types.is_integer, pa.types.is_boolean
+def _accepts(declared: pa.DataType) -> Any:
+    """What the loader takes for a declared type: any text, integer or float width, and lists of
+    such (a pack written by another Arrow writer may pick large_string or float32)."""
+    if pa.types.is_list(declared):
+        return _list_of(_accepts(declared.value_type))
+    if _text(declared):
+        return _text
+    if pa.types.is_timestamp(declared):
+        return _time
+    for family in (pa.types.is_floating, pa.types.is_integer, pa.types.is_boolean):
+        if family(declared):
+            return family
+    raise TypeError(f"no check for pack column type {declared}")
+
+
 # Columns of memories.parquet that packs published before them lack (read as nulls).
-OPTIONAL_MEMORY_COLUMNS = ("impact_level", "category", "promotion_to", "promotion_reason")
-# The columns the loader reads from each file and the Arrow type each must have. memories.parquet
-# must hold all of its own; another file may lack any (read as nulls) but not hold it retyped.
+OPTIONAL_MEMORY_COLUMNS = tuple(
+    c for c in FILE_COLUMNS["memories.parquet"] if c not in REQUIRED_MEMORY_COLUMNS
+)
+# Each file's declared columns (memorypack.columns) and the check of the Arrow type each must
+# have. memories.parquet must hold its required ones; a file may lack any other (read as nulls)
+# but not hold it retyped.
 COLUMNS: dict[str, dict[str, Any]] = {
-    "memories.parquet": {
-        **dict.fromkeys(("tenant_id", "memory_id", "contact_id", "kind", "memory_type"), _text),
-        "status": _text,
-        **dict.fromkeys(("text", "skill_id"), _text),
-        **dict.fromkeys(("confidence", "quality_score"), _FLOAT),
-        **dict.fromkeys(("last_confirmed", "ts"), _time),
-        **dict.fromkeys(("stale", "needs_reconfirmation"), _BOOL),
-        "n_feedback": _INT,
-        "tags": _texts,
-        **dict.fromkeys(OPTIONAL_MEMORY_COLUMNS, _text),
-    },
-    "few_shot.parquet": {
-        **dict.fromkeys(("memory_id", "system", "kind", "skill_id", "input", "output"), _text),
-        "rank": _INT,
-        "quality_lower": _FLOAT,
-        "is_corrected": _BOOL,
-    },
-    "skills.parquet": {
-        **dict.fromkeys(("user_id", "skill_id"), _text),
-        "ema_confidence": _FLOAT,
-        **dict.fromkeys(("n_positive", "n_negative"), _INT),
-    },
-    "vectors.parquet": {"owner": _text, "owner_id": _text, "vector": _floats},
-    "templates.parquet": {
-        **dict.fromkeys(("skill_id", "template", "policy_id"), _text),
-        **dict.fromkeys(("eval_accuracy", "eval_margin"), _FLOAT),
-        "is_current": _BOOL,
-    },
-    "conflicts.parquet": dict.fromkeys(
-        ("contact_id", "memory_id_a", "memory_id_b", "preferred_id", "reason", "subject"), _text
-    ),
+    name: {column: _accepts(kind) for column, kind in columns.items()}
+    for name, columns in FILE_COLUMNS.items()
 }
 NOT_NULL = {"memories.parquet": ("memory_id", "confidence")}
 # Columns the index combines, which must therefore share one type.
