@@ -320,7 +320,7 @@ def find_conflicts(
     )
     return (
         result.select(tables.columns("memory_conflicts"))
-        .cast(tables.schema("memory_conflicts"))
+        .cast(pl.Schema(tables.schema("memory_conflicts")))
         .sort("tenant_id", "contact_id", "memory_id_a", "memory_id_b", nulls_last=True)
     )
 
