@@ -37,7 +37,7 @@ def table_schema(table: tables.Table) -> dg.TableSchema:
         dg.TableColumn(
             name,
             str(dtype),
-            description=table.descriptions.get(name),
+            description=table.description(name),
             constraints=dg.TableColumnConstraints(
                 nullable=name not in key, unique=(name,) == table.primary_key
             ),

@@ -8,6 +8,7 @@ import duckdb
 import polars as pl
 import pytest
 
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.publish.analytics import TABLES, VIEWS, WAREHOUSE_TABLES, build_snapshot
 from pipeline.publish.build import build_pack, load_inputs
@@ -59,6 +60,12 @@ def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
         comments = dict(con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall())
         for name in report.tables:
             assert comments[name] == WAREHOUSE_TABLES[name]
+        described = dict(
+            con.execute(
+                "SELECT column_name, comment FROM duckdb_columns() WHERE table_name = 'events'"
+            ).fetchall()
+        )
+        assert described["tenant_id"] == tables.table("events").description("tenant_id")
         view_comments = dict(
             con.execute(
                 "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal"

@@ -67,3 +67,21 @@ def test_a_key_over_several_columns_is_unique_together() -> None:
     with pytest.raises(pandera.errors.SchemaError, match="tenant_id"):
         tables.checks("dpo_runs").validate(runs)
     tables.checks("dpo_runs").validate(runs.slice(1))
+
+
+def test_every_key_column_is_described() -> None:
+    for table in tables.TABLES.values():
+        for column in table.primary_key:
+            assert table.description(column), (table.name, column)
+    scores = tables.table("feedback_scores")
+    assert scores.description("reputation") == "exactly 1.0 without feedback"  # its own wins
+
+
+def test_the_architecture_table_is_the_registry() -> None:
+    """docs/ARCHITECTURE.md's table is generated: `python -m pipeline.tables.docs` rewrites it."""
+    from pipeline.tables import docs
+
+    text = docs.DOC.read_text()
+    assert docs.rewrite(text) == text, "regenerate with: python -m pipeline.tables.docs"
+    for name in tables.TABLES:
+        assert f"| **{name}**: " in text

@@ -29,6 +29,7 @@ from pipeline.storage.warehouse import (
     LOADED_FILES,
     STORAGE_VERSION,
     Warehouse,
+    comment_columns,
     duckdb_config,
     sql_quote,
 )
@@ -298,6 +299,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                         notes.append((name, "missing", None, "not in the lake yet (stage not run)"))
                     continue
                 _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
+                comment_columns(con, name)
                 report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
                 notes.append((name, "table", report.tables[name], comment))
             report.redactions = dict(sorted(found.items()))

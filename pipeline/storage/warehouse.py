@@ -15,6 +15,7 @@ import polars as pl
 import pyarrow as pa
 
 from memorypack.fs import Location, ObjectPath
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.errors import UserError
 from pipeline.storage.lake import Lake, file_identity, hive_values, read_file
@@ -377,3 +378,18 @@ def _record(con: duckdb.DuckDBPyConnection, name: str, current: dict[str, str]) 
 def _comment(con: duckdb.DuckDBPyConnection, name: str, comment: str | None) -> None:
     if comment:
         con.execute(f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
+    comment_columns(con, name)
+
+
+def comment_columns(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """The registry's description of each column of lake table `name` that the DuckDB table holds,
+    as its column comment."""
+    declared = tables.TABLES.get(name)
+    if declared is None:
+        return
+    query = "SELECT column_name FROM duckdb_columns() WHERE table_name = ?"
+    present = {row[0] for row in con.execute(query, [name]).fetchall()}
+    for column in declared.columns:
+        text = declared.description(column)
+        if text and column in present:
+            con.execute(f'COMMENT ON COLUMN "{name}"."{column}" IS {sql_quote(text)}')

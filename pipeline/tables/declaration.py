@@ -25,6 +25,38 @@ TENANT = "tenant_id"
 LOAD_DATE = "load_date"
 
 
+# What the key columns mean wherever they appear (SPEC §3): a table's own description of a
+# column wins over these.
+KEY_DESCRIPTIONS: dict[str, str] = {
+    "tenant_id": "the tenant (one app customer) the row belongs to; no read crosses tenants",
+    "event_id": "the event's id, unique per tenant (SPEC §2)",
+    "memory_id": "the memory: the event id of its statement or interaction",
+    "memory_id_a": "one memory of the pair (the smaller id)",
+    "memory_id_b": "the other memory of the pair",
+    "contact_id": "the person the memory is about (a keyed pseudonym in packs and snapshots)",
+    "user_id": "the app user who made the call or gave the feedback",
+    "skill_id": "the app skill the call used",
+    "system": "the app system that made the call",
+    "kind": "the kind of call within its system",
+    "load_date": "the UTC day the landing file was ingested",
+    "file": "the landing file the line came from",
+    "line_no": "the line's number in its file, from 1",
+    "snapshot_date": "the day the snapshot is of (as_of is the next 00:00 UTC)",
+    "cluster_id": "the cluster of near-duplicate memories, stable while its members are",
+    "rank": "the example's place in its set, from 1 (best first)",
+    "pair_id": "digest of the pair's prompt, chosen and rejected texts",
+    "policy_id": "the DPO policy (its training run)",
+    "pack_version": "the pack version the calls' receipts name",
+    "version": "the pack version: `<publish time UTC>-<8 hex of the content hash>`",
+    "run_at": "when the run happened (UTC)",
+    "text_hash": "digest of the text (the key of its cached vector or redaction)",
+    "text_hash_b": "digest of the pair's other text",
+    "template_sha": "digest of the template text",
+    "eval_sha": "digest of the evaluation sample",
+    "model": "the embedding model the vector is of",
+}
+
+
 @dataclass(frozen=True)
 class Table:
     """One lake table. `partition` is the hive column of its daily partitions (None: one file);
@@ -49,6 +81,10 @@ class Table:
             (self.partition,) if self.partition else ()
         )
         return tuple(c for c in folders if c in self.columns)
+
+    def description(self, column: str) -> str | None:
+        """What `column` holds: the table's own description, else the key columns' meaning."""
+        return self.descriptions.get(column) or KEY_DESCRIPTIONS.get(column)
 
 
 # --- the typed columns of an event (SPEC §2): events holds all, each typed table its share ---

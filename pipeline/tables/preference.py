@@ -131,6 +131,7 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "skill_id", "version"),
         asset="template_history",
         descriptions={
+            "version": "the template's number per tenant × skill, from 1",
             "evidence": "JSON text: why this version exists",
             "source": "registry | refined",
             "base_version": "the registry version this template derives from",
