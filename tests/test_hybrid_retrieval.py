@@ -1,4 +1,4 @@
-"""Hybrid retrieval (issue 16 item 3): BM25 keyword channel, RRF fusion with the vector channel,
+"""Hybrid retrieval (issue 16 item 3): BM25 keyword channel, score fusion with the vector channel,
 and recall@10 on a planted set with known answers, embedded by the real model."""
 
 import math

@@ -1,4 +1,4 @@
-"""The keyword channel of hybrid retrieval: BM25 over the pack's memory texts, and rank fusion.
+"""The keyword channel of hybrid retrieval: BM25 over the pack's memory texts, and score fusion.
 
 Built by the loader from memories.parquet, not shipped in the pack: a format-1 loader refuses a
 file its format does not list, so a stored index would make every deployed loader refuse new

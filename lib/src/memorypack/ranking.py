@@ -57,7 +57,7 @@ class Ranking(TextQueries):
         found = self._relevance(rows, query, query_vector, retrieval)
         parts.update(found)
         relevance = found.get("relevance", found.get("similarity"))
-        if boosts and "relevance" in found:
+        if boosts and relevance is not None and "relevance" in found:
             # The boosts were sized against a relevance that is 0 for what does not match; the
             # fused text relevance is not, so it ranks by place: k / (k + place), 1.0 for the
             # best, 0.5 at place k, 0 without relevance (bench `conversations`: memories_for
