@@ -149,8 +149,8 @@ def write_pack(
     statuses: list[str] | None = None,
 ) -> Path:
     """Publish a pack whose memories are `texts` (ids m000000…; about contacts c0…c<contacts-1>
-    in turn, or general when `contacts` is 0; `statuses`, else all active) and whose embeddings
-    are `vectors`, through the real writer. Returns the tenant folder."""
+    in turn, or general when `contacts` is 0) and whose embeddings are `vectors`, through the
+    real writer. Returns the tenant folder."""
     from pipeline.pack.content import (
         CONFLICT_SCHEMA,
         MEMORY_SCHEMA,
@@ -173,7 +173,7 @@ def write_pack(
             "text": texts,
             "tags": [[] for _ in range(n)],
             "confidence": [0.8] * n,
-            "status": statuses or ["active"] * n,
+            "status": statuses or ["active"] * n,  # all active unless given
             "needs_reconfirmation": [False] * n,
             "stale": [False] * n,
             "last_confirmed": ts,
