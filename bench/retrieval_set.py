@@ -146,6 +146,7 @@ def write_pack(
     tenant: str = TENANT,
     model_files: dict[str, Path] | None = None,
     contacts: int = 0,
+    statuses: list[str] | None = None,
 ) -> Path:
     """Publish a pack whose memories are `texts` (ids m000000…; about contacts c0…c<contacts-1>
     in turn, or general when `contacts` is 0) and whose embeddings are `vectors`, through the
@@ -172,7 +173,7 @@ def write_pack(
             "text": texts,
             "tags": [[] for _ in range(n)],
             "confidence": [0.8] * n,
-            "status": ["active"] * n,
+            "status": statuses or ["active"] * n,  # all active unless given
             "needs_reconfirmation": [False] * n,
             "stale": [False] * n,
             "last_confirmed": ts,

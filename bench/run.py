@@ -78,7 +78,7 @@ SECTIONS: dict[str, Section] = {
         Section(
             "retrieval",
             "bench.sections_retrieval:run",
-            "recall@10 of vector, keyword (BM25) and hybrid (RRF) retrieval on a labelled set",
+            "recall@10 of vector, keyword (BM25) and hybrid (score fusion) retrieval on a labelled set",
             300,
             3600,
         ),

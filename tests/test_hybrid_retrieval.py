@@ -1,4 +1,4 @@
-"""Hybrid retrieval (issue 16 item 3): BM25 keyword channel, RRF fusion with the vector channel,
+"""Hybrid retrieval (issue 16 item 3): BM25 keyword channel, score fusion with the vector channel,
 and recall@10 on a planted set with known answers, embedded by the real model."""
 
 import math
@@ -12,9 +12,11 @@ from memorypack import EncoderUnavailable, MemoryPack
 from memorypack.keyword import (
     BM25_B,
     BM25_K1,
+    KEYWORD_WEIGHT,
     KeywordIndex,
     fuse,
     query_tokens,
+    scaled,
     tokenize,
     top_ranks,
 )
@@ -65,10 +67,15 @@ def test_bm25_scores_are_okapi_bm25() -> None:
 def test_rank_fusion() -> None:
     ranks = top_ranks(np.array([0.2, 0.9, 0.9, 0.1]), np.array([True, True, True, False]), depth=2)
     assert ranks.tolist() == [0, 1, 2, 0]  # ties: pack order; beyond the depth: unranked
-    fused = fuse([np.array([1, 2, 0]), np.array([2, 0, 1])])
-    assert fused.tolist() == pytest.approx(
-        [(1 / 61 + 1 / 62) / (2 / 61), (1 / 62) / (2 / 61), (1 / 61) / (2 / 61)]
-    )
+    bm25 = np.array([4.0, 2.0, 0.0])
+    keyword = scaled(bm25, bm25 > 0, min_max=False)
+    assert keyword.tolist() == [1.0, 0.5, 0.0]
+    cosine = np.array([0.2, 0.6, 0.4])
+    dense = scaled(cosine, cosine != 0, min_max=True)
+    assert dense.tolist() == pytest.approx([0.0, 1.0, 0.5])
+    w = KEYWORD_WEIGHT
+    assert fuse(keyword, dense).tolist() == pytest.approx([w, 0.5 * w + 1 - w, 0.5 * (1 - w)])
+    assert fuse(keyword, None) is keyword
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +88,16 @@ def small_pack(tmp_path_factory: pytest.TempPathFactory) -> MemoryPack:
 
 def test_search_by_keyword_and_without_an_encoder(small_pack: MemoryPack) -> None:
     found = small_pack.search("arrived", retrieval="keyword")
-    assert [m.memory_id for m in found] == ["m000000", "m000001"]  # only rows sharing a term
+    # Every row of the filter, those sharing a term first (k rows whenever the pack holds k).
+    assert [m.memory_id for m in found] == ["m000000", "m000001", "m000002", "m000003"]
     assert found[0].parts["keyword_rank"] == 1.0 and found[0].parts["relevance"] == 1.0
-    # A row scoring under half the best one is not ranked (m000001 shares only "ord").
-    assert [m.memory_id for m in small_pack.search("ORD-48213", retrieval="keyword")] == ["m000000"]
+    assert found[2].parts["keyword_rank"] == 0.0 and found[2].score == 0.0
+    assert [m.memory_id for m in small_pack.search("ORD-48213", k=2, retrieval="keyword")] == [
+        "m000000",
+        "m000001",
+    ]
     # The pack ships no model: hybrid runs the keyword channel alone and says why.
-    hybrid = small_pack.search("arrived")
+    hybrid = small_pack.search("arrived", k=2)
     assert [m.memory_id for m in hybrid] == ["m000000", "m000001"]
     assert "ships no embedding model" in (small_pack.encoder_error or "")
     with pytest.raises(EncoderUnavailable, match="ships no embedding model"):
@@ -96,12 +107,16 @@ def test_search_by_keyword_and_without_an_encoder(small_pack: MemoryPack) -> Non
     # With a vector, the vector channel runs too.
     vector = np.asarray(small_pack.embeddings[2])
     both = small_pack.search("ORD-48213", query_vector=vector, k=2)
-    assert both[0].memory_id == "m000000" and "vector_rank" in both[0].parts
+    # The keyword hit and the vector's own row (weighted KEYWORD_WEIGHT and the rest).
+    assert [m.memory_id for m in both] == ["m000002", "m000000"]
+    assert "vector_rank" in both[0].parts
     assert small_pack.search("   ", query_vector=vector)[0].memory_id == "m000002"
     # memories_for: the relevance multiplies the confidence.
     ranked = small_pack.memories_for(None, k=1, query="damaged order")
     assert ranked[0].memory_id == "m000000"
-    assert ranked[0].parts["semantic"] == pytest.approx(ranked[0].parts["relevance"] * 0.8)
+    # The best by relevance counts 1.0 (k / (k + place)) times the confidence.
+    assert ranked[0].parts["relevance_by_place"] == 1.0
+    assert ranked[0].parts["semantic"] == pytest.approx(0.8)
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +153,42 @@ def test_hybrid_recall_is_at_least_the_best_channels(planted) -> None:
     for measure in ("all", "macro", "identifier", "paraphrase"):
         best = max(recall["vector"][measure], recall["keyword"][measure])
         assert recall["hybrid"][measure] >= best, (measure, recall)
+
+
+def test_search_finds_what_decay_hid_below_the_active(tmp_path) -> None:
+    """SPEC §4.2 round 3: an inactive or archived memory that answers a query is found, below an
+    equally relevant active one and with its status and age; `memories_for` injects the active
+    set; a list holds k rows whenever the filter holds k."""
+    texts = ["Prefers tea over coffee", "Prefers tea over coffee", *TEXTS[:3]]
+    statuses = ["inactive", "active", "active", "archived", "active"]
+    vectors = np.random.default_rng(1).normal(size=(len(texts), 8)).astype(np.float32)
+    vectors[0] = vectors[1]  # equally relevant by both channels
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    pack = MemoryPack.load(write_pack(tmp_path, texts, vectors, statuses=statuses))
+    found = pack.search("tea", query_vector=vectors[1])
+    assert [m.memory_id for m in found[:2]] == ["m000001", "m000000"]
+    active, inactive = found[:2]
+    assert (active.status, inactive.status) == ("active", "inactive")
+    assert inactive.score == pytest.approx(0.95 * active.score) and inactive.score > found[2].score
+    assert inactive.parts["status_factor"] == 0.95 and inactive.parts["age_days"] == 1.0
+    assert len(found) == 5 and "archived" in {m.status for m in found}  # k = 10 > 5 rows: all
+    assert len(pack.search("tea", k=4, query_vector=vectors[1])) == 4
+    assert len(pack.search("no such word", k=3, retrieval="keyword")) == 3
+    only_active = pack.search("tea", query_vector=vectors[1], include_inactive=False)
+    assert {m.status for m in only_active} == {"active"} and len(only_active) == 3
+    injected = pack.memories_for(None, query="tea", query_vector=vectors[1])
+    assert injected[0].memory_id == "m000001"
+    assert "m000000" not in {m.memory_id for m in injected}
+
+
+def test_a_memory_shares_the_relevance_of_its_neighbours_in_time(tmp_path) -> None:
+    """The turn after the one that matches (same contact, next in time) outranks an equally
+    unrelated memory with no matching neighbour."""
+    texts = ["We adopted a dog last week", "Her name is Luna", "The weather is nice", "Good luck"]
+    vectors = np.eye(4, 8, dtype=np.float32)
+    pack = MemoryPack.load(write_pack(tmp_path, texts, vectors, contacts=1))
+    # write_pack: row i is i + 1 days old, so rows 0 and 1 are neighbours in time.
+    found = pack.search("adopted dog", k=4, contact_id="c0", retrieval="keyword")
+    assert [m.memory_id for m in found[:2]] == ["m000000", "m000001"]
+    assert found[1].parts["neighbours"] > 0 == found[1].parts["keyword"]
+    assert found[2].parts["neighbours"] == 0.0 < found[1].score

@@ -79,6 +79,20 @@ class PackIndexes:
         }
         self._skill_tags: dict[str, set[str]] | None = None
         self._n = n
+        self._index_neighbours(pc.fill_null(pc.cast(table.column("ts"), pa.int64()), 0))
+
+    def _index_neighbours(self, ts_us: pa.Array) -> None:
+        """Each memory's neighbours in time among its contact's memories of its kind (the turns
+        of one conversation; `self._n` where none, general memories have none): the rows just
+        before and after it by `ts`."""
+        n, codes, kinds = self._n, self._contact_codes, self._kind_codes
+        order = np.lexsort((np.arange(n), ts_us.to_numpy(zero_copy_only=False), kinds, codes))
+        linked = (codes[order[1:]] == codes[order[:-1]]) & (codes[order[1:]] >= 0)
+        linked &= kinds[order[1:]] == kinds[order[:-1]]
+        self._previous = np.full(n, n, dtype=np.int64)
+        self._next = np.full(n, n, dtype=np.int64)
+        self._previous[order[1:][linked]] = order[:-1][linked]
+        self._next[order[:-1][linked]] = order[1:][linked]
 
     def _index_few_shot(self, table: pa.Table) -> None:
         rows = table.to_pylist()

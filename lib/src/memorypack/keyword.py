@@ -1,4 +1,4 @@
-"""The keyword channel of hybrid retrieval: BM25 over the pack's memory texts, and rank fusion.
+"""The keyword channel of hybrid retrieval: BM25 over the pack's memory texts, and score fusion.
 
 Built by the loader from memories.parquet, not shipped in the pack: a format-1 loader refuses a
 file its format does not list, so a stored index would make every deployed loader refuse new
@@ -22,19 +22,20 @@ import pyarrow.compute as pc
 # length normalisation b.
 BM25_K1 = 1.2
 BM25_B = 0.75
-# Reciprocal rank fusion (Cormack, Clarke & Büttcher 2009): 1 / (RRF_K + rank), the constant of
-# the paper; each channel contributes its best RRF_DEPTH rows.
-RRF_K = 60
-RRF_DEPTH = 100
-# Fusion by ranks alone lets a row that both channels rank half-way ("the" in common, a vaguely
-# similar sentence) beat the row one channel ranks first. Each channel therefore ranks only rows
-# close to its own best: BM25 ≥ KEYWORD_FLOOR × the best row's, cosine ≥ the best − VECTOR_MARGIN.
-# Chosen on the bench's labelled set (bench/retrieval_set.py; 624, 4,024 and 22,024 memories,
-# seeds 3, 0, 1; with the stopwords below): hybrid recall@10 then equals the better channel on
-# both kinds of query (paraphrase 0.875 / 0.75 / 0.71 like the vector channel, identifiers 1.0
-# like BM25); plain RRF gave 0.67-0.71 on paraphrases and 0.95 on identifiers.
-KEYWORD_FLOOR = 0.5
-VECTOR_MARGIN = 0.1
+# Each channel's rank (1 = best) among its best RANK_DEPTH rows is reported as a score part.
+RANK_DEPTH = 100
+# Fusion (issue 41): every candidate row is scored, so a list holds k rows whenever the filter
+# does. Each channel's scores are scaled to [0, 1] over the candidates (BM25 by the best row's,
+# the cosine min-max) and added, the keyword channel weighted KEYWORD_WEIGHT, the vector channel
+# the rest. What answers a question is often said in the turns around the one that matches it,
+# so a row also gets NEIGHBOUR_SHARE of the better fused score of its neighbours in time (same
+# contact, same kind). Both constants (and ranking's INACTIVE_FACTOR) were chosen by
+# leave-one-conversation-out on the bench's LoCoMo conversations (each fold chose these; see
+# bench/README.md). Rank fusion (RRF, all rows) and ranking only rows near each channel's best
+# (BM25 ≥ half the best, cosine ≥ the best − 0.1: the rule before) found fewer evidence turns
+# there (all@10 0.55 and 0.52 against 0.62) and the latter left lists short of k.
+KEYWORD_WEIGHT = 0.3
+NEIGHBOUR_SHARE = 0.5
 # A query term found in more than this share of the rows (and in more than COMMON_TERM_MIN_ROWS
 # rows) says nothing about which row is meant, nor does an English function word: ignored.
 COMMON_TERM_SHARE = 0.05
@@ -201,7 +202,7 @@ class LazyKeywordIndex:
         return self._index
 
 
-def top_ranks(scores: np.ndarray, valid: np.ndarray, depth: int = RRF_DEPTH) -> np.ndarray:
+def top_ranks(scores: np.ndarray, valid: np.ndarray, depth: int = RANK_DEPTH) -> np.ndarray:
     """1-based rank of each entry among the `depth` best valid ones (0: not ranked). Ties keep
     the pack's order, so a ranking never depends on the sort's whims."""
     ranks = np.zeros(scores.size, dtype=np.int64)
@@ -215,10 +216,22 @@ def top_ranks(scores: np.ndarray, valid: np.ndarray, depth: int = RRF_DEPTH) -> 
     return ranks
 
 
-def fuse(ranks: list[np.ndarray], k: int = RRF_K) -> np.ndarray:
-    """Reciprocal rank fusion scaled to [0, 1]: Σ 1/(k + rank) over the channels that ranked an
-    entry, divided by what first place in every channel would get."""
-    total = np.zeros(ranks[0].size if ranks else 0)
-    for rank in ranks:
-        total += np.where(rank > 0, 1.0 / (k + np.maximum(rank, 1)), 0.0)
-    return total / (len(ranks) / (k + 1)) if ranks else total
+def scaled(scores: np.ndarray, valid: np.ndarray, min_max: bool) -> np.ndarray:
+    """`scores` on [0, 1] over the valid entries (0 elsewhere): divided by the best (BM25, whose
+    zero means "no query term"), or min-max (a cosine, whose zero means nothing)."""
+    out = np.zeros(scores.size)
+    if not valid.any():
+        return out
+    values = scores[valid]
+    low = float(values.min()) if min_max else 0.0
+    span = float(values.max()) - low
+    out[valid] = (values - low) / span if span > 0 else 1.0 if min_max else 0.0
+    return out
+
+
+def fuse(keyword: np.ndarray, vector: np.ndarray | None) -> np.ndarray:
+    """The channels' scaled scores (see `scaled`) weighted by KEYWORD_WEIGHT and the rest: 1.0 =
+    best in both; the keyword channel's alone without a vector."""
+    if vector is None:
+        return keyword
+    return KEYWORD_WEIGHT * keyword + (1 - KEYWORD_WEIGHT) * vector

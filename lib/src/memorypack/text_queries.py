@@ -13,7 +13,7 @@ import numpy as np
 from memorypack import keyword as _channels
 from memorypack.encoder import EncoderUnavailable, TextEncoder, check_text, encoder_spec
 from memorypack.indexes import PackIndexes
-from memorypack.keyword import LazyKeywordIndex, fuse, top_ranks
+from memorypack.keyword import LazyKeywordIndex, fuse, scaled, top_ranks
 from memorypack.tables import _has_text, _strings, _unit
 
 log = logging.getLogger("memorypack.loader")
@@ -108,23 +108,26 @@ class TextQueries(PackIndexes):
         if text is None or retrieval == "vector":
             return parts  # the cosine is the relevance, as before text queries
         keyword = self._keyword.get().scores(text)[rows].astype(np.float64)
-        best = float(keyword.max()) if keyword.size else 0.0
-        ranks = [top_ranks(keyword, (keyword > 0) & (keyword >= _channels.KEYWORD_FLOOR * best))]
         parts["keyword"] = keyword
-        parts["keyword_rank"] = ranks[0].astype(np.float64)
+        parts["keyword_rank"] = top_ranks(keyword, keyword > 0).astype(np.float64)
+        dense = None
         if "similarity" in parts:
             # A memory without an embedding has a zero row: no cosine to rank it by.
             similarity = parts["similarity"]
-            ceiling = float(similarity.max()) if similarity.size else 0.0
-            ranks.append(
-                top_ranks(
-                    similarity,
-                    (similarity != 0) & (similarity >= ceiling - _channels.VECTOR_MARGIN),
-                )
-            )
-            parts["vector_rank"] = ranks[1].astype(np.float64)
-        parts["relevance"] = fuse(ranks)
+            parts["vector_rank"] = top_ranks(similarity, similarity != 0).astype(np.float64)
+            dense = scaled(similarity, similarity != 0, min_max=True)
+        fused = fuse(scaled(keyword, keyword > 0, min_max=False), dense)
+        parts["neighbours"] = self._neighbour_share(rows, fused)
+        parts["relevance"] = fused + parts["neighbours"]
         return parts
+
+    def _neighbour_share(self, rows: np.ndarray, fused: np.ndarray) -> np.ndarray:
+        """NEIGHBOUR_SHARE × the better fused score of a row's neighbours in time (the memories of
+        its contact and kind just before and after it, when they are candidates too)."""
+        everywhere = np.zeros(self._n + 1)  # the last entry stands for "no neighbour"
+        everywhere[rows] = fused
+        before, after = self._previous[rows], self._next[rows]
+        return _channels.NEIGHBOUR_SHARE * np.maximum(everywhere[before], everywhere[after])
 
     def _similarities(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
         # Gathering a few rows is cheaper than a full scan; past a quarter of the pack it is not.
