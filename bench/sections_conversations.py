@@ -17,7 +17,10 @@ all@k (every evidence turn among the first k ids) and any@k (at least one):
 - dense retrieval over the raw turns with the pack's own encoder (`pack.embed`), cosine, within the
   question's conversation.
 Also: search latency p50/p95, and the share of questions with an evidence turn that the pack holds
-as inactive, on the losing side of a conflict, or not at all.
+as inactive, on the losing side of a conflict, or not at all. Redaction (SPEC §5 round 3): the
+speakers' names (the importer's `metadata.speaker`) left in the pack's texts (every text column of
+every file, case-insensitive whole words), as a share of their mentions in the raw turns, and the
+mean cosine of the pack's vectors to the encoder on the pack's (redacted) text and on the raw text.
 """
 
 from __future__ import annotations
@@ -64,6 +67,69 @@ def by_category(
         out[name] = recall([ranked[i] for i in rows], [evidence[i] for i in rows])
     out["overall"] = recall(ranked, evidence)
     return out
+
+
+def names_left(pack_dir: Path, raw: list[dict[str, Any]]) -> dict[str, Any]:
+    """Speaker-name mentions (whole words, any case) in the raw turns and in every text column of
+    the pack's files (ids and enumerations are no text), with the columns that still hold some."""
+    import re
+
+    import polars as pl
+
+    from pipeline.publish.content import ENUM_COLUMNS, ID_COLUMNS
+
+    speakers = sorted({str(e["metadata"]["speaker"]) for e in raw if e.get("metadata")})
+    pattern = r"(?i)\b(?:" + "|".join(re.escape(s) for s in speakers) + r")\b"
+    raw_n = int(pl.Series([e["content"] for e in raw]).str.count_matches(pattern).sum())
+    left: dict[str, int] = {}
+    for file in sorted(pack_dir.glob("*.parquet")):
+        frame = pl.read_parquet(file)
+        for column, dtype in frame.schema.items():
+            if column in ENUM_COLUMNS or column in ID_COLUMNS:
+                continue
+            if dtype == pl.List(pl.String):
+                texts = frame[column].explode()
+            elif dtype == pl.String:
+                texts = frame[column]
+            else:
+                continue
+            n = int(texts.str.count_matches(pattern).sum() or 0)
+            if n:
+                left[f"{file.name}:{column}"] = n
+    total = sum(left.values())
+    return {
+        "speakers": len(speakers),
+        "raw_mentions": raw_n,
+        "left": total,
+        "share": round(total / raw_n, 4) if raw_n else 0.0,
+        "by_column": left,
+    }
+
+
+def vector_cosines(pack: Any, raw: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean cosine of the pack's vectors to the pack's encoder on the pack's text and on the raw
+    text of the same memory (SPEC §5 round 3: the vectors are computed from the redacted text)."""
+    import polars as pl
+
+    folder = Path(str(pack.path))
+    memories = pl.read_parquet(folder / "memories.parquet", columns=["memory_id", "text"])
+    matrix = np.load(folder / "embeddings.npy")
+    by_id = {e["event_id"]: e["content"] for e in raw}
+    rows = [i for i, m in enumerate(memories["memory_id"].to_list()) if m in by_id]
+    if not rows or matrix.shape[1] == 0:
+        return {"redacted": 0.0, "raw": 0.0, "rows": 0}
+    ids = memories["memory_id"].to_list()
+    texts = memories["text"].to_list()
+    mine = matrix[rows]
+
+    def mean_cos(other: np.ndarray) -> float:
+        return round(float(np.mean(np.sum(mine * other, axis=1))), 4)
+
+    return {
+        "redacted": mean_cos(pack.embed([texts[i] for i in rows])),
+        "raw": mean_cos(pack.embed([by_id[ids[i]] for i in rows])),
+        "rows": len(rows),
+    }
 
 
 def _night(files: list[Path], work: Path) -> tuple[Path, dict[str, Any], float, float]:
@@ -190,6 +256,8 @@ def _evaluate(pack_dir: Path, truth: dict[str, Any]) -> dict[str, Any]:
             "as_of": now.isoformat(),
             "memories": pack.memories.num_rows,
         },
+        "names_left": names_left(Path(str(pack.path)), truth["raw"]),
+        "vector_cosine": vector_cosines(pack, truth["raw"]),
     }
 
 
@@ -210,6 +278,13 @@ def table_md(result: dict[str, Any]) -> str:
             for c in names
         ]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    names, cosine = result["names_left"], result["vector_cosine"]
+    lines += [
+        "",
+        f"speaker names left in pack text: {names['left']} of {names['raw_mentions']} raw mentions"
+        f" ({names['share']:.2%}); pack vectors' mean cosine to the encoder on the pack text "
+        f"{cosine['redacted']:.3f}, on the raw text {cosine['raw']:.3f}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -272,6 +347,16 @@ def run(sizes: Sizes) -> list[Figure]:
             baseline_name="BM25 over the raw turns (numpy, one index)",
             baseline_value=latency["bm25_raw"]["p50"],
             details={"latency_ms": latency},
+        ),
+        Figure(
+            name="speaker-name mentions left in the pack's texts, share of those in the raw turns",
+            value=result["names_left"]["share"],
+            unit="share",
+            baseline_name="mentions in the raw turns",
+            baseline_value=result["names_left"]["raw_mentions"],
+            goal="≤ 0.02 (issue 41, SPEC §5 round 3)",
+            goal_met=result["names_left"]["share"] <= 0.02,
+            details={**result["names_left"], "vector_cosine": result["vector_cosine"]},
         ),
         Figure(
             name="questions whose evidence the pack holds inactive or overruled",

@@ -10,6 +10,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.config import Paths
+from pipeline.pii import PLACEHOLDER
+from pipeline.semantic.embed.texts import normalise_text, text_hashes
 from pipeline.storage.lake import Lake
 from pipeline.storage.vectors import EmbeddingCache
 from tests.tenant_runs import declared
@@ -35,6 +37,12 @@ def _vector(seed: int) -> list[float]:
     rng = np.random.default_rng(seed)
     v = rng.normal(size=DIM).astype(np.float32)
     return [float(x) for x in v / np.linalg.norm(v)]
+
+
+def _redacted(text: str) -> str:
+    for kind, value in PLANTED.items():
+        text = text.replace(value, PLACEHOLDER[kind])
+    return text
 
 
 def tenant_frames(tenant: str, offset: int = 0) -> dict[str, pl.DataFrame]:
@@ -126,13 +134,24 @@ def tenant_frames(tenant: str, offset: int = 0) -> dict[str, pl.DataFrame]:
             "reputation": [1.1, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0],
         }
     )
+    # A text the pack redacts is embedded redacted (SPEC §5 round 3): the cache holds its vector
+    # under the key of its redacted text, the same for every tenant.
+    texts = interactions["input"].to_list() + statements["content"].to_list()
+    redacted = [_redacted(t) for t in texts]
+    keys = text_hashes(pl.DataFrame({"t": redacted}).select(normalise_text(pl.col("t")))["t"])
     embeddings = pl.DataFrame(
         {
             "tenant_id": [tenant] * 7,
             "memory_id": ids,
             "memory_kind": ["interaction"] * 4 + ["statement"] * 3,
-            "text_hash": [f"{tenant}-h{i}" for i in range(7)],
-            "embedding": [_vector(offset + i) for i in range(7)],
+            "text_hash": [
+                keys[i] if r != t else f"{tenant}-h{i}"
+                for i, (r, t) in enumerate(zip(redacted, texts, strict=True))
+            ],
+            "embedding": [
+                _vector(i if r != t else offset + i)
+                for i, (r, t) in enumerate(zip(redacted, texts, strict=True))
+            ],
             "model": ["all-MiniLM-L6-v2+onnx-int8.v2"] * 7,
         },
         schema_overrides={"embedding": pl.Array(pl.Float32, DIM)},

@@ -459,3 +459,43 @@ def test_embedding_checks_are_exact_across_blocks() -> None:
         assert finite and np.allclose(norms, np.linalg.norm(matrix, axis=1))
     matrix[8, 2] = np.nan
     assert not finite_and_norms(EmbeddingMatrix.of(matrix).blocks(3))[0]
+
+
+def test_the_packs_vectors_are_the_encoders_of_its_redacted_text(tmp_path: Path) -> None:
+    """SPEC §5 round 3: the lake's vectors embed the original texts (here by the installed
+    encoder); the pack's rows for texts it redacted are the encoder's of the redacted text,
+    encoded at build (only those) and kept in the cache."""
+    from pipeline.semantic.embed import (
+        EmbedConfig,
+        available_backend,
+        embed_with_cache,
+        encode,
+        load_model,
+        memory_texts,
+        model_name,
+        normalise_text,
+    )
+    from tests.tenant_runs import declared
+
+    paths = make_lake(tmp_path / "home", tenants=("acme",))
+    config = EmbedConfig(export_dir=paths.models / "embeddings")
+    name = model_name(None, available_backend(config.backend))
+    lake = Lake(paths)
+    texts = memory_texts(lake.read("interactions"), lake.read("memory_statements"))
+    raw = embed_with_cache(texts, None, name=name, config=config)
+    cache = EmbeddingCache(paths.embedding_cache)
+    cache.append(name, raw.fresh)
+    lake.write("memory_embeddings", declared("memory_embeddings", raw.embeddings))
+
+    content = build_pack(load_inputs(lake, AS_OF), "acme")
+    memories = content.frames["memories.parquet"]
+    matrix = content.embeddings.read()
+    model = load_model(None, available_backend(config.backend), config.export_dir)
+    pack_texts = memories.select(normalise_text(pl.col("text")))["text"].to_list()
+    on_pack = np.sum(matrix * encode(pack_texts, model=model), axis=1)
+    original = dict(texts.select("memory_id", "text").iter_rows())
+    on_raw = np.sum(matrix * encode([original[m] for m in memories["memory_id"]], model=model), 1)
+    np.testing.assert_allclose(on_pack, 1.0, atol=1e-3)
+    redacted = np.array(["[" in t for t in memories["text"]])
+    assert redacted.sum() == 3 and on_raw[redacted].max() < 0.98
+    assert len(cache.hashes(name)) == raw.fresh.height + 3

@@ -239,14 +239,20 @@ class Redactor:
         return out.alias(series.name), counts
 
     def frame(
-        self, frame: pl.DataFrame, identifiers: Iterable[str] = (), keep: Iterable[str] = ()
+        self,
+        frame: pl.DataFrame,
+        identifiers: Iterable[str] = (),
+        keep: Iterable[str] = (),
+        findings: list[pl.DataFrame] | None = None,
     ) -> tuple[pl.DataFrame, Counter[str]]:
         """Redact every String / List(String) column; `identifiers` get pseudonyms instead (per
         the frame's tenant_id) and `keep` (enumerations such as kind or status) stay as they are.
 
         The free-text columns of every tenant are hashed and looked up in the cache together,
         once, and so are the identifier columns: a value's findings depend neither on its tenant
-        nor on its column, and each lookup scans the cache (of the frame's tenants)."""
+        nor on its column, and each lookup scans the cache (of the frame's tenants). `findings`
+        gets the free texts' table (text, redacted, kinds), for the tenant's names
+        (pipeline.pii.names)."""
         started = time.perf_counter()
         identifiers, kept = set(identifiers), set(keep) | {"tenant_id"}
         try:
@@ -263,6 +269,8 @@ class Redactor:
                 if values.is_empty():
                     continue
                 table = self._redactions(values, ner=not ids, tenants=tenants)
+                if findings is not None and not ids:
+                    findings.append(table.select("text", "redacted", "kinds"))
                 if ids:
                     frame, found = self._pseudonymized(frame, names, table)
                 else:

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
+from pipeline.pii.names import TenantNames, tenant_names
 from pipeline.publish.content import (
     ENUM_COLUMNS,
     FILL_ROWS,
@@ -28,6 +29,7 @@ from pipeline.publish.content import (
 from pipeline.publish.inputs import INPUT_TABLES, load_inputs, tenant_rows
 from pipeline.publish.memories import pack_memories
 from pipeline.publish.models import encoder_files
+from pipeline.semantic.embed.texts import normalise_text, text_hashes
 from pipeline.storage.vectors import TextVectors
 
 # load_inputs is the build's other half: callers read the lake, then build each tenant.
@@ -35,11 +37,15 @@ __all__ = ["build_pack", "cut_long_texts", "load_inputs"]
 
 
 def _embeddings(
-    inputs: PackInputs, tenant: str, memories: pl.DataFrame
+    inputs: PackInputs, tenant: str, memories: pl.DataFrame, originals: pl.Series
 ) -> tuple[EmbeddingMatrix, str | None]:
-    """(matrix, model): row i ↔ memories row i, float32, unit length (a memory without an
-    embedding is a zero row); the model is the one most of the tenant's memories were embedded
-    with (the vectors' own model, not the cache's, which keeps others)."""
+    """(matrix, model): row i ↔ memories row i, float32, unit length, the vector of the pack's
+    own (redacted) text (SPEC §5 round 3: the vector of the original would carry what the text
+    hides; `originals`: the texts before redaction, row for row); a memory without an embedding
+    is a zero row. The model is the one most of the tenant's memories were embedded with (the
+    vectors' own model, not the cache's, which keeps others). A redacted text is a new text to
+    the cache (keyed like memory_embeddings, by the normalised text's sha256): only texts never
+    seen are encoded, and kept in the cache; an unchanged one keeps its memory_embeddings key."""
     table = tenant_rows(
         inputs,
         "memory_embeddings",
@@ -48,17 +54,50 @@ def _embeddings(
     )
     models = table["model"].drop_nulls()
     model = str(models.mode().sort().first()) if models.len() else None
-    vectors = inputs.cache.vectors(model, table["text_hash"]) if inputs.cache and model else None
-    if vectors is None or not len(vectors):
-        return EmbeddingMatrix.of(np.zeros((memories.height, 0), dtype=np.float32)), model
-    aligned = memories.select("memory_id").join(
-        table.unique("memory_id").select("memory_id", "text_hash"),
-        on="memory_id",
-        how="left",
-        maintain_order="left",
+    empty = EmbeddingMatrix.of(np.zeros((memories.height, 0), dtype=np.float32))
+    if inputs.cache is None or model is None:
+        return empty, model
+    keys = (
+        memories.select("memory_id", "text", originals.alias("original"))
+        .join(table.unique("memory_id").select("memory_id", "text_hash"), on="memory_id")
+        .filter(pl.col("text") != pl.col("original"))
+        .select("memory_id", normalise_text(pl.col("text")).alias("text"))
     )
+    keys = keys.with_columns(text_hashes(keys["text"]))
+    aligned = (
+        memories.select("memory_id")
+        .join(
+            table.unique("memory_id").select("memory_id", "text_hash"),
+            on="memory_id",
+            how="left",
+            maintain_order="left",
+        )
+        .update(keys.select("memory_id", "text_hash"), on="memory_id", how="left")
+    )
+    hashes = aligned["text_hash"].drop_nulls()
+    vectors = inputs.cache.vectors(model, hashes)
+    if _embed_new(inputs, model, keys.filter(~vectors.has(keys["text_hash"]))):
+        vectors = inputs.cache.vectors(model, hashes)
+    if not len(vectors):
+        return empty, model
     blocks = unit_blocks(vectors, aligned["text_hash"])
     return EmbeddingMatrix(blocks, memories.height, vectors.dim), model
+
+
+def _embed_new(inputs: PackInputs, model: str, new: pl.DataFrame) -> bool:
+    """Encode `new` texts (text, text_hash: none in the cache) with the embedding stage's encoder
+    and keep their vectors in the cache under `model`; whether any were. With another encoder
+    installed than the one that made `model`'s vectors, none is (those memories get no vector)."""
+    from pipeline.semantic.embed import EmbedConfig, available_backend, embed_with_cache, model_name
+
+    config = EmbedConfig(export_dir=inputs.models_dir)
+    if inputs.cache is None or new.is_empty():
+        return False
+    if model_name(None, available_backend(config.backend)) != model:
+        return False
+    result = embed_with_cache(new.unique("text_hash"), None, name=model, config=config)
+    inputs.cache.append(model, result.fresh)
+    return result.n_new > 0
 
 
 def unit_blocks(
@@ -134,6 +173,27 @@ def _conflicts(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> pl.Da
     )
 
 
+def _tenant_names(findings: list[pl.DataFrame]) -> TenantNames:
+    """The tenant's names, from the free texts' redactions of every file."""
+    if not findings:
+        return TenantNames(frozenset())
+    table = pl.concat(findings).unique("text", maintain_order=True)
+    return tenant_names(table, table["text"])
+
+
+def _spread_names(frame: pl.DataFrame, names: TenantNames) -> tuple[pl.DataFrame, int]:
+    """`frame`'s free-text columns (not ids, not enumerations) with the tenant's names redacted."""
+    total, columns = 0, []
+    for column, dtype in frame.schema.items():
+        if column in ID_COLUMNS or column in ENUM_COLUMNS or dtype not in (STRING, STRINGS):
+            continue
+        series, n = names.redact(frame[column])
+        if n:
+            columns.append(series)
+            total += n
+    return (frame.with_columns(columns) if columns else frame), total
+
+
 def _models_and_metrics(
     inputs: PackInputs, tenant: str, model: str | None, dim: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -186,7 +246,6 @@ def cut_long_texts(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
 def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
     """Every file of one tenant's pack, only that tenant's rows, with PII redacted."""
     memories = pack_memories(inputs, tenant)
-    embeddings, embedding_model = _embeddings(inputs, tenant, memories)
     frames: dict[str, pl.DataFrame] = {"memories.parquet": memories}
     frames["conflicts.parquet"] = _conflicts(inputs, tenant, memories)
     for file_name, (table, schema, keys) in PASS_THROUGH.items():
@@ -198,16 +257,28 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
     truncated: dict[str, int] = {}
     if inputs.redactor is None:
         raise ValueError("PackInputs.redactor is not set: build packs from load_inputs")
+    findings: list[pl.DataFrame] = []
     for file_name in sorted(frames):
         frames[file_name], found = inputs.redactor.frame(
-            frames[file_name], identifiers=ID_COLUMNS, keep=ENUM_COLUMNS
+            frames[file_name], identifiers=ID_COLUMNS, keep=ENUM_COLUMNS, findings=findings
         )
         by_kind.update(found)
         if found:
             by_file[file_name] = dict(sorted(found.items()))
+    inputs.redactor.flush()
+    # A name found in any text of the tenant is redacted in every text of it (SPEC §5 round 3).
+    names = _tenant_names(findings)
+    for file_name in sorted(frames):
+        frames[file_name], spread = _spread_names(frames[file_name], names)
+        if spread:
+            by_kind["person"] += spread
+            counts = by_file.setdefault(file_name, {})
+            counts["person"] = counts.get("person", 0) + spread
         frames[file_name], cut = cut_long_texts(frames[file_name])
         truncated.update({f"{file_name}:{column}": n for column, n in cut.items()})
-    inputs.redactor.flush()
+    embeddings, embedding_model = _embeddings(
+        inputs, tenant, frames["memories.parquet"], memories["text"]
+    )
     models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.dim)
     encoder = (
         encoder_files(embedding_model, embeddings.dim, inputs.models_dir)

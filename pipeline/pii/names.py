@@ -1,0 +1,172 @@
+"""A tenant's names: the people the detector found in any of its texts, redacted in every text of
+that tenant (SPEC §5 round 3), also where the detector missed them or the text is derived
+(a lower-cased conflict subject)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import polars as pl
+
+from pipeline.pii.rules import _COMMON_WORD_NAMES, _WORD, PLACEHOLDER, _faker_names
+
+_PLACEHOLDERS = re.compile("|".join(re.escape(p) for p in PLACEHOLDER.values()))
+_POSSESSIVE = re.compile(r"['’]s$")
+_WORDS = r"[^\W\d_][^\W\d_'’-]*"  # rules._WORD, also with a curly apostrophe (polars' regex)
+# A word is a tenant's name when the detector found it as (part of) a person at least MIN_FOUND
+# times, or once in a full name ("Priya Raghunathan"), and in at least MIN_SHARE of the texts'
+# capitalised uses of it: a product or a common word the NER sometimes calls a person ("Safari",
+# "React", issue 43) is mostly not found as one, and a word used in lower case more than
+# MAX_LOWER of its capitalised uses is an ordinary word ("will", "grace"), never a name to spread.
+MIN_FOUND = 2
+# 0.1: on five LoCoMo conversations (one tenant) the speakers the NER finds least are found in
+# 5-20 % of their capitalised uses (a turn's "Jon: …" prefix is mostly missed); 0.2 spread 6 of 9
+# speakers (names left in memories' text: 1,330 → 936 of 3,843 raw mentions), 0.1 spreads 7 (691).
+MIN_SHARE = 0.1
+MAX_LOWER = 0.1
+MIN_CHARS = 3
+
+
+@dataclass(frozen=True)
+class TenantNames:
+    """The words to redact in every text of one tenant, and how their matcher is built."""
+
+    words: frozenset[str]
+    # those found only after another word of a full name: a capitalised word before one is its
+    # first name ("Priyanka Raghunathan" where "Priya Raghunathan" was found)
+    surnames: frozenset[str] = frozenset()
+
+    def _names(self) -> str:
+        return "|".join(re.escape(w) for w in sorted(self.words, key=lambda w: (-len(w), w)))
+
+    def pattern(self) -> re.Pattern[str]:
+        """One alternation, case-insensitive on the names (a lower-cased subject holds them too),
+        with the word on either side, taken in when it is a name too (`_sub`)."""
+        beside = r"[^\W\d_][\w'’-]*"
+        return re.compile(
+            rf"(?:\b(?P<pre>{beside})[ \t]+)?\b(?i:(?P<name>{self._names()}))\b"
+            rf"(?:[ \t]+(?P<post>{beside}))?"
+        )
+
+    def redact(self, series: pl.Series) -> tuple[pl.Series, int]:
+        """`series` (String or List(String)) with every name replaced by [PERSON]; how many."""
+        if not self.words or series.dtype not in (pl.String, pl.List(pl.String)):
+            return series, 0
+        flat = series.explode() if series.dtype == pl.List(pl.String) else series
+        # Only the distinct texts that hold a name (one vectorised test) go through Python's re.
+        texts = flat.drop_nulls().unique()
+        texts = texts.filter(texts.str.contains(f"(?i)\\b(?:{self._names()})\\b"))
+        if texts.is_empty():
+            return series, 0
+        pattern = self.pattern()
+        mapping: dict[str, str] = {}
+        replaced: dict[str, int] = {}
+        for text in texts.to_list():
+            mapping[text], replaced[text] = self._sub(pattern, text)
+        uses = (
+            flat.rename("text").value_counts(name="n").filter(pl.col("text").is_in(list(mapping)))
+        )
+        total = sum(replaced[text] * n for text, n in uses.iter_rows())
+        if series.dtype == pl.List(pl.String):
+            return series.list.eval(pl.element().replace(mapping)).alias(series.name), total
+        return series.replace(mapping).alias(series.name), total
+
+    def _sub(self, pattern: re.Pattern[str], text: str) -> tuple[str, int]:
+        """`text` with each name, and a name beside it, replaced: a capitalised known first or
+        last name, another of the tenant's names, or a capitalised word (not a stop word) before
+        a surname."""
+        from spacy.lang.en.stop_words import STOP_WORDS
+
+        first, last = _faker_names()
+        lower = self._lower
+        surnames = {w.lower() for w in self.surnames}
+
+        def joins(word: str | None, before_surname: bool = False) -> bool:
+            if not word or not word[0].isupper() or word in _COMMON_WORD_NAMES:
+                return False
+            bare = _POSSESSIVE.sub("", word)
+            if before_surname and bare.lower() not in STOP_WORDS and bare[1:] == bare[1:].lower():
+                return True
+            return bare in first or bare in last or bare.lower() in lower
+
+        def one(match: re.Match[str]) -> str:
+            pre, post = match.group("pre"), match.group("post")
+            head = tail = ""
+            if pre and not joins(pre, match.group("name").lower() in surnames):
+                head = text[match.start("pre") : match.start("name")]
+            if post and not joins(post):
+                tail = text[match.end("name") : match.end("post")]
+            return head + PLACEHOLDER["person"] + tail
+
+        return pattern.subn(one, text)
+
+    @property
+    def _lower(self) -> frozenset[str]:
+        return frozenset(w.lower() for w in self.words)
+
+
+def found_people(findings: pl.DataFrame) -> list[str]:
+    """The person values the detector found, one per finding, read off each text beside its
+    redaction (`text`, `redacted`, `kinds`: the redaction cache's rows), so the names themselves
+    are never stored: only the keyed hashes and redacted texts the cache already holds."""
+    rows = findings.filter(pl.col("kinds").list.contains("person")).select("text", "redacted")
+    people = []
+    for text, redacted in rows.iter_rows():
+        pieces = _PLACEHOLDERS.split(redacted)
+        kinds = _PLACEHOLDERS.findall(redacted)
+        match = re.fullmatch("(.+?)".join(re.escape(p) for p in pieces), text, re.DOTALL)
+        if match is None:  # the redaction is not the text's (cannot be aligned): nothing to read
+            continue
+        people += [v for v, k in zip(match.groups(), kinds, strict=True) if k == "[PERSON]"]
+    return people
+
+
+def tenant_names(findings: pl.DataFrame, texts: pl.Series) -> TenantNames:
+    """The words of the found people (`findings`) that are names in this tenant's `texts` (its
+    distinct original free texts): see MIN_FOUND, MIN_SHARE, MAX_LOWER."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    found: Counter[str] = Counter()
+    in_full: set[str] = set()
+    leading: set[str] = set()  # words found first in a value ("Priya" of "Priya Raghunathan")
+    for value in found_people(findings):
+        words = [_POSSESSIVE.sub("", w) for w in _WORD.findall(value)]
+        words = [w for w in words if w[:1].isupper() and w[1:] == w[1:].lower()]
+        found.update(words)
+        leading.update(words[:1])
+        if len(words) > 1:
+            in_full.update(words)
+    if not found:
+        return TenantNames(frozenset())
+    counts = _word_counts(texts, set(found) | {w.lower() for w in found})
+    names = {
+        w
+        for w, n in found.items()
+        if len(w) >= MIN_CHARS
+        and w not in _COMMON_WORD_NAMES
+        and w.lower() not in STOP_WORDS
+        and (n >= MIN_FOUND or w in in_full)
+        and n >= MIN_SHARE * counts.get(w, 0)
+        and counts.get(w.lower(), 0) <= MAX_LOWER * counts.get(w, 0)
+    }
+    return TenantNames(frozenset(names), frozenset((names & in_full) - leading))
+
+
+def _word_counts(texts: pl.Series, wanted: Iterable[str]) -> dict[str, int]:
+    """How often each of `wanted` is used as a word in `texts` (case kept, possessive dropped)."""
+    # A text without a capital (a lower-cased subject) says nothing about how a word is written.
+    written = texts.drop_nulls()
+    words = (
+        written.filter(written.str.contains(r"\p{Lu}"))
+        .str.extract_all(_WORDS)
+        .explode()
+        .drop_nulls()
+        .str.replace(r"['’]s$", "")
+        .rename("word")
+    )
+    wanted_words = pl.Series("word", sorted(set(wanted)), dtype=pl.String)
+    counts = words.filter(words.is_in(wanted_words.implode())).value_counts(name="n")
+    return dict(counts.iter_rows())

@@ -1,0 +1,99 @@
+"""A tenant's names (pipeline.pii.names): found in one of its texts, redacted in all of them."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipeline.pii.names import TenantNames, found_people, tenant_names
+from pipeline.publish.build import _spread_names
+
+
+def _findings(rows: list[tuple[str, str]]) -> pl.DataFrame:
+    """(text, redacted) pairs as the redactor's table: kinds from the placeholders left."""
+    return pl.DataFrame(
+        {
+            "text": [t for t, _ in rows],
+            "redacted": [r for _, r in rows],
+            "kinds": [(["person"] if "[PERSON]" in r else []) for _, r in rows],
+        }
+    )
+
+
+def _names(rows: list[tuple[str, str]]) -> TenantNames:
+    table = _findings(rows)
+    return tenant_names(table, table["text"])
+
+
+ACME = [
+    ("Priya Raghunathan booked the room.", "[PERSON] booked the room."),
+    ("Raghunathan said Friday works.", "Raghunathan said Friday works."),
+    ("Priyanka Raghunathan will join too.", "Priyanka Raghunathan will join too."),
+    ("Send the notes to Tom.", "Send the notes to [PERSON]."),
+    ("Tom: the notes are in.", "[PERSON]: the notes are in."),
+    ("Hey Tom, thanks!", "Hey Tom, thanks!"),
+]
+
+
+def test_found_people_are_read_off_the_redaction() -> None:
+    assert found_people(_findings(ACME)) == ["Priya Raghunathan", "Tom", "Tom"]
+
+
+def test_a_name_found_in_one_text_is_redacted_in_every_text_of_its_tenant_only() -> None:
+    names = _names(ACME)
+    assert names.words == {"Priya", "Raghunathan", "Tom"}
+    assert names.surnames == {"Raghunathan"}
+    texts, n = names.redact(pl.Series([r for _, r in ACME]))
+    assert texts.to_list() == [
+        "[PERSON] booked the room.",
+        "[PERSON] said Friday works.",
+        "[PERSON] will join too.",  # the first name before a found surname goes with it
+        "Send the notes to [PERSON].",
+        "[PERSON]: the notes are in.",
+        "Hey [PERSON], thanks!",
+    ]
+    assert n == 3
+    # Another tenant's texts are redacted with its own names: acme's do not reach it.
+    other = _names([("Ask Raghunathan about Tom.", "Ask Raghunathan about Tom.")])
+    assert other.words == set()
+    kept, n = other.redact(pl.Series(["Ask Raghunathan about Tom."]))
+    assert kept.to_list() == ["Ask Raghunathan about Tom."] and n == 0
+
+
+def test_derived_text_is_redacted_too() -> None:
+    """A lower-cased conflict subject and a token list hold the names as well; ids and
+    enumerations stay as they are."""
+    conflicts = pl.DataFrame(
+        {
+            "tenant_id": ["acme"],
+            "memory_id_a": ["tom-1"],
+            "reason": ["opposite_polarity"],
+            "subject": ["tom prefers calls from raghunathan"],
+            "tags": [["tom", "calls"]],
+        }
+    )
+    out, n = _spread_names(conflicts, _names(ACME))
+    assert out.row(0) == (
+        "acme",
+        "tom-1",
+        "opposite_polarity",
+        "[PERSON] prefers calls from [PERSON]",
+        ["[PERSON]", "calls"],
+    )
+    assert n == 3
+
+
+def test_a_common_word_or_product_the_ner_once_called_a_person_is_not_spread() -> None:
+    rows = [
+        ("Safari crashed again.", "[PERSON] crashed again."),
+        ("Safari froze on login.", "[PERSON] froze on login."),
+        *[(f"Open it in Safari, step {i}.", f"Open it in Safari, step {i}.") for i in range(23)],
+        ("Will you call me?", "[PERSON] you call me?"),
+        ("Will said yes.", "[PERSON] said yes."),
+        ("Grace Hopper wrote it.", "[PERSON] wrote it."),
+        ("Accept it with grace.", "Accept it with grace."),
+    ]
+    names = _names(rows)
+    # Safari: found in 2 of its 25 uses; Will: a common word; Grace: used in lower case too.
+    assert names.words == {"Hopper"}
+    texts, n = names.redact(pl.Series(["Open it in Safari.", "Grace will do it with grace."]))
+    assert texts.to_list() == ["Open it in Safari.", "Grace will do it with grace."] and n == 0
