@@ -146,7 +146,9 @@ def few_shot_sets(
     scores = feedback_scores
     embeddings = memory_embeddings.filter(pl.col("memory_kind") == "interaction")
     vectors = home.vectors(embeddings)
-    sets = select_few_shot(interactions, corrections, scores, embeddings, vectors, config)
+    # One confidently helpful ranks a little higher (FewShotConfig.helpful_boost).
+    boosts = usage.boosts(pack_usage, config.helpful_boost)
+    sets = select_few_shot(interactions, corrections, scores, embeddings, vectors, config, boosts)
     home.lake.write("few_shot_sets", sets)
     negatives = negative_examples(sets, scores)
     duplicates = near_duplicates(sets, embeddings, vectors, config.duplicate_similarity)
@@ -160,6 +162,7 @@ def few_shot_sets(
                 "corrected_examples": int(sets["is_corrected"].sum()),
                 "k": config.k,
                 "demoted_examples": demoted.height,
+                "boosted_examples": boosts.height,
                 "demoted": "; ".join(f"{i}: {r}" for i, r in demoted.head(10).iter_rows())
                 or "none",
             },

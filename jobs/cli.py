@@ -190,6 +190,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     feedback = args.feedback_per_interaction or FEEDBACK_PER_INTERACTION
     if feedback < FEEDBACK_PER_INTERACTION:
         raise UserError(f"--feedback-per-interaction must be at least {FEEDBACK_PER_INTERACTION:g}")
+    if not 0.0 <= args.receipts <= 1.0:
+        raise UserError(f"--receipts must lie in [0, 1] (got {args.receipts})")
     out = Path(args.out)
     print(
         f"memorypack: generating {args.interactions} interactions over {args.days} days into {out}"
@@ -203,6 +205,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         start=date.fromisoformat(args.start),
         progress=_progress,
         feedback_per_interaction=feedback,
+        receipts=args.receipts,
     )
     ingest = truth.get("ingest", {})
     print(
@@ -342,6 +345,13 @@ def _add_night_commands(sub: Any) -> None:
         "--feedback-per-interaction",
         type=float,
         help="mean random feedback events per interaction (default and minimum 1.1)",
+    )
+    gen.add_argument(
+        "--receipts",
+        type=float,
+        default=0.0,
+        help="share of AI calls that carry a pack receipt, 5 %% of them holdout, with planted "
+        "helpful and harmful items (SPEC §4.9; default 0: none)",
     )
     gen.set_defaults(func=cmd_generate)
 

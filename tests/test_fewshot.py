@@ -90,6 +90,8 @@ def sets() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     model = load_model()
     embedded = embed_with_cache(memory_texts(interactions, statements_frame([])), None, model)
     vectors = TextVectors.from_frame(embedded.fresh)
+    # tie_old measured helpful in use by more than the boost's cap (SPEC §4.9).
+    helpful = pl.DataFrame({"item_id": ["tie_old"], "boost": [0.3]})
     return (
         few_shot_sets(
             interactions, feedback, score, embedded.embeddings, vectors, FewShotConfig(k=5)
@@ -97,11 +99,14 @@ def sets() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         score,
         embedded.embeddings,
         vectors,
+        few_shot_sets(
+            interactions, feedback, score, embedded.embeddings, vectors, FewShotConfig(k=5), helpful
+        ),
     )
 
 
 def test_sets_rank_by_quality_without_negatives_or_near_duplicates(sets: Any) -> None:
-    out, score, embeddings, vectors = sets
+    out, score, embeddings, vectors, _ = sets
     support = out.filter(pl.col("system") == "support")
     assert support["memory_id"].to_list() == ["fixed", "good", "tie_new", "tie_old"]
     assert support["rank"].to_list() == [1, 2, 3, 4]
@@ -114,7 +119,7 @@ def test_sets_rank_by_quality_without_negatives_or_near_duplicates(sets: Any) ->
 
 
 def test_corrected_output_replaces_the_wrong_one(sets: Any) -> None:
-    out, _, _, _ = sets
+    out, _, _, _, _ = sets
     row = out.filter(pl.col("memory_id") == "fixed").row(0, named=True)
     assert (
         row["is_corrected"] and row["output"] == "It left our warehouse today and arrives Friday."
@@ -131,3 +136,15 @@ def test_mmr_rejects_duplicates_even_when_nothing_else_is_left() -> None:
     chosen, values = mmr_select(np.array([0.9, 0.8, 0.1]), vectors, 3, 0.7, 0.9)
     assert chosen.tolist() == [0, 2]
     assert values[0] == pytest.approx(0.63)
+
+
+def test_a_helpful_example_ranks_higher_by_a_bounded_boost(sets: Any) -> None:
+    out, _, _, _, boosted = sets
+    support = boosted.filter(pl.col("system") == "support")
+    # Its tie goes its way; the boost (capped at 0.1) never lifts it past a clearly better one.
+    assert support["memory_id"].to_list() == ["fixed", "good", "tie_old", "tie_new"]
+    why = support.filter(pl.col("memory_id") == "tie_old")["why"].item()
+    assert "; helpful in use +0.1; mmr " in why
+    # Only the order and its explanation change (the selection score and MMR hold the boost).
+    unchanged = ["rank", "why", "mmr", "selection_score"]
+    assert boosted.drop(unchanged).sort("memory_id").equals(out.drop(unchanged).sort("memory_id"))

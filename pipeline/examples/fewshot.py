@@ -32,6 +32,7 @@ SCORES_SCHEMA = tables.schema(
 
 # The order examples are chosen in: best first, recency breaks ties, then the id, for a deterministic
 # order (column → descending).
+BOOST_SCHEMA = {"item_id": pl.String, "boost": pl.Float64}
 BEST_FIRST = {"selection_score": True, "ts": True, "memory_id": False}
 
 
@@ -49,6 +50,10 @@ class FewShotConfig:
     # Unrated memories have no evidence of quality: only examples someone reacted to (or
     # corrected) are shown to a model as "what good looks like".
     require_feedback: bool = True
+    # An example confidently helpful where apps used it (SPEC §4.9) ranks higher by the lower end
+    # of its effect's interval, at most this: a nudge among near-equals (quality_lower spans
+    # [−1, 1]), never past a clearly better example.
+    helpful_boost: float = 0.1
 
 
 def corrected_outputs(feedback: pl.DataFrame) -> pl.DataFrame:
@@ -70,9 +75,12 @@ def candidates(
     scores: pl.DataFrame,
     embeddings: pl.DataFrame,
     config: FewShotConfig | None = None,
+    boosts: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Eligible examples with their selection score: never net-negative unless corrected."""
+    """Eligible examples with their selection score: never net-negative unless corrected;
+    `boosts` (item_id, boost) raises the score of examples measured helpful in use."""
     config = config or FewShotConfig()
+    boosts = boosts if boosts is not None else pl.DataFrame(schema=BOOST_SCHEMA)
     score_cols = [c for c in SCORES_SCHEMA if c not in ("tenant_id", "memory_id", "has_correction")]
     base = (
         interactions.select(
@@ -104,8 +112,13 @@ def candidates(
     eligible = pl.col("is_corrected") | (
         ~net_negative & (pl.col("n_feedback") > 0 if config.require_feedback else pl.lit(True))
     )
+    boost = boosts.select(
+        pl.col("item_id").alias("memory_id"),
+        pl.col("boost").clip(0.0, config.helpful_boost).cast(pl.Float64),
+    )
     return (
         base.filter(eligible)
+        .join(boost, on="memory_id", how="left")
         .with_columns(
             pl.when(pl.col("is_corrected"))
             .then(pl.col("corrected_output"))
@@ -114,6 +127,7 @@ def candidates(
             pl.when(pl.col("is_corrected"))
             .then(pl.max_horizontal(pl.col("quality_lower"), pl.lit(config.corrected_quality)))
             .otherwise(pl.col("quality_lower"))
+            .add(pl.col("boost").fill_null(0.0))
             .alias("selection_score"),
             pl.when(pl.col("is_corrected"))
             .then(pl.max_horizontal("ts", "corrected_at"))
@@ -159,7 +173,12 @@ def _why(frame: pl.DataFrame) -> pl.Expr:
     corrected = (
         pl.when(pl.col("is_corrected")).then(pl.lit("; corrected output")).otherwise(pl.lit(""))
     )
-    return pl.concat_str([votes, corrected, fmt("; mmr {}", pl.col("mmr").round(2))])
+    helpful = (
+        pl.when(pl.col("boost") > 0)
+        .then(fmt("; helpful in use +{}", pl.col("boost").round(2)))
+        .otherwise(pl.lit(""))
+    )
+    return pl.concat_str([votes, corrected, helpful, fmt("; mmr {}", pl.col("mmr").round(2))])
 
 
 def few_shot_sets(
@@ -169,11 +188,12 @@ def few_shot_sets(
     embeddings: pl.DataFrame,
     vectors: TextVectors,
     config: FewShotConfig | None = None,
+    boosts: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Top-k diverse examples per tenant × system × kind × skill (FEW_SHOT_SCHEMA); `embeddings`
     says which text each memory has, `vectors` holds those texts' vectors."""
     config = config or FewShotConfig()
-    pool = candidates(interactions, feedback, scores, embeddings, config)
+    pool = candidates(interactions, feedback, scores, embeddings, config, boosts)
     parts = []
     for _, group in pool.group_by(GROUP_KEYS, maintain_order=True):
         chosen, values = mmr_select(

@@ -23,6 +23,7 @@ from pipeline.generate.malformed import (
     dumps,
 )
 from pipeline.generate.planted import Planter, Truth
+from pipeline.generate.receipts import HOLDOUT_SHARE, Receipts
 from pipeline.generate.world import SYSTEM_SKILLS as _SKILLS
 from pipeline.generate.world import TENANT_NAMES, Tenant, World
 from pipeline.ingest.contracts import MemoryCategory, MemoryType
@@ -76,6 +77,8 @@ class Generator:
         start: date,
         progress: Callable[[str], None] | None,
         feedback_per_interaction: float = FEEDBACK_PER_INTERACTION,
+        receipts: float = 0.0,
+        holdout: float = HOLDOUT_SHARE,
     ) -> None:
         if days < 1 or tenants < 1 or interactions < 0:
             raise ValueError("days and tenants must be >= 1, interactions >= 0")
@@ -86,6 +89,8 @@ class Generator:
         # stream byte for byte): the issue-7 bench wants 3 feedback events per interaction.
         self.extra_feedback = feedback_per_interaction - FEEDBACK_PER_INTERACTION
         self.progress = progress or (lambda _m: None)
+        # Receipts draw from their own RNG: 0 (the default) keeps the stream byte for byte.
+        self.receipts = Receipts(seed, receipts, holdout) if receipts else None
         self.rng = random.Random(seed)
         names = list(TENANT_NAMES[:tenants]) + [f"tenant{i:02d}" for i in range(10, tenants)]
         per = max(1, interactions // tenants)
@@ -222,8 +227,16 @@ class Generator:
         event, short = w.interaction(
             t, system, when, user, contact if rng.random() < 0.9 else None, session, skill
         )
+        receipt = None
+        if self.receipts:
+            receipt = self.receipts.context(t, self.start + timedelta(days=d), self.start, skill)
+            if receipt is not None:
+                event["context"] = receipt
         self._write(f, t, d, event, soon, keep=True)
         q = w.quality(t, user, skill)
+        if self.receipts:
+            q = self.receipts.quality(t, skill, receipt, q)
+            self.receipts.interaction(t, event["event_id"])
         regenerate = False
         for _ in range(self._feedback_count()):
             late = rng.random() < LATE_FEEDBACK
@@ -310,6 +323,8 @@ class Generator:
             supersedes=supersedes,
         )
         t.last_memory[c] = event["event_id"]
+        if self.receipts:
+            self.receipts.statement(t, event["event_id"])
         self._write(f, t, d, event, soon)
         r = rng.random()
         if r < 0.15:
@@ -359,6 +374,8 @@ class Generator:
             "signals": dict(sorted(self.tally.signals.items())),
         }
         truth.update(asdict(self.truth))
+        if self.receipts:
+            truth["usage"] = self.receipts.truth()
         truth["pii"] = sorted(self.w.pii.union(*(t.pii_ids for t in self.w.tenants)))
         (self.out / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
         return truth
@@ -373,6 +390,8 @@ def generate(
     start: date = date(2026, 11, 1),
     progress: Callable[[str], None] | None = None,
     feedback_per_interaction: float = FEEDBACK_PER_INTERACTION,
+    receipts: float = 0.0,
+    holdout: float = HOLDOUT_SHARE,
 ) -> dict[str, Any]:
     """Write realistic landing folders `<out>/<YYYY-MM-DD>/*.jsonl[.gz]` and `<out>/truth.json`.
 
@@ -381,7 +400,19 @@ def generate(
     Returns the truth dict: exact ingest counts (as if the dates are ingested in order) and the
     planted cases every later stage is tested against. `feedback_per_interaction` (mean number of
     random feedback events per base interaction, default 1.1) raises the feedback volume.
+    `receipts` > 0: that share of AI calls from the second day on carries a `context` receipt
+    (a `holdout` share of them with no pack content), with planted helpful and harmful items
+    (pipeline/generate/receipts.py; truth.json's `usage`); 0 writes none.
     """
     return Generator(
-        Path(out), days, interactions, tenants, seed, start, progress, feedback_per_interaction
+        Path(out),
+        days,
+        interactions,
+        tenants,
+        seed,
+        start,
+        progress,
+        feedback_per_interaction,
+        receipts,
+        holdout,
     ).run()

@@ -1,6 +1,6 @@
 """The usage stage (SPEC §4.9): what the pack put into calls, and whether it helped."""
 
-from pipeline.usage.actions import demoted
+from pipeline.usage.actions import boosts, demoted
 from pipeline.usage.effects import (
     USAGE_CONFIG,
     UsageConfig,
@@ -13,6 +13,7 @@ from pipeline.usage.effects import (
 __all__ = [
     "USAGE_CONFIG",
     "UsageConfig",
+    "boosts",
     "calls",
     "demoted",
     "known_items",

@@ -1,4 +1,5 @@
-"""Acting on item effects (SPEC §4.9): an item confidently harmful is never again a few-shot example."""
+"""Acting on item effects (SPEC §4.9): an item confidently harmful is never again a few-shot
+example; one confidently helpful ranks a little higher."""
 
 from __future__ import annotations
 
@@ -22,5 +23,20 @@ def demoted(usage: pl.DataFrame) -> pl.DataFrame:
         harmful.sort("effect_upper")
         .group_by("item_id", maintain_order=True)
         .agg(reason.first().alias("reason"))
+        .sort("item_id")
+    )
+
+
+def boosts(usage: pl.DataFrame, cap: float) -> pl.DataFrame:
+    """The items confidently helpful in some skill and harmful in none (item_id, boost): the
+    boost is the lower end of its best effect's interval, at most `cap`, so a helpful item moves
+    up among peers of similar quality but never past a clearly better one. Empty without
+    receipts."""
+    harmful = usage.filter(pl.col("verdict") == "harmful").select("item_id")
+    return (
+        usage.filter(pl.col("verdict") == "helpful")
+        .join(harmful, on="item_id", how="anti")
+        .group_by("item_id")
+        .agg(pl.col("effect_lower").max().clip(upper_bound=cap).alias("boost"))
         .sort("item_id")
     )
