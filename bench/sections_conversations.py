@@ -17,14 +17,19 @@ all@k (every evidence turn among the first k ids) and any@k (at least one):
 - dense retrieval over the raw turns with the pack's own encoder (`pack.embed`), cosine, within the
   question's conversation.
 Also: search latency p50/p95, and the share of questions with an evidence turn that the pack holds
-as inactive, on the losing side of a conflict, or not at all. Redaction (SPEC §5 round 3): the
-speakers' names (the importer's `metadata.speaker`) left in the pack's texts (every text column of
-every file, case-insensitive whole words), as a share of their mentions in the raw turns, and the
-mean cosine of the pack's vectors to the encoder on the pack's (redacted) text and on the raw text.
+as inactive, on the losing side of a conflict, or not at all; the conflicts the night flagged and
+their precision against the hand labels of `tests/fixtures/locomo_conflicts.csv` (ids only; an
+unlabelled conflict counts as false), and the statement clusters: the share of turns clustered with
+others and the clusters that mix two speakers (`metadata.speaker`, see pipeline/semantic/wording.py).
+Redaction (SPEC §5 round 3): the speakers' names (the importer's `metadata.speaker`) left in the
+pack's texts (every text column of every file, case-insensitive whole words), as a share of their
+mentions in the raw turns, and the mean cosine of the pack's vectors to the encoder on the pack's
+(redacted) text and on the raw text.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -40,6 +45,7 @@ import numpy as np
 from bench.common import ROOT, Figure, NotAvailable, Sizes, percentile, rounded, run_child
 
 DATA = ROOT.parent / "shared" / "data" / "locomo"
+LABELS = ROOT / "tests" / "fixtures" / "locomo_conflicts.csv"
 TENANT = "locomo"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 METHODS = ("search", "memories_for", "prompt_context", "bm25_raw", "dense_raw")
@@ -130,6 +136,57 @@ def vector_cosines(pack: Any, raw: list[dict[str, Any]]) -> dict[str, float]:
         "raw": mean_cos(pack.embed([by_id[ids[i]] for i in rows])),
         "rows": len(rows),
     }
+
+
+def conflict_labels(path: Path = LABELS) -> dict[tuple[str, str], bool]:
+    """(memory_id_a, memory_id_b) → judged a true conflict, from the hand-labelled fixture."""
+    with path.open() as f:
+        return {
+            (r["memory_id_a"], r["memory_id_b"]): r["true_conflict"] == "true"
+            for r in csv.DictReader(f)
+        }
+
+
+def conflicts_and_clusters(
+    conflicts: Any, summaries: Any, statements: Any, labels: dict[tuple[str, str], bool]
+) -> dict[str, Any]:
+    """Conflicts flagged and their precision by `labels` (unlabelled = false; 1.0 when none is
+    flagged), and of the statement clusters with more than one member: how many, the share of
+    statements in them, and how many mix speakers (`statements`: memory_statements rows)."""
+    import polars as pl
+
+    from pipeline.semantic.wording import speaker
+
+    pairs = conflicts.select("memory_id_a", "memory_id_b").rows()
+    true = sum(labels.get(pair, False) for pair in pairs)
+    who = statements.select(memory_id="event_id", speaker=speaker(pl.col("metadata")))
+    shared = summaries.filter((pl.col("scope") == "statement") & (pl.col("n_members") > 1))
+    members = (
+        shared.select("cluster_id", memory_id="member_ids")
+        .explode("memory_id")
+        .join(who, on="memory_id", how="left")
+    )
+    mixed = members.group_by("cluster_id").agg(pl.col("speaker").n_unique() > 1)["speaker"].sum()
+    return {
+        "conflicts": len(pairs),
+        "conflicts_labelled": sum(pair in labels for pair in pairs),
+        "conflict_precision": round(true / len(pairs), 4) if pairs else 1.0,
+        "shared_clusters": shared.height,
+        "share_of_statements_clustered": round(members.height / max(statements.height, 1), 4),
+        "clusters_mixing_speakers": int(mixed),
+    }
+
+
+def _semantics(home: Path) -> dict[str, Any]:
+    from pipeline.ingest.layout import Paths
+    from pipeline.storage.lake import Lake
+
+    lake = Lake(Paths(home))
+    conflicts, summaries, statements = (
+        lake.read(t).collect()
+        for t in ("memory_conflicts", "consolidated_summaries", "memory_statements")
+    )
+    return conflicts_and_clusters(conflicts, summaries, statements, conflict_labels())
 
 
 def _night(files: list[Path], work: Path) -> tuple[Path, dict[str, Any], float, float]:
@@ -297,6 +354,7 @@ def run(sizes: Sizes) -> list[Figure]:
         started = time.perf_counter()
         result = _evaluate(pack_dir, truth)
         evaluated_s = time.perf_counter() - started
+        semantics = _semantics(Path(tmp) / "home")
         shutil.rmtree(tmp, ignore_errors=True)
     overall = {m: result["recall"][m]["overall"]["all@10"] for m in METHODS}
     bm25 = overall["bm25_raw"]
@@ -363,5 +421,13 @@ def run(sizes: Sizes) -> list[Figure]:
             value=result["either_inactive_or_overruled"],
             unit="share",
             details={"share": result["hidden_share"], "questions": result["hidden_questions"]},
+        ),
+        Figure(
+            name="conflict precision on the hand-labelled LoCoMo conflicts (SPEC §4.4 round 3)",
+            value=semantics["conflict_precision"],
+            unit="precision",
+            goal="≥ 0.9 (issue 41)",
+            goal_met=semantics["conflict_precision"] >= 0.9,
+            details=semantics,
         ),
     ]

@@ -34,13 +34,23 @@ def _cannot_links(units: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFrame:
 
 
 def _group_links(
-    start: int, end: int, polarity: np.ndarray, digits: np.ndarray, conflicts: np.ndarray
+    start: int,
+    end: int,
+    polarity: np.ndarray,
+    digits: np.ndarray,
+    speakers: np.ndarray,
+    conflicts: np.ndarray,
 ) -> np.ndarray:
     """Local index pairs of rows start..end that cannot be repeats of each other even when their
     vectors are close: opposite polarity ("Don't schedule meetings after 5pm" / "Schedule meetings
-    before 9am" ≈ 0.7), different numbers ("after 5pm" / "after 6pm"), or a conflict."""
-    pol, dig = polarity[start:end], digits[start:end]
-    mask = (pol[:, None] != pol[None, :]) | (dig[:, None] != dig[None, :])
+    before 9am" ≈ 0.7), different numbers ("after 5pm" / "after 6pm"), two speakers (one person's
+    line never reinforces another's: "Hey Tim!" / "Hey John!"), or a conflict."""
+    pol, dig, who = polarity[start:end], digits[start:end], speakers[start:end]
+    mask = (
+        (pol[:, None] != pol[None, :])
+        | (dig[:, None] != dig[None, :])
+        | (who[:, None] != who[None, :])
+    )
     lo, hi = np.searchsorted(conflicts[:, 0], [start, end])
     mask[conflicts[lo:hi, 0] - start, conflicts[lo:hi, 1] - start] = True
     i, j = np.nonzero(np.triu(mask | mask.T, k=1))
@@ -67,6 +77,7 @@ def label_groups(
     if not dedupe:
         polarity = units["polarity"].to_numpy()
         digits = codes(units["subject_numbers"])
+        speakers = codes(units["speaker"].fill_null(""))
         links = _cannot_links(units, conflicts).to_numpy().reshape(-1, 2)
     labels = np.empty(units.height, dtype=np.int64)
     next_label = 0
@@ -75,7 +86,7 @@ def label_groups(
             labels[start] = next_label
             next_label += 1
             continue
-        cannot = None if dedupe else _group_links(start, end, polarity, digits, links)
+        cannot = None if dedupe else _group_links(start, end, polarity, digits, speakers, links)
         sub = cluster_labels(vectors.matrix[rows[start:end]], threshold, cannot, config.max_block)
         labels[start:end] = sub + next_label
         next_label += int(sub.max()) + 1

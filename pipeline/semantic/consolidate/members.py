@@ -11,6 +11,7 @@ from pipeline import tables
 from pipeline.memory.decay import BASE_CONFIDENCE, CONFIDENCE_CAP, DEFAULT_DECAY
 from pipeline.semantic.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.semantic.consolidate.clustering import MAX_BLOCK
+from pipeline.semantic.wording import speaker
 
 SUMMARY_SCHEMA = tables.schema("consolidated_summaries")
 
@@ -80,6 +81,7 @@ def statement_members(
         rank.alias("priority"),
         polarity(pl.col("content")).alias("polarity"),
         numbers(subject(pl.col("content"))).alias("subject_numbers"),
+        speaker(pl.col("metadata")).alias("speaker"),
     ).join(
         embeddings.select("tenant_id", "memory_id", "text_hash"),
         on=["tenant_id", "memory_id"],
