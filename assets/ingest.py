@@ -22,7 +22,7 @@ from pipeline.erasure.person import Tombstones
 from pipeline.frames import detached_head
 from pipeline.ingest import contracts
 from pipeline.ingest.folder import TYPED_TABLES
-from pipeline.ingest.layout import build_typed_tables, migrate_layout
+from pipeline.ingest.layout import build_typed_tables
 from pipeline.ingest.partitions import (
     carry_out_erasures,
     forget_in_memory,
@@ -179,9 +179,6 @@ def typed_event_tables(
     what it ingested, not the history. A tenant seen for the first time becomes a partition of
     every later asset; `changed` (tenant → load dates whose tables changed) is what the tenants'
     runs are launched for."""
-    moved = migrate_layout(home.paths)
-    if moved:
-        context.log.info(f"moved tables of the earlier layout into tenant folders: {moved}")
     built = build_typed_tables(
         home.paths,
         lock=lambda t: tenant_locks(home.paths.local, "ingest", t),

@@ -3,7 +3,6 @@ part of it (ingest, one tenant, or the analytics build)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -12,6 +11,7 @@ import polars as pl
 from pydantic import PrivateAttr
 
 from pipeline.config import DEFAULT_HOME, Paths, scratch_in_local
+from pipeline.settings import Settings
 from pipeline.storage.homelock import ANALYTICS, clean_leftovers, home_lock
 from pipeline.storage.lake import Lake
 from pipeline.storage.vectors import EmbeddingCache, TextVectors
@@ -113,7 +113,11 @@ def home_resource() -> MemorypackHome:
     """The home from the environment, passed unresolved (`dg.EnvVar`): each run's process reads
     the variable, and the UI shows where the value comes from instead of a path baked in when the
     code location loaded. A variable that is not set keeps the field's default."""
-    fields = {"home": "MEMORYPACK_HOME", "landing": "MEMORYPACK_LANDING"}
+    settings = Settings.from_env()
     return MemorypackHome(
-        **{field: dg.EnvVar(name) for field, name in fields.items() if os.environ.get(name)}
+        **{
+            field: dg.EnvVar(Settings.variable(field))
+            for field in ("home", "landing")
+            if settings.is_set(field)
+        }
     )

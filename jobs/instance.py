@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from pipeline.config import Paths
+from pipeline.settings import Settings
 
 CONFIG = Path(__file__).with_name("dagster.yaml")
 # The run tags the queue limits to one run per value (dagster.yaml): ingest runs carry the home,
@@ -18,11 +19,11 @@ CONFIG = Path(__file__).with_name("dagster.yaml")
 HOME_TAG = "memorypack/home"
 TENANT_TAG = "memorypack/tenant"
 ANALYTICS_TAG = "memorypack/analytics"
-WORKERS_ENV = "MEMORYPACK_WORKERS"  # runs in progress at once (default: the core count)
 
 
 def workers() -> int:
-    return int(os.environ.get(WORKERS_ENV) or os.cpu_count() or 1)
+    """Runs in progress at once: MEMORYPACK_WORKERS, else the core count."""
+    return Settings.from_env().workers or os.cpu_count() or 1
 
 
 def rendered_config() -> str:
@@ -38,7 +39,7 @@ def dagster_home(home: Path) -> Path:
     `<home>/dagster` is memorypack's: its dagster.yaml is rewritten whenever it differs from the
     packaged one. A DAGSTER_HOME set explicitly is the user's: its dagster.yaml is written only
     when it has none (the home lock still keeps runs apart under any config)."""
-    explicit = os.environ.get("DAGSTER_HOME")
+    explicit = Settings.from_env().dagster_home
     folder = Path(explicit).resolve() if explicit else home / "dagster"
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "dagster.yaml"

@@ -10,13 +10,9 @@ from pathlib import Path
 
 from memorypack.fs import Location, ObjectPath, StorageError, location
 from pipeline.errors import UserError
+from pipeline.settings import Settings
 
-DEFAULT_HOME = "./data"
-# On an object-store home: the local folder for what must be a local file (DuckDB files, locks,
-# model working copies, the Dagster instance, pack staging, landing by default).
-LOCAL_ENV = "MEMORYPACK_LOCAL_DIR"
-# Where packs are published, when not under the home: a folder or an s3://bucket/prefix URL.
-PACKS_ENV = "MEMORYPACK_PACKS"
+DEFAULT_HOME = Settings.home
 # The hive column of each partitioned lake table (the key is always a load date), and the lake
 # tables of the whole home: ingest's (every tenant's rows by load date) and erasure's records
 # (tombstones, withdrawn policies). Every other table (and the embedding and redaction caches) is
@@ -27,12 +23,12 @@ TENANT_COLUMN = "tenant_id"
 
 def first_partition_date() -> str:
     """The first daily partition (MEMORYPACK_FIRST_DATE): the UI counts every day from it."""
-    return os.environ.get("MEMORYPACK_FIRST_DATE", "2026-01-01")
+    return Settings.from_env().first_date
 
 
 def nightly_cron() -> str:
     """When the nightly schedule starts ingest (MEMORYPACK_NIGHTLY_CRON, UTC): 02:00 by default."""
-    return os.environ.get("MEMORYPACK_NIGHTLY_CRON", "0 2 * * *")
+    return Settings.from_env().nightly_cron
 
 
 def offline_environment() -> None:
@@ -57,7 +53,7 @@ class Paths:
 
     @classmethod
     def from_env(cls, home: str | os.PathLike[str] | ObjectPath | None = None) -> Paths:
-        return cls(home_location(home or os.environ.get("MEMORYPACK_HOME") or DEFAULT_HOME))
+        return cls(home_location(home or Settings.from_env().home))
 
     def for_tenant(self, tenant: str | None) -> Paths:
         return Paths(self.home, tenant)
@@ -79,7 +75,7 @@ class Paths:
     def landing(self) -> Path:
         """MEMORYPACK_LANDING, else `<home>/landing` (on an object-store home `<local>/landing`:
         landing files are read from a local folder, the host's inbox)."""
-        env = os.environ.get("MEMORYPACK_LANDING")
+        env = Settings.from_env().landing
         return Path(env).resolve() if env else self.local / "landing"
 
     @property
@@ -111,7 +107,7 @@ class Paths:
     def packs(self) -> Location:
         """`<home>/packs`, or MEMORYPACK_PACKS: a folder or an `s3://bucket/prefix` URL (S3
         settings from the AWS environment variables, see `memorypack.fs`)."""
-        return packs_location(os.environ.get(PACKS_ENV) or self.home / "packs")
+        return packs_location(Settings.from_env().packs or self.home / "packs")
 
     def table_root(self, name: str) -> Location:
         """The folder of table `name` this view writes: the tenant's own, for a tenant's view of
@@ -180,9 +176,9 @@ def home_location(where: str | os.PathLike[str] | ObjectPath) -> Location:
 
 def local_dir(home: ObjectPath) -> Path:
     """MEMORYPACK_LOCAL_DIR, else `<user cache>/memorypack/<bucket>-<hash of the home URL>`."""
-    env = os.environ.get(LOCAL_ENV)
-    if env:
-        return Path(env).resolve()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    settings = Settings.from_env()
+    if settings.local_dir:
+        return Path(settings.local_dir).resolve()
+    cache = Path(settings.cache_home or Path.home() / ".cache")
     digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
     return (cache / "memorypack" / f"{home.bucket}-{digest}").resolve()

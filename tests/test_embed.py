@@ -253,20 +253,3 @@ def test_the_cache_is_append_only_per_model_and_compacts(tmp_path: Path) -> None
     with pytest.raises(KeyError, match="no vector"):
         picked.of(pl.Series(["h2"]))
     assert cache.scan("never") is None and len(cache.vectors("never")) == 0
-
-
-def test_a_cache_in_the_earlier_single_file_layout_is_split_by_model(tmp_path: Path) -> None:
-    legacy = pl.DataFrame(
-        {
-            "text_hash": ["a", "b", "a"],
-            "embedding": [[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]],
-            "model": ["m1", "m1", "m2"],
-            "dim": [2, 2, 2],
-        },
-        schema_overrides={"embedding": pl.Array(pl.Float32, 2), "dim": pl.Int32},
-    )
-    legacy.write_parquet(tmp_path / "data.parquet")
-    cache = EmbeddingCache(tmp_path)
-    assert sorted(cache.hashes("m1").to_list()) == ["a", "b"]
-    assert np.allclose(cache.vectors("m2").of(pl.Series(["a"])), [[0.6, 0.8]])
-    assert not (tmp_path / "data.parquet").exists()

@@ -46,6 +46,7 @@ from pipeline.erasure.tombstones import (
 )
 from pipeline.errors import UserError
 from pipeline.pii import pii_key
+from pipeline.settings import Settings
 from pipeline.storage.lake import Lake, read_file
 
 # The steps live in erasure_subject → erasure_tombstones → erasure_lake; re-exported here.
@@ -122,7 +123,7 @@ def run_histories(paths: Paths) -> list[Path]:
     """Where Dagster keeps this home's runs: `<local>/dagster`, and DAGSTER_HOME when it is set
     (the instance `memorypack run` then uses, see jobs.instance)."""
     folders = [paths.local / "dagster"]
-    explicit = os.environ.get("DAGSTER_HOME")
+    explicit = Settings.from_env().dagster_home
     if explicit and Path(explicit).resolve() != folders[0].resolve():
         folders.append(Path(explicit).resolve())
     return folders

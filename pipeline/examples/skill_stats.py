@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 from scipy import sparse
 
-from memorypack.loader import UNKNOWN_SKILL_CONFIDENCE
+from memorypack.indexes import UNKNOWN_SKILL_CONFIDENCE
 from pipeline import tables
 from pipeline.feedback.scores import DEFAULT_SCORING, ScoringConfig, deduplicate_votes, vote_values
 from pipeline.frames import fmt

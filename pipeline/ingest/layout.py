@@ -1,4 +1,4 @@
-"""The lake laid out by tenant: typed tables split per tenant, and the move from the earlier layout.
+"""The lake laid out by tenant: typed tables split per tenant.
 
 Ingest writes the shared tables (events, quarantine, ingest_stats: every tenant's rows, by load
 date). From the events, each tenant gets its own typed tables, `lake/<table>/tenant_id=<id>/
@@ -8,27 +8,20 @@ tenant's run reads and writes only its own files (config.Paths.for_tenant).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import polars as pl
 
 from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.frames import detached_head
 from pipeline.ingest.folder import TYPED_TABLES, typed_tables
-from pipeline.storage.lake import Lake, read_file, scan_file, write_parquet_atomic
+from pipeline.storage.lake import Lake, read_file, scan_file
 from pipeline.storage.owed import record
-from pipeline.tables import SHARED_TABLES
 from pipeline.tables import empty as empty_table
 
 TYPED = "typed"  # the consumer name of the events partitions the typed tables were built from
-CACHES = ("embedding_cache", "pii_cache")
-# Written once the lake is in this layout: the move runs once, and never again drops the caches
-# the whole home keeps outside tenant folders (the analytics snapshot's redactions).
-LAYOUT_MARKER = ".layout-by-tenant"
 
 
 # What a build keeps of the rows it wrote, per table: the first few (a preview).
@@ -112,45 +105,3 @@ def _tenants_with(paths: Paths, name: str, day: str) -> list[str]:
 def _same(paths: Paths, name: str, day: str, frame: pl.DataFrame) -> bool:
     path = paths.partition(name, day)
     return path.exists() and read_file(path).equals(frame)
-
-
-def migrate_layout(paths: Paths) -> list[str]:
-    """Move the tables of the earlier layout (every tenant's rows in one file) into tenant
-    folders; drop the caches of that layout (they are rebuilt as texts come back) and the typed
-    tables (rebuilt from the events). Returns the tables moved; a home of this layout: []."""
-    moved: list[str] = []
-    root = paths.lake
-    if not isinstance(root, Path):  # object-store homes began in this layout: nothing to move
-        return moved
-    done = root / LAYOUT_MARKER
-    if done.exists():  # moved once; the home's own caches (the snapshot's redactions) stay
-        return moved
-    for table in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-        if table.name in SHARED_TABLES:
-            continue
-        old = [p for p in table.iterdir() if not p.name.startswith(f"{TENANT_COLUMN}=")]
-        if not old:
-            continue
-        if table.name in CACHES or table.name in TYPED_TABLES:
-            for path in old:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-            continue
-        prefix = f"{TENANT_COLUMN}="
-        files = [
-            f
-            for f in sorted(table.rglob("data.parquet"))
-            if not f.relative_to(table).parts[0].startswith(prefix)
-        ]
-        frames = {f: pl.read_parquet(f, hive_partitioning=False) for f in files}
-        if any(TENANT_COLUMN not in frame.columns for frame in frames.values()):
-            continue  # not a tenant's table: left as it is
-        for file, frame in frames.items():
-            relative = file.relative_to(table)
-            for (tenant,), rows in frame.partition_by(TENANT_COLUMN, as_dict=True).items():
-                write_parquet_atomic(rows, table / f"{TENANT_COLUMN}={tenant}" / relative)
-        for path in old:
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
-        moved.append(table.name)
-    if root.is_dir():
-        done.write_text("tables by tenant\n")
-    return moved

@@ -8,8 +8,9 @@ import os
 import secrets
 
 from memorypack.fs import Location, ObjectPath
+from pipeline.settings import Settings
 
-KEY_ENV = "MEMORYPACK_PII_KEY"
+KEY_ENV = Settings.variable("pii_key")
 PSEUDONYM_PREFIX = "pii-"
 PSEUDONYM = rf"^{PSEUDONYM_PREFIX}[0-9a-f]{{24}}$"  # what `pseudonym` returns, as a regex
 
@@ -21,8 +22,9 @@ def pii_key(home: Location) -> bytes:
     On an object-store home the key is an object beside the lake (every host must pseudonymize
     alike), readable by whoever can read the bucket: prefer MEMORYPACK_PII_KEY from a secret
     store there. Its first creation happens in ingest, which the run queue runs one at a time."""
-    if os.environ.get(KEY_ENV):
-        return os.environ[KEY_ENV].encode()
+    key = Settings.from_env().pii_key
+    if key:
+        return key.encode()
     if isinstance(home, ObjectPath):
         remote = home / "secrets" / "pii.key"
         if not remote.is_file():

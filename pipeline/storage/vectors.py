@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from memorypack.fs import Location
-from pipeline.storage.lake import read_file, scan_files, write_parquet_atomic
+from pipeline.storage.lake import scan_files, write_parquet_atomic
 
 # Parts a model's folder may hold before they are compacted into one (a night adds one part).
 MAX_PARTS = 32
@@ -116,19 +116,6 @@ class EmbeddingCache(PartsCache):
     Every model has its own folder, so vectors of models with another dimension never meet in
     one scan.
     """
-
-    def _migrate(self) -> None:
-        """The earlier layout, one data.parquet for every model: split into model folders."""
-        legacy = self.root / "data.parquet"
-        if legacy.exists():
-            frame = read_file(legacy)
-            for (model,), rows in frame.partition_by("model", as_dict=True).items():
-                self.append(str(model), rows)
-            legacy.unlink()
-
-    def scan(self, key: str) -> pl.LazyFrame | None:
-        self._migrate()
-        return super().scan(key)
 
     def vectors(self, model: str, hashes: pl.Series | None = None) -> TextVectors:
         """The model's vectors of `hashes` (all of them when None)."""

@@ -19,70 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from memorypack.answers import ALIGNMENT_WEIGHT, CONFIDENCE_WEIGHT, Answers
+from memorypack.answers import Answers
 from memorypack.context import PromptContext, Question, prompt_context, questions_for
 from memorypack.format import PackError, check_hash, read_latest, resolve, verify_pack, version_time
 from memorypack.fs import Location
-from memorypack.indexes import (
-    NOT_PREFERRED,
-    SKILL_SMOOTHING_VOTES,
-    SUPERSEDED,
-    TENANT_PRIOR_VOTES,
-    UNKNOWN_SKILL_CONFIDENCE,
-)
-from memorypack.ranking import (
-    DEFAULT_SELECTOR_TIMEOUT_MS,
-    NEGATIVE_FEEDBACK_WEIGHT,
-    POSITIVE_FEEDBACK_WEIGHT,
-    RECENCY_BOOST,
-    RECENCY_DECAY_PER_DAY,
-    SAME_CONTACT_BOOST,
-    SAME_KIND_BOOST,
-    TAG_BOOST,
-)
 from memorypack.receipt import HOLDOUT_SHARE, Receipt, in_holdout, receipt
 from memorypack.results import FewShotExample, ScoredMemory, Template
 from memorypack.seen import accept
 from memorypack.tables import (
-    COLUMNS,
-    NOT_NULL,
-    OPTIONAL_MEMORY_COLUMNS,
-    SAME_TYPE,
     _embeddings,
-    _group_rows,
     _one_line,
     _read,
 )
-from memorypack.text_queries import RETRIEVALS
 
 log = logging.getLogger(__name__)
-
-# Re-exported: these names were defined here before the split, and apps and tests import them.
-__all__ = [
-    "ALIGNMENT_WEIGHT",
-    "COLUMNS",
-    "CONFIDENCE_WEIGHT",
-    "DEFAULT_SELECTOR_TIMEOUT_MS",
-    "NEGATIVE_FEEDBACK_WEIGHT",
-    "NOT_NULL",
-    "NOT_PREFERRED",
-    "OPTIONAL_MEMORY_COLUMNS",
-    "POSITIVE_FEEDBACK_WEIGHT",
-    "RECENCY_BOOST",
-    "RECENCY_DECAY_PER_DAY",
-    "RETRIEVALS",
-    "SAME_CONTACT_BOOST",
-    "SAME_KIND_BOOST",
-    "SAME_TYPE",
-    "SKILL_SMOOTHING_VOTES",
-    "SUPERSEDED",
-    "TAG_BOOST",
-    "TENANT_PRIOR_VOTES",
-    "UNKNOWN_SKILL_CONFIDENCE",
-    "MemoryPack",
-    "PackError",
-    "_group_rows",
-]
 
 
 class MemoryPack(Answers):

