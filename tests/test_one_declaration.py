@@ -38,6 +38,7 @@ ALLOWED = {
     ("pipeline/preference/dpo/report.py", "PER_TENANT_FIGURES"): _STEP,
     ("pipeline/preference/dpo/report.py", "MEAN_FIGURES"): _STEP,
     ("assets/ingest.py", "INGEST_FIGURES"): _STEP,
+    ("pipeline/examples/fewshot.py", "BOOST_SCHEMA"): _STEP,
 }
 
 

@@ -30,9 +30,10 @@ SCORES_SCHEMA = tables.schema(
 )
 
 
+# What usage measured helpful lends an example (pipeline.usage.actions.boosts).
+BOOST_SCHEMA = {"item_id": pl.String, "boost": pl.Float64}
 # The order examples are chosen in: best first, recency breaks ties, then the id, for a deterministic
 # order (column → descending).
-BOOST_SCHEMA = {"item_id": pl.String, "boost": pl.Float64}
 BEST_FIRST = {"selection_score": True, "ts": True, "memory_id": False}
 
 

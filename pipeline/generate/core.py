@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.generate import texts
-from pipeline.generate.files import DayStats, LandingFile, Tally
+from pipeline.generate.files import DayStats, LandingFile, Tally, split_total
 from pipeline.generate.malformed import (
     CONFLICT,
     REPEATABLE,
@@ -53,17 +53,6 @@ MEMORY_TYPES = (
 )
 CATEGORIES = tuple(c.value for c in MemoryCategory)
 IMPACTS = ("high",) * 2 + ("medium",) * 5 + ("low",) * 3 + (None,)
-
-
-def _split(total: int, weights: list[float]) -> list[int]:
-    """Integers proportional to `weights` that add up to `total` exactly (cumulative rounding)."""
-    out, acc, done, s = [], 0.0, 0, sum(weights) or 1.0
-    for w in weights:
-        acc += total * w / s
-        n = round(acc) - done
-        out.append(n)
-        done += n
-    return out
 
 
 class Generator:
@@ -113,14 +102,14 @@ class Generator:
         day_w = [
             1.0 + 0.25 * ((self.start + timedelta(days=d)).weekday() < 5) for d in range(self.days)
         ]
-        per_day = _split(self.n, day_w)
+        per_day = split_total(self.n, day_w)
         tenant_w = [1.0 / (1 + 0.4 * t.index) for t in self.tenants]
         self.chunks: dict[tuple[int, int, str], int] = {}
         for d, n_day in enumerate(per_day):
-            for t, n_t in zip(self.tenants, _split(n_day, tenant_w), strict=True):
+            for t, n_t in zip(self.tenants, split_total(n_day, tenant_w), strict=True):
                 systems = list(SYSTEM_WEIGHTS)
                 for s, n_s in zip(
-                    systems, _split(n_t, [SYSTEM_WEIGHTS[x] for x in systems]), strict=True
+                    systems, split_total(n_t, [SYSTEM_WEIGHTS[x] for x in systems]), strict=True
                 ):
                     self.chunks[(d, t.index, s)] = n_s
                 self.chunks[(d, t.index, "memories")] = round(n_t * STATEMENTS_PER_INTERACTION)
@@ -130,7 +119,7 @@ class Generator:
         if sum(weights) == 0:  # no bulk data at all: put the bad lines in the first memory file
             weights[keys.index((0, 0, "memories"))] = 1.0
             self.chunks[(0, 0, "memories")] = 1
-        self.bad_plan = dict(zip(keys, _split(total_bad, weights), strict=True))
+        self.bad_plan = dict(zip(keys, split_total(total_bad, weights), strict=True))
 
     # -- main loop --------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -404,15 +393,5 @@ def generate(
     (a `holdout` share of them with no pack content), with planted helpful and harmful items
     (pipeline/generate/receipts.py; truth.json's `usage`); 0 writes none.
     """
-    return Generator(
-        Path(out),
-        days,
-        interactions,
-        tenants,
-        seed,
-        start,
-        progress,
-        feedback_per_interaction,
-        receipts,
-        holdout,
-    ).run()
+    options = (feedback_per_interaction, receipts, holdout)
+    return Generator(Path(out), days, interactions, tenants, seed, start, progress, *options).run()

@@ -105,3 +105,14 @@ class LandingFile:
         if self._out is not self._raw:
             self._out.close()
         self._raw.close()
+
+
+def split_total(total: int, weights: list[float]) -> list[int]:
+    """Integers proportional to `weights` that add up to `total` exactly (cumulative rounding)."""
+    out, acc, done, s = [], 0.0, 0, sum(weights) or 1.0
+    for w in weights:
+        acc += total * w / s
+        n = round(acc) - done
+        out.append(n)
+        done += n
+    return out

@@ -243,15 +243,8 @@ def cut_long_texts(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
     return (frame.with_columns(cuts) if cuts else frame), counts
 
 
-def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
-    """Every file of one tenant's pack, only that tenant's rows, with PII redacted."""
-    memories = pack_memories(inputs, tenant)
-    frames: dict[str, pl.DataFrame] = {"memories.parquet": memories}
-    frames["conflicts.parquet"] = _conflicts(inputs, tenant, memories)
-    for file_name, (table, schema, keys) in PASS_THROUGH.items():
-        frames[file_name] = tenant_rows(inputs, table, tenant, schema).sort(keys, nulls_last=True)
-    frames["vectors.parquet"] = _vectors(inputs, tenant)
-
+def _redact(inputs: PackInputs, frames: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    """Redact every file of the pack in place (`frames`) and say what was redacted."""
     by_kind: Counter[str] = Counter()
     by_file: dict[str, dict[str, int]] = {}
     truncated: dict[str, int] = {}
@@ -276,6 +269,26 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
             counts["person"] = counts.get("person", 0) + spread
         frames[file_name], cut = cut_long_texts(frames[file_name])
         truncated.update({f"{file_name}:{column}": n for column, n in cut.items()})
+    return {
+        "total": sum(by_kind.values()),
+        "by_kind": dict(sorted(by_kind.items())),
+        "by_file": by_file,
+        "truncated": truncated,  # texts over MAX_FIELD_CHARS characters, per file:column
+        # what the publish guard found and masked, per file:column and kind (pipeline.publish.masking)
+        "pii_masked": {},
+    }
+
+
+def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
+    """Every file of one tenant's pack, only that tenant's rows, with PII redacted."""
+    memories = pack_memories(inputs, tenant)
+    frames: dict[str, pl.DataFrame] = {"memories.parquet": memories}
+    frames["conflicts.parquet"] = _conflicts(inputs, tenant, memories)
+    for file_name, (table, schema, keys) in PASS_THROUGH.items():
+        frames[file_name] = tenant_rows(inputs, table, tenant, schema).sort(keys, nulls_last=True)
+    frames["vectors.parquet"] = _vectors(inputs, tenant)
+
+    redactions = _redact(inputs, frames)
     embeddings, embedding_model = _embeddings(
         inputs, tenant, frames["memories.parquet"], memories["text"]
     )
@@ -310,14 +323,6 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         "decay_snapshot": inputs.decay_snapshot,
         "table_rows": table_rows,
         "missing_tables": inputs.missing,
-    }
-    redactions = {
-        "total": sum(by_kind.values()),
-        "by_kind": dict(sorted(by_kind.items())),
-        "by_file": by_file,
-        "truncated": truncated,  # texts over MAX_FIELD_CHARS characters, per file:column
-        # what the publish guard found and masked, per file:column and kind (pipeline.publish.masking)
-        "pii_masked": {},
     }
     return PackContent(
         tenant,
