@@ -32,7 +32,9 @@ from pipeline.preference.pairs import (
     mine_pairs,
 )
 
-OASST_SAMPLE = Path("/work/shared/data/oasst/en_100_tree.jsonl")
+OASST_SAMPLE = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "oasst" / "en_100_tree.jsonl"
+)
 OASST_DAY = date(2023, 2, 5)
 
 

@@ -13,7 +13,7 @@ from pipeline.ingest.contracts import EVENT_ID_MAX_CHARS, TENANT_ID_PATTERN
 from pipeline.ingest.folder import ingest_folder
 from pipeline.ingest.importers import import_oasst
 
-SAMPLE = Path("/work/shared/data/oasst/en_100_tree.jsonl")
+SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "oasst" / "en_100_tree.jsonl"
 REQUIRED = {
     "interaction": (
         "event_id",

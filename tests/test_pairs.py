@@ -26,7 +26,7 @@ from pipeline.preference.pairs import (
 )
 from pipeline.preference.pairs.neighbors import edge_schema
 
-OASST = Path("/work/shared/data/oasst/en_100_tree.jsonl")
+OASST = Path(__file__).resolve().parents[2] / "shared" / "data" / "oasst" / "en_100_tree.jsonl"
 
 
 def interactions(rows: list[dict[str, Any]]) -> pl.DataFrame:
