@@ -243,10 +243,13 @@ def test_the_installed_library_loads_a_published_pack_without_the_pipeline(
     assert seen["encoder_error"] is None
     assert seen["by_text"] == ["m000002"] and seen["by_number"] == ["m000001"]
     assert seen["parts"] == [
+        "age_days",
         "confidence",
         "keyword",
         "keyword_rank",
+        "neighbours",
         "relevance",
         "similarity",
+        "status_factor",
         "vector_rank",
     ]
