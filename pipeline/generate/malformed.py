@@ -58,18 +58,6 @@ def _future(e: Event, d: date) -> Event:
     return {**e, "ts": f"{(d + timedelta(days=3)).isoformat()}T10:00:00Z"}
 
 
-def _receipt(
-    pack_version: str = "{tenant}/20261101T020000123456Z-0123abcd", **extra: Any
-) -> Callable[[Event, date], Event]:
-    """A `context` receipt, valid but for what the arguments change ({tenant}: the event's)."""
-
-    def mutate(e: Event, _d: date) -> Event:
-        version = pack_version.format(tenant=e["tenant_id"])
-        return {**e, "context": {"pack_version": version, "items": [], "holdout": False, **extra}}
-
-    return mutate
-
-
 _M, _W, _U, _O = Reason.MISSING_FIELD, Reason.WRONG_TYPE, Reason.UNKNOWN_VALUE, Reason.OUT_OF_RANGE
 
 VARIANTS: tuple[Variant, ...] = (
@@ -141,11 +129,6 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant(f"{Reason.TOO_LONG}:content", "memory", _set("content", "x" * (NOTE_MAX_CHARS + 1))),
     Variant(Reason.LINE_TOO_LONG.value, "interaction", _set("input", "y" * LINE_MAX_BYTES)),
-    Variant(f"{Reason.UNKNOWN_KEY}:context", "interaction", _receipt(source="app")),
-    Variant(Reason.BAD_PACK_VERSION.value, "interaction", _receipt("{tenant}/latest")),
-    Variant(
-        Reason.FOREIGN_PACK.value, "interaction", _receipt("{tenant}x/20261101T020000Z-0123abcd")
-    ),
     Variant(CONFLICT, "none", _raw(b"")),  # built by the generator from an accepted event
 )
 # Drawn again at random once every variant is planted: not the 1 MiB line (once is enough).
