@@ -101,3 +101,19 @@ def s3_packs(seaweedfs: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"{seaweedfs.new_prefix()}/packs"
     monkeypatch.setenv("MEMORYPACK_PACKS", url)
     return url
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_dagster_instance_left_current() -> Iterator[None]:
+    """Dagster instances are left in the order they were entered. A context built on an instance
+    (`build_schedule_context(instance=...)`) opens a second one; left open, the garbage collector
+    closes it later and makes the first instance's state storage current again, so a later test
+    that loads definitions fails by chance. Collecting after each module makes that failure the
+    leaking module's (after each test would cost ~0.3 s a test)."""
+    yield
+    import gc
+
+    from dagster._core.storage.defs_state.base import DefsStateStorage
+
+    gc.collect()
+    assert DefsStateStorage.get() is None, "a Dagster instance was left current"

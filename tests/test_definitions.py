@@ -326,8 +326,12 @@ def test_schedule_targets_the_day_that_ended_once() -> None:
     from dagster._core.test_utils import create_run_for_test
 
     tick = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
-    with dg.instance_for_test() as instance:
-        context = dg.build_schedule_context(instance=instance, scheduled_execution_time=tick)
+    # the context enters the instance, so it is closed as one too (else the instance's state
+    # storage stays current for every later test in the process)
+    with (
+        dg.instance_for_test() as instance,
+        dg.build_schedule_context(instance=instance, scheduled_execution_time=tick) as context,
+    ):
         request = nightly_schedule(context)
         assert isinstance(request, dg.RunRequest) and request.partition_key == "2026-11-20"
         # a manual run of that date does not count; the schedule's own run does

@@ -101,8 +101,10 @@ def test_schedule_and_sensor_runs_carry_the_home_tag(
         (tmp_path / "landing" / day).mkdir(parents=True)
         (tmp_path / "landing" / day / "a.jsonl").write_text("{}\n")
     tick = datetime(2026, 11, 3, 2, 0, tzinfo=UTC)
-    with dg.instance_for_test() as instance:
-        context = dg.build_schedule_context(instance=instance, scheduled_execution_time=tick)
+    with (
+        dg.instance_for_test() as instance,
+        dg.build_schedule_context(instance=instance, scheduled_execution_time=tick) as context,
+    ):
         scheduled = nightly_schedule(context)
     assert isinstance(scheduled, dg.RunRequest)
     sensed = landing_sensor(dg.build_sensor_context()).run_requests
