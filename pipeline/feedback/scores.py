@@ -8,7 +8,7 @@ import polars as pl
 
 from pipeline.ingest.contracts import Signal
 
-_TS = pl.Datetime("us", "UTC")
+TIMESTAMP = pl.Datetime("us", "UTC")
 
 # Signal weights: how much evidence one event of that signal is about the quality of the output.
 _POSITIVE_WEIGHTS: dict[str, float] = {
@@ -277,8 +277,8 @@ def compute_scores(
             "quality_lower",
             "naive_score",
             "has_correction",
-            pl.col("last_feedback_at").cast(_TS),
-            pl.col("last_validated_at").cast(_TS),
+            pl.col("last_feedback_at").cast(TIMESTAMP),
+            pl.col("last_validated_at").cast(TIMESTAMP),
             "reputation",
         )
         .sort("tenant_id", "memory_id")

@@ -36,7 +36,7 @@ from pipeline.storage.vectors import TextVectors
 __all__ = ["build_pack", "cut_long_texts", "load_inputs"]
 
 
-def _embeddings(
+def read_embeddings(
     inputs: PackInputs, tenant: str, memories: pl.DataFrame, originals: pl.Series
 ) -> tuple[EmbeddingMatrix, str | None]:
     """(matrix, model): row i ↔ memories row i, float32, unit length, the vector of the pack's
@@ -289,7 +289,7 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
     frames["vectors.parquet"] = _vectors(inputs, tenant)
 
     redactions = _redact(inputs, frames)
-    embeddings, embedding_model = _embeddings(
+    embeddings, embedding_model = read_embeddings(
         inputs, tenant, frames["memories.parquet"], memories["text"]
     )
     models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.dim)

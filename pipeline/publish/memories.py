@@ -6,8 +6,8 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline import tables
+from pipeline.ingest.memory_types import BASE_CONFIDENCE
 from pipeline.memory.audit import promotion_candidates
-from pipeline.memory.decay import BASE_CONFIDENCE
 from pipeline.publish.content import (
     DEFAULT_CONFIDENCE,
     MEMORY_SCHEMA,
