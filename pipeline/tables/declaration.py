@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import polars as pl
+import pyarrow as pa
+
+from memorypack.columns import FILE_COLUMNS
 
 TIMESTAMP = pl.Datetime("us", "UTC")
 STR = pl.String()
@@ -169,3 +172,10 @@ TYPE_COUNT_FIELDS = (
 
 def pick(columns: Iterable[str]) -> dict[str, pl.DataType]:
     return {c: EVENT_COLUMNS[c] for c in columns}
+
+
+def pack_file_columns(name: str) -> dict[str, pl.DataType]:
+    """The columns pack file `name` always has (declared by the app library, which reads them),
+    as polars types: the lake table the file is cut from starts with them."""
+    empty = pa.schema(list(FILE_COLUMNS[name].items())).empty_table()
+    return dict(pl.from_arrow(empty).schema)  # type: ignore[union-attr]

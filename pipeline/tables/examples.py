@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.tables.declaration import BOOL, FLOAT, INT, STR, TIMESTAMP, Table
+from pipeline.tables.declaration import FLOAT, INT, STR, TIMESTAMP, Table, pack_file_columns
 
 TABLES: tuple[Table, ...] = (
     Table(
@@ -60,24 +60,12 @@ TABLES: tuple[Table, ...] = (
         "few_shot_sets",
         "Few-shot examples per tenant × system × kind × skill, ranked, with why.",
         {
-            "tenant_id": STR,
-            "system": STR,
-            "kind": STR,
-            "skill_id": STR,
-            "rank": INT,
-            "memory_id": STR,
-            "input": STR,
-            "output": STR,
-            "is_corrected": BOOL,
-            "quality_lower": FLOAT,
+            **pack_file_columns("few_shot.parquet"),
             "quality_score": FLOAT,
-            "n_feedback": INT,
             "n_positive": INT,
             "n_negative": INT,
             "selection_score": FLOAT,
             "mmr": FLOAT,
-            "ts": TIMESTAMP,
-            "why": STR,
         },
         ("tenant_id", "system", "kind", "skill_id", "rank"),
         asset="few_shot_sets",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.tables.declaration import BOOL, FLOAT, INT, STR, TIMESTAMP, Table
+from pipeline.tables.declaration import BOOL, FLOAT, INT, STR, TIMESTAMP, Table, pack_file_columns
 
 _DPO_RUN_COLUMNS: dict[str, pl.DataType] = {
     "tenant_id": STR,
@@ -111,16 +111,7 @@ TABLES: tuple[Table, ...] = (
         "Every prompt template version per tenant × skill, with its DPO score and evidence; "
         "is_current marks the live one.",
         {
-            "tenant_id": STR,
-            "skill_id": STR,
-            "version": INT,
-            "template": STR,
-            "is_current": BOOL,
-            "eval_accuracy": FLOAT,
-            "eval_margin": FLOAT,
-            "evidence": STR,
-            "policy_id": STR,
-            "created_at": TIMESTAMP,
+            **pack_file_columns("templates.parquet"),
             "source": STR,
             "base_version": INT,
             "eval_n": INT,

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.tables.declaration import FLOAT, INT, STR, TIMESTAMP, TYPE_COUNT_FIELDS, Table
+from pipeline.tables.declaration import (
+    INT,
+    STR,
+    TIMESTAMP,
+    TYPE_COUNT_FIELDS,
+    Table,
+    pack_file_columns,
+)
 
 _FINGERPRINT: dict[str, pl.DataType] = {
     "tenant_id": STR,
@@ -56,21 +63,8 @@ TABLES: tuple[Table, ...] = (
         "consolidated_summaries",
         "One row per cluster of near-duplicate memories: representative text, members, counts.",
         {
-            "tenant_id": STR,
-            "scope": STR,
-            "contact_id": STR,
-            "system": STR,
-            "kind": STR,
-            "cluster_id": STR,
-            "summary": STR,
-            "representative_id": STR,
-            "member_ids": pl.List(STR),
-            "n_members": INT,
+            **pack_file_columns("summaries.parquet"),
             "n_by_type": pl.Struct({name: INT for name in TYPE_COUNT_FIELDS}),
-            "confidence": FLOAT,
-            "tags": pl.List(STR),
-            "first_seen": TIMESTAMP,
-            "last_seen": TIMESTAMP,
         },
         ("tenant_id", "cluster_id"),
         asset="consolidated_summaries",
