@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
+from pipeline import tables
 from pipeline.pii.names import TenantNames, tenant_names
 from pipeline.publish.content import (
     ENUM_COLUMNS,
@@ -324,6 +325,15 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         "table_rows": table_rows,
         "missing_tables": inputs.missing,
     }
+    uplift = tenant_rows(inputs, "pack_uplift", tenant, tables.schema("pack_uplift"))
+    if not uplift.is_empty():  # what the receipts measured of earlier versions (SPEC §4.9)
+        floats = [c for c, t in uplift.schema.items() if t == pl.Float64]
+        input_info["uplift"] = (
+            uplift.drop("tenant_id")
+            .with_columns(pl.col(floats).round(4))
+            .sort("pack_version", "skill_id")
+            .to_dicts()
+        )
     return PackContent(
         tenant,
         inputs.as_of,

@@ -227,4 +227,6 @@ class Answers(Ranking):
                 )
         if m.get("status") != "active":
             notes.append(f"status {m.get('status')}")
+        if m.get("usage_reason"):
+            notes.append(str(m["usage_reason"]))
         return text + "".join(f"; {note}" for note in notes)
