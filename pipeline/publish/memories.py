@@ -56,7 +56,7 @@ def pack_memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
         )
         # Archived memories stay in the lake and warehouse (nothing is deleted); apps get the rest.
         .filter(pl.col("status") != "archived")
-        .pipe(_judged_in_use, inputs, tenant)
+        .pipe(judged_in_use, inputs, tenant)
         .select([pl.col(c).cast(t) for c, t in MEMORY_SCHEMA.items()])
         .sort("memory_id")
         # Only packs with a memory the receipts judged carry the column: without receipts, the
@@ -65,7 +65,7 @@ def pack_memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
     )
 
 
-def _judged_in_use(memories: pl.DataFrame, inputs: PackInputs, tenant: str) -> pl.DataFrame:
+def judged_in_use(memories: pl.DataFrame, inputs: PackInputs, tenant: str) -> pl.DataFrame:
     """What the calls' receipts measured (SPEC §4.9): a memory confidently harmful in some skill
     has its confidence cut as if a person had corrected it (its reputation with one correction
     more, `reputation_if_corrected`); one confidently helpful gains at most
