@@ -118,6 +118,7 @@ TABLES: tuple[Table, ...] = (
             "win_p_value": FLOAT,
             "gain_low": FLOAT,
             "gain_high": FLOAT,
+            "rollback_reason": STR,
         },
         ("tenant_id", "skill_id", "version"),
         asset="template_history",
@@ -127,6 +128,8 @@ TABLES: tuple[Table, ...] = (
             "source": "registry | refined",
             "base_version": "the registry version this template derives from",
             "gain_low": "95 % interval of the accuracy gain over the version it replaced",
+            "rollback_reason": "why the calls' receipts rolled this version back (SPEC §4.9), "
+            "null while it stands",
         },
     ),
     Table(
