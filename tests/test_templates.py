@@ -509,7 +509,7 @@ def _template_usage(effects: dict[str, tuple[float, float, int]]) -> pl.DataFram
                 "verdict": "unclear",
             }
             for item, (e, se, uses) in effects.items()
-        ]  # fmt: skip
+        ]
     )
 
 
