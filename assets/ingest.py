@@ -18,17 +18,13 @@ from assets.partitions import (
 )
 from assets.resources import MemorypackHome
 from pipeline import tables
-from pipeline.erasure.person import Tombstones
+from pipeline.erasure.requests import carry_out_erasures, forget_in_memory
 from pipeline.frames import detached_head
 from pipeline.ingest import contracts
 from pipeline.ingest.folder import TYPED_TABLES
 from pipeline.ingest.layout import build_typed_tables
-from pipeline.ingest.partitions import (
-    carry_out_erasures,
-    forget_in_memory,
-    ingest_partition,
-    stats_frame,
-)
+from pipeline.ingest.partitions import ingest_partition, stats_frame
+from pipeline.ingest.tombstones import Tombstones
 from pipeline.storage.homelock import tenant_locks
 from pipeline.tables import COMMENTS, table_name
 

@@ -48,6 +48,7 @@ from pipeline.preference.templates import (
     gather_evidence,
     load_registry,
     refine_templates,
+    roll_back_worse,
 )
 from pipeline.preference.templates.rewards import held_out_samples, latest_trained, policy_rewards
 
@@ -237,7 +238,9 @@ def dpo_policy(
     )
 
 
-TEMPLATE_INS = reads("dpo_runs", "preference_pairs", "few_shot_sets", "interactions", "feedback")
+TEMPLATE_INS = reads(
+    "dpo_runs", "preference_pairs", "few_shot_sets", "interactions", "feedback", "pack_usage"
+)
 # dpo_policy is no lake table: the policies are files in the models folder (dpo_runs names them).
 TEMPLATE_DEPS = ["dpo_policy", *TEMPLATE_INS]
 
@@ -266,8 +269,9 @@ def refined_templates(
     few_shot_sets: pl.DataFrame,
     interactions: pl.LazyFrame,
     feedback: pl.LazyFrame,
+    pack_usage: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult]:
-    registry = load_registry()
+    registry, now = load_registry(), datetime.now(UTC)
     # Only what the templates are made of: a large tenant's pairs and feedback are gigabytes.
     skills = interactions.select("tenant_id", "event_id", "skill_id").collect()
     tenants = interaction_tenants(skills)
@@ -279,14 +283,18 @@ def refined_templates(
     )
     if runs.is_empty():
         context.log.info("no trained DPO policy: current templates stay")
+    # What the calls' receipts measured first: a refined template worse in use goes back.
+    history, rolled_back = roll_back_worse(home.table("template_history"), pack_usage, now)
+    for line in rolled_back:
+        context.log.warning(f"template {line}")
     result = refine_templates(
-        home.table("template_history"),
+        history,
         registry,
         tenants,
         evidence,
         held_out_samples(runs, evals, policy_config),
         policy_rewards(runs.filter(pl.col("tenant_id").is_in([t for t, _ in evidence]))),
-        datetime.now(UTC),
+        now,
         config,
         home.table("template_scores"),
     )
@@ -299,6 +307,7 @@ def refined_templates(
             current,
             {
                 "adopted": result.adopted,
+                "rolled_back": rolled_back,
                 "templates_scored": result.scored,
                 "scores_from_memo": result.memo_hits,
                 "skills_with_evidence": len(evidence),

@@ -16,15 +16,15 @@ from pipeline.publish.build import build_pack as build_tenant_pack
 from pipeline.publish.build import load_inputs
 from pipeline.publish.content import PackContent, PackInputs
 from pipeline.publish.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult, run_guards
-from pipeline.publish.inputs import INPUT_TABLES
+from pipeline.publish.inputs import INPUT_TABLES, USAGE_TABLES
 from pipeline.publish.store import DEFAULT_KEEP
 from pipeline.publish.writer import publish
 from pipeline.storage.owed import settle
 from pipeline.tables import PACK_SUMMARY, asset_name
 
-# What a pack reads: its tenant's input tables (its event counts and load dates come from its
+# What a pack reads: its tenant's input tables and what the receipts measured (its event counts and load dates come from its
 # typed tables, never from ingest's shared ones).
-UPSTREAM = [asset_name(table) for table in INPUT_TABLES]
+UPSTREAM = [asset_name(table) for table in (*INPUT_TABLES, *USAGE_TABLES)]
 # The analytics build reads every table of the warehouse, and the packs folder.
 SNAPSHOT_DEPS = [asset_name(table) for table in WAREHOUSE_TABLES] + ["memory_pack"]
 BUILT = "pack_built"

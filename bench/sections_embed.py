@@ -44,13 +44,15 @@ def texts_for(n: int, seed: int = 0) -> list[str]:
     return texts.head(n).to_list()
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
+def unit_query(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms > 0, norms, 1.0)
 
 
 def agreement(candidate: np.ndarray, reference: np.ndarray) -> dict[str, float]:
-    cos = np.sum(_unit(candidate.astype(np.float64)) * _unit(reference.astype(np.float64)), axis=1)
+    cos = np.sum(
+        unit_query(candidate.astype(np.float64)) * unit_query(reference.astype(np.float64)), axis=1
+    )
     return {
         "mean": float(cos.mean()),
         "min": float(cos.min()),

@@ -50,7 +50,7 @@ def _corpus_found(rows: list[Any]) -> list[list[tuple[int, int, str]]]:
 
 def _corpus_figures() -> list[Figure]:
     from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
-    from pipeline.publish.pii_guard import find_spans
+    from pipeline.pii.guard import find_spans
 
     rows = corpus()
     redactor = evaluate(rows, _corpus_found(rows))
@@ -78,12 +78,12 @@ def _corpus_figures() -> list[Figure]:
 
 
 def run(sizes: Sizes) -> list[Figure]:
-    from pipeline.pii import _engine
+    from pipeline.pii import analysis_engine
     from pipeline.pii.redactor import RedactionCache, Redactor
 
     n = sizes.pii_texts
     load_start = time.perf_counter()
-    _engine()
+    analysis_engine()
     load_s = time.perf_counter() - load_start
     figures = _corpus_figures() + _ner_figures(sizes)
 
@@ -144,7 +144,7 @@ def _no_ner() -> Iterator[None]:
     """The redactor's detector with spaCy's NER left out (a what-if, this bench only): every
     recognizer but presidio's SpacyRecognizer, the texts only tokenized."""
     detect = importlib.import_module("pipeline.pii.detect")
-    analyzer, _ = detect._engine()
+    analyzer, _ = detect.analysis_engine()
     registry = analyzer.registry
     kept, docs = registry.recognizers, detect._docs
     registry.recognizers = [r for r in kept if type(r).__name__ != "SpacyRecognizer"]

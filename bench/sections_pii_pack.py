@@ -148,11 +148,11 @@ def _night(home: Path, reps: int, label: str) -> tuple[dict[str, Any], list[Figu
 
 def run(sizes: Sizes) -> list[Figure]:
     from bench import pack_scale
-    from pipeline.pii import _engine
+    from pipeline.pii import analysis_engine
 
     n = sizes.pii_pack_memories
     extra = int(n * NEW_SHARE)
-    _engine()  # loaded once per process, as a night's pack stage finds it after the first tenant
+    analysis_engine()  # loaded once per process, as a night's pack stage finds it after the first tenant
     with tempfile.TemporaryDirectory(prefix="bench-pii-pack-") as tmp:
         first_home, next_home = Path(tmp) / "first", Path(tmp) / "next"
         started = time.perf_counter()

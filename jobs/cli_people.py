@@ -40,7 +40,8 @@ def cmd_import_locomo(args: argparse.Namespace) -> int:
 
 def _person_request(args: argparse.Namespace) -> Paths:
     """The home of a `forget` or `export` request, after checking the tenant and contact."""
-    from pipeline.erasure.person import check_known_tenant, check_request, reachable_packs
+    from pipeline.erasure.person import reachable_packs
+    from pipeline.erasure.subject import check_known_tenant, check_request
 
     check_request(args.tenant, args.contact)
     paths = Paths.from_env(args.home)

@@ -20,6 +20,7 @@ from assets.resources import ANALYTICS_JOB, INGEST_JOB
 from jobs.instance import ANALYTICS_TAG, HOME_TAG, TENANT_TAG
 from pipeline.config import Paths, nightly_cron
 from pipeline.ingest.folder import landing_files
+from pipeline.storage.owed import owed
 
 TENANT_JOB = "tenant_nightly"
 FAST_TENANT_JOB = "tenant_nightly_fast"
@@ -164,7 +165,8 @@ def changed_tenants(event: dg.EventLogEntry) -> dict[str, list[str]]:
 )
 def tenant_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """After each ingest, one run per tenant whose data changed (the queue runs them in parallel,
-    one per tenant at a time)."""
+    one per tenant at a time); and one more run for a tenant whose pack still owes load dates
+    when no run of it is waiting or running (`owed_requests`)."""
     after = int(context.cursor) if context.cursor else None
     records = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(CHANGED_BY), after_storage_id=after),
@@ -177,7 +179,25 @@ def tenant_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         for tenant, dates in changed_tenants(record.event_log_entry).items()
     ]
     cursor = str(records[-1].storage_id) if records else context.cursor
+    requests += owed_requests(context.instance, {r.partition_key for r in requests})
     return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+
+def owed_requests(instance: dg.DagsterInstance, requested: set[str | None]) -> list[dg.RunRequest]:
+    """A run for each tenant whose pack still owes load dates (pipeline/storage/owed.py: its run
+    failed, or its worker was killed) and that no run of this tick, the queue or an ingest under
+    way will bring up to date. The run key is what it owes, so a tenant that fails again is not
+    retried in a loop: new data (a new debt) or an operator's re-execution tries it next."""
+    if instance.get_runs_count(dg.RunsFilter(job_name=INGEST_JOB, statuses=ACTIVE)):
+        return []  # ingest records what it owes before it writes: its own requests follow
+    requests = []
+    for tenant, dates in owed(Paths.from_env()).items():
+        tag = {TENANT_TAG: f"{_home()}:{tenant}"}
+        if tenant in requested or instance.get_runs_count(dg.RunsFilter(tags=tag, statuses=ACTIVE)):
+            continue
+        debt = hashlib.sha256(json.dumps(dates).encode()).hexdigest()[:16]
+        requests.append(tenant_request(tenant, dates, run_key=f"owed:{tenant}:{debt}"))
+    return requests
 
 
 @dg.sensor(

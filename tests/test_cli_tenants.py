@@ -58,7 +58,7 @@ def _code(argv: list[str]) -> int:
         return stop.code
 
 
-def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+def one_line(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err
     assert "Traceback" not in err
     lines = err.strip().splitlines()
@@ -74,7 +74,7 @@ def test_a_tenant_the_home_holds_nothing_of_is_refused_and_nothing_changes(
     before = _files(home)
     argv = [command, "--home", str(home), "--tenant", "nosuch", "--contact", "c00001"]
     assert _code(argv) == 2
-    line = _one_line(capsys)
+    line = one_line(capsys)
     assert line == f"memorypack: no data for tenant 'nosuch' under {home} (tenants: acme, globex)"
     assert _files(home) == before
 
@@ -93,7 +93,7 @@ def test_a_tenant_id_that_is_a_path_never_reaches_another_tenant(
         ["pack", "verify", "--tenant", "acme", "--version", f"../globex/{live}"],
     ):
         assert _code([*argv[:2], "--home", str(home), *argv[2:]]) == 2
-        assert "is not a" in _one_line(capsys)
+        assert "is not a" in one_line(capsys)
     assert read_latest(globex) == live and _files(home) == before
 
 
@@ -107,7 +107,7 @@ def test_every_command_checks_the_tenant_id_in_one_line(
 ) -> None:
     extra = ["--contact", "c00001"] if command == ["forget"] else []
     assert _code([*command, "--home", str(home), "--tenant", tenant, *extra]) == 2
-    assert " is not a tenant id (1 to 64 letters, digits, _ or -)" in _one_line(capsys)
+    assert " is not a tenant id (1 to 64 letters, digits, _ or -)" in one_line(capsys)
 
 
 def test_a_contact_of_bytes_no_utf8_decodes_is_one_line(
@@ -115,7 +115,7 @@ def test_a_contact_of_bytes_no_utf8_decodes_is_one_line(
 ) -> None:
     """`--contact $'\\xff'` reaches Python as a surrogate: it hashed into a traceback."""
     assert _code(["export", "--home", str(home), "--tenant", "acme", "--contact", "\udcff"]) == 2
-    assert _one_line(capsys) == "memorypack: --contact '\\udcff' is not UTF-8 text"
+    assert one_line(capsys) == "memorypack: --contact '\\udcff' is not UTF-8 text"
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_a_home_that_is_a_file_is_one_line(
     file = tmp_path / "afile"
     file.write_text("x")
     assert _code([*argv, "--home", str(file)]) == 2
-    assert _one_line(capsys) == f"memorypack: home {file} is not a folder"
+    assert one_line(capsys) == f"memorypack: home {file} is not a folder"
 
 
 NASTY = [

@@ -136,16 +136,16 @@ def test_cluster_labels_honours_cannot_link_and_blocks() -> None:
         assert len(set(origin[blocked == label])) == 1
 
 
-def _unit(rows: np.ndarray) -> np.ndarray:
+def unit_query(rows: np.ndarray) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
 def test_a_new_text_joins_only_a_cluster_it_is_close_to_in_full() -> None:
     # cosine distance threshold 0.2 ⇔ similarity ≥ 0.8
     e = np.eye(4)
-    old = _unit(np.array([e[0] + 0.3 * e[1], e[0] - 0.3 * e[1], e[2]]))  # A = {0, 1}, B = {2}
+    old = unit_query(np.array([e[0] + 0.3 * e[1], e[0] - 0.3 * e[1], e[2]]))  # A = {0, 1}, B = {2}
     old_labels = np.array([0, 0, 1])
-    new = _unit(
+    new = unit_query(
         np.array(
             [
                 e[0],  # close to both members of A → joins A
@@ -164,9 +164,9 @@ def test_a_new_text_never_joins_a_label_of_another_group() -> None:
     """Labels are global (every tenant × system × kind's clusters): those not among `old` belong
     to other groups and are no candidates, even though "every member is within" holds for none."""
     e = np.eye(4)
-    old = _unit(np.array([e[0] + 0.3 * e[1], e[0] - 0.3 * e[1], e[2]]))  # A = {0, 1}, B = {2}
+    old = unit_query(np.array([e[0] + 0.3 * e[1], e[0] - 0.3 * e[1], e[2]]))  # A = {0, 1}, B = {2}
     old_labels = np.array([3, 3, 5])  # 0-2 and 4: other tenants' or kinds' clusters
-    new = _unit(np.array([e[0], e[3], e[1] + e[3]]))  # joins A; far from all; far from all
+    new = unit_query(np.array([e[0], e[3], e[1] + e[3]]))  # joins A; far from all; far from all
     assert assign_to_clusters(new, old, old_labels, threshold=0.2).tolist() == [3, -1, -1]
 
 

@@ -18,11 +18,14 @@ from jobs.nightly import (
     landing_fingerprints,
     landing_sensor,
     nightly_schedule,
+    tenant_run_config,
     tenant_sensor,
 )
 from pipeline import tables
+from pipeline.config import Paths
 from pipeline.ingest.folder import TYPED_TABLES
 from pipeline.publish.analytics import WAREHOUSE_TABLES
+from pipeline.storage import owed
 from pipeline.tables import BOOKKEEPING, TABLES, asset_name
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -301,6 +304,45 @@ def test_the_tenant_sensor_launches_one_run_per_changed_tenant(tmp_path: Path, m
         assert requests["globex"].tags[TENANT_TAG] == f"{tmp_path}:globex"
         again = tenant_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
         assert again.run_requests == []  # nothing new ingested
+
+
+def test_the_tenant_sensor_runs_a_tenant_its_pack_still_owes_once(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A tenant whose run failed (or whose worker was killed) keeps what its pack owes: the next
+    tick asks for one run of it, unless a run of it is waiting or an ingest is under way."""
+    monkeypatch.setenv("MEMORYPACK_HOME", str(tmp_path))
+    paths = Paths.from_env()
+    for tenant in ("acme", "globex", "initech"):
+        owed.record(paths, tenant, "2026-11-02")
+    owed.record(paths, "acme", "2026-11-03")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenants", ["acme", "globex", "initech"])
+        tenant_job = defs.resolve_job_def("tenant_nightly")
+        instance.create_run_for_job(tenant_job, tags={TENANT_TAG: f"{tmp_path}:globex"})
+        changed = {"initech": ["2026-11-02"]}  # also just ingested: asked for once, not twice
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("interactions", metadata={"changed": changed})
+        )
+        result = tenant_sensor(dg.build_sensor_context(instance=instance))
+        requests = sorted((r.partition_key, r.run_key) for r in result.run_requests)
+        assert [tenant for tenant, _ in requests] == ["acme", "initech"]
+        acme = next(r for r in result.run_requests if r.partition_key == "acme")
+        assert acme.run_key and acme.run_key.startswith("owed:acme:")
+        assert acme.run_config == tenant_run_config(["2026-11-02", "2026-11-03"])
+        # the daemon launches both; acme's fails again: asked for under the same key, which the
+        # daemon does not launch twice (no retry loop), while initech's run is still queued
+        runs = {
+            r.partition_key: instance.create_run_for_job(tenant_job, tags=r.tags)
+            for r in result.run_requests
+        }
+        instance.report_run_failed(runs["acme"])
+        again = tenant_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        assert [r.run_key for r in again.run_requests] == [acme.run_key]
+        instance.create_run_for_job(defs.resolve_job_def("ingest"), tags={})
+        during_ingest = tenant_sensor(dg.build_sensor_context(instance=instance))
+        # ingest is under way: only what it changed (no cursor: initech's again), nothing owed
+        assert [r.partition_key for r in during_ingest.run_requests] == ["initech"]
 
 
 def test_the_analytics_build_waits_for_the_tenant_runs(tmp_path: Path, monkeypatch) -> None:

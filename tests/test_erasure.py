@@ -14,16 +14,13 @@ import pytest
 
 from jobs.cli import main
 from pipeline.config import Paths
+from pipeline.erasure.lake import scrub_lake
 from pipeline.erasure.packs import _kept_blocks
-from pipeline.erasure.person import (
-    Subject,
-    Tombstones,
-    record_tombstone,
-    scrub_lake,
-    tombstone_hash,
-)
 from pipeline.erasure.scrub import Needles, scrub_frame
+from pipeline.erasure.subject import Subject
+from pipeline.erasure.tombstones import record_tombstone
 from pipeline.ingest.folder import ingest_folder
+from pipeline.ingest.tombstones import Tombstones, tombstone_hash
 from pipeline.pii import pseudonym
 from pipeline.publish.content import write_npy
 from tests.conftest import feedback, interaction, memory, write_landing

@@ -93,7 +93,7 @@ def nights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
             seen["blocked"] = run_nightly(paths.home, landing, NIGHTS[1], NIGHTS[1])
         finally:
-            holder.communicate("\n", timeout=30)
+            holder.communicate("\n", timeout=300)
         seen["holder"] = holder.pid
         seen["lake_after_blocked"] = sorted(os.listdir(paths.lake / "ingest_stats"))
         seen["warehouse_after_blocked"] = _load_dates(paths.warehouse)

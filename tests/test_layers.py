@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from assets.groups import STAGES
+
 ROOT = Path(__file__).resolve().parents[1]
 # folder → top-level packages its modules must never import (at the top or inside a function)
 FORBIDDEN = {
@@ -50,3 +52,67 @@ def test_no_layer_imports_upward(folder: str) -> None:
 def test_the_command_line_sits_above_the_runs() -> None:
     assert "jobs" in imported(ROOT / "jobs" / "cli.py")
     assert not list((ROOT / "pipeline").glob("cli*.py"))
+
+
+# `pipeline/`'s packages from the bottom up: what every stage uses, then the stages in data order
+# (the Dagster groups, in the order the UI shows them), then erasure (it reaches into every stage's
+# output) and the sample-log generator. A module imports only from its own floor or below.
+FLOORS = [
+    {"errors", "settings", "config", "frames", "lifeline", "tables"},
+    {"storage"},
+    {"pii"},
+    *({stage} for stage in STAGES),
+    {"erasure"},
+    {"generate"},
+]
+
+
+def floor_of(name: str) -> int:
+    return next(i for i, floor in enumerate(FLOORS) if name in floor)
+
+
+def pipeline_imports(path: Path) -> set[str]:
+    """The `pipeline.<package or module>` names a module imports."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            parts = node.module.split(".")
+            if parts[0] == "pipeline":
+                names |= (
+                    {parts[1]} if len(parts) > 1 else {a.name for a in node.names} - {"__version__"}
+                )
+        elif isinstance(node, ast.Import):
+            names |= {a.name.split(".")[1] for a in node.names if a.name.startswith("pipeline.")}
+    return names
+
+
+def test_pipeline_packages_import_only_their_floor_or_below() -> None:
+    assert [next(iter(f)) for f in FLOORS[3 : 3 + len(STAGES)]] == list(STAGES)
+    packages = {p.stem if p.is_file() else p.name for p in (ROOT / "pipeline").iterdir()}
+    packages -= {"__init__", "__pycache__"}
+    assert packages == set().union(*FLOORS)  # every package has a floor
+    upward = []
+    for path in sorted((ROOT / "pipeline").rglob("*.py")):
+        parts = path.relative_to(ROOT / "pipeline").with_suffix("").parts
+        if parts == ("__init__",):
+            continue
+        own = floor_of(parts[0])
+        for name in sorted(pipeline_imports(path)):
+            if floor_of(name) > own:
+                upward.append(f"pipeline/{'/'.join(parts)} imports pipeline.{name}")
+    assert upward == []
+
+
+def test_private_names_stay_in_their_module() -> None:
+    """A `_name` another module needs is part of its module's interface, so it is named as one."""
+    crossing = []
+    for folder in ("pipeline", "assets", "jobs", "lib/src/memorypack", "deploy"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    crossing += [
+                        f"{path.relative_to(ROOT).as_posix()}: {node.module}.{alias.name}"
+                        for alias in node.names
+                        if alias.name.startswith("_") and not alias.name.startswith("__")
+                    ]
+    assert crossing == []

@@ -13,7 +13,7 @@ from pipeline.storage.vectors import TextVectors
 KEYS = ["tenant_id", "skill_id"]
 
 
-def _unit(rows: np.ndarray) -> np.ndarray:
+def unit_query(rows: np.ndarray) -> np.ndarray:
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -28,7 +28,7 @@ def _world(n: int, seed: int = 0) -> tuple[pl.DataFrame, TextVectors]:
         {"tenant_id": "acme", "skill_id": [f"s{g}" for g in group], "text_hash": hashes}
     )
     cache = pl.DataFrame(
-        {"text_hash": hashes, "embedding": _unit(vectors)},
+        {"text_hash": hashes, "embedding": unit_query(vectors)},
         schema_overrides={"embedding": pl.Array(pl.Float32, 16)},
     )
     return texts, TextVectors.from_frame(cache)

@@ -48,6 +48,22 @@ def _small_home(tmp_path: Path) -> Path:
             ).with_columns(pl.col("ts").str.to_datetime(time_zone="UTC")),
         ),
     )
+    # What two pack versions' receipts measured of one skill (the notebook's uplift plot).
+    uplift = {"uplift": [0.05, -0.02], "uplift_lower": [-0.01, -0.09], "uplift_upper": [0.11, 0.05]}
+    lake.write(
+        "pack_uplift",
+        declared(
+            "pack_uplift",
+            pl.DataFrame(
+                {
+                    "tenant_id": ["acme"] * 2,
+                    "pack_version": ["20261103T020000Z-aaaaaaaa", "20261104T020000Z-bbbbbbbb"],
+                    "skill_id": ["concise_response"] * 2,
+                    **uplift,
+                }
+            ),
+        ),
+    )
     inputs = load_inputs(lake, AS_OF)
     for tenant in inputs.tenants():
         publish(paths.packs, build_pack(inputs, tenant))
@@ -64,7 +80,7 @@ def test_notebook_runs_and_plots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     client = NotebookClient(
         notebook,
         kernel_name="python3",
-        timeout=120,
+        timeout=600,  # a hang guard only: a cold start on a busy machine takes minutes
         resources={"metadata": {"path": str(NOTEBOOK.parent)}},
     )
     client.execute()
@@ -74,8 +90,9 @@ def test_notebook_runs_and_plots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     errors = [o for o in outputs if o.output_type == "error"]
     assert not errors, errors
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    assert len(images) == 3
+    assert len(images) == 4
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert f"snapshot {home / 'analytics.duckdb'}" in text
     assert "2 of 2 system/kind pairs have examples" in text
     assert "acme" in text and "6 memories" in text
+    assert "uplift of 2 pack versions, 1 tenant × skill series" in text

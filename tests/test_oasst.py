@@ -42,7 +42,7 @@ def _messages(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _read(out: Path, day: str = "2023-02-05") -> list[dict[str, Any]]:
+def read_table(out: Path, day: str = "2023-02-05") -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / day / "oasst.jsonl").read_text().splitlines()]
 
 
@@ -65,7 +65,7 @@ def test_counts_match_the_export(imported: tuple[Path, dict[str, int]]) -> None:
     assert counts["interactions"] == len(alive)
     assert (counts["thumbs_up"], counts["thumbs_down"]) == (ups, downs)
     assert counts["ranked_replies"] == sum(m.get("rank") is not None for m in alive)
-    events = _read(out)
+    events = read_table(out)
     assert counts["lines"] == len(events) == len(alive) + ups + downs
     by_signal = [e.get("signal") for e in events if e["event_type"] == "feedback"]
     assert by_signal.count("thumbs_up") == ups and by_signal.count("thumbs_down") == downs
@@ -73,7 +73,7 @@ def test_counts_match_the_export(imported: tuple[Path, dict[str, int]]) -> None:
 
 def test_events_follow_the_contract(imported: tuple[Path, dict[str, int]]) -> None:
     out, _ = imported
-    events = _read(out)
+    events = read_table(out)
     ids = [e["event_id"] for e in events]
     assert len(ids) == len(set(ids))
     interactions = {e["event_id"]: e for e in events if e["event_type"] == "interaction"}
@@ -96,7 +96,7 @@ def test_events_follow_the_contract(imported: tuple[Path, dict[str, int]]) -> No
 
 def test_ranks_and_conversation_are_kept(imported: tuple[Path, dict[str, int]]) -> None:
     out, _ = imported
-    interactions = {e["event_id"]: e for e in _read(out) if e["event_type"] == "interaction"}
+    interactions = {e["event_id"]: e for e in read_table(out) if e["event_type"] == "interaction"}
     messages = {m["message_id"]: m for m in _messages(SAMPLE)}
     for mid, e in interactions.items():
         m = messages[mid]
@@ -160,7 +160,7 @@ def test_deleted_messages_and_their_replies_are_skipped(tmp_path: Path) -> None:
     assert counts["interactions"] == 1 and counts["assistant_replies"] == 3
     assert counts["skipped_deleted"] == 2 and counts["skipped_under_deleted"] == 1
     assert (counts["thumbs_up"], counts["thumbs_down"]) == (2, 1)
-    events = _read(tmp_path / "out", "2024-01-02")
+    events = read_table(tmp_path / "out", "2024-01-02")
     assert [e["event_id"] for e in events] == ["a1", "a1:+1:0", "a1:+1:1", "a1:-1:0"]
     assert events[0]["input"] == "User: Hi?" and events[0]["tenant_id"] == "oa_1"
 

@@ -31,7 +31,7 @@ ALLOWED = {
     ("pipeline/ingest/rules.py", "_ENVELOPE"): _KEYS,
     ("pipeline/preference/pairs/table.py", "INTERACTION_COLUMNS"): _KEYS,
     ("pipeline/preference/templates/candidates.py", "EVIDENCE_FEEDBACK_COLUMNS"): _KEYS,
-    ("pipeline/ingest/lines.py", "_LINES_SCHEMA"): _STEP,
+    ("pipeline/ingest/lines.py", "LINES_SCHEMA"): _STEP,
     ("pipeline/preference/pairs/same_prompt.py", "_BEST_SCHEMA"): _STEP,
     ("pipeline/preference/templates/refine.py", "DECISION_SCHEMA"): _STEP,
     ("pipeline/semantic/embed/texts.py", "MEMORY_TEXT_SCHEMA"): _STEP,

@@ -57,7 +57,7 @@ def _run_publisher(paths: Paths, crash_at: str | None) -> subprocess.CompletedPr
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a hang guard only: a cold start on a busy machine takes minutes
         check=False,
     )
 

@@ -283,8 +283,8 @@ def test_select_falls_back_to_the_algorithmic_ranking(
 
 
 def test_no_tag_codes_group_into_nothing_so_an_untagged_pack_loads() -> None:
-    from memorypack.tables import _group_rows
+    from memorypack.tables import group_rows
 
-    assert _group_rows(np.zeros(0, dtype=np.int64)) == {}  # was: zip() argument 2 is longer
-    groups = _group_rows(np.array([2, 0, 2]))
+    assert group_rows(np.zeros(0, dtype=np.int64)) == {}  # was: zip() argument 2 is longer
+    groups = group_rows(np.array([2, 0, 2]))
     assert {code: rows.tolist() for code, rows in groups.items()} == {0: [1], 2: [0, 2]}

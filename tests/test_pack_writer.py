@@ -15,10 +15,10 @@ from memorypack.format import DATA_FILES, MANIFEST, read_latest, version_time
 from pipeline.config import Paths
 from pipeline.errors import UserError
 from pipeline.pii import pseudonym
+from pipeline.pii.guard import find_spans
 from pipeline.publish.build import build_pack, load_inputs, unit_blocks
 from pipeline.publish.content import EmbeddingMatrix
 from pipeline.publish.guards import finite_and_norms, run_guards
-from pipeline.publish.pii_guard import find_spans
 from pipeline.publish.store import list_versions, prune, rollback, write_latest
 from pipeline.publish.writer import make_version, publish
 from pipeline.storage.lake import Lake

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
 from pipeline.pii import PLACEHOLDER, PSEUDONYM, analyse, detect, pseudonym, redact_text
+from pipeline.pii.guard import MAYBE_PII, find_pii, guard_version, iban_valid, luhn_valid
 from pipeline.pii.names import tenant_names
 from pipeline.pii.redactor import IDENTIFIERS_KEY, RedactionCache, Redactor
-from pipeline.publish.pii_guard import MAYBE_PII, find_pii, guard_version, iban_valid, luhn_valid
 
 KEY = b"test-key"
 
@@ -140,7 +140,7 @@ def test_guard_is_independent_and_finds_the_shaped_kinds() -> None:
     for kind, (recall, precision) in GUARD_FLOORS.items():
         assert table[kind]["recall"] >= recall, (kind, table[kind])
         assert table[kind]["precision"] >= precision, (kind, table[kind])
-    import pipeline.publish.pii_guard as guard
+    import pipeline.pii.guard as guard
 
     source = Path(guard.__file__).read_text()
     assert (
@@ -150,7 +150,7 @@ def test_guard_is_independent_and_finds_the_shaped_kinds() -> None:
 
 
 def _guard_spans(text: str) -> list[tuple[int, int, str]]:
-    from pipeline.publish.pii_guard import find_spans
+    from pipeline.pii.guard import find_spans
 
     return find_spans(text)
 
@@ -504,8 +504,8 @@ def test_short_bare_digit_runs_skip_the_phone_regions_and_change_no_finding(monk
         "ref 123x4567 or [020]79460001",
     ]
     assert not rules.may_hold_pii("f_00000001", names=False)
-    assert not rules._digit_runs("order 1234567 and ref f_00000001")
-    assert rules._digit_runs("appelez le 06\u00a012345678")  # may be one number: tried
+    assert not rules.digit_runs("order 1234567 and ref f_00000001")
+    assert rules.digit_runs("appelez le 06\u00a012345678")  # may be one number: tried
     shortcut = [detect(texts, ner=False), detect(texts)]
     # Every neighbour may join a short run to more digits: the short-run shortcut never applies.
     monkeypatch.setattr(rules, "_PHONE_JOINER", re.compile(""))

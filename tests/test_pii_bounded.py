@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.pii import analyse, detect
-from pipeline.pii.detect import LONG_TOKEN, OVERLAP, WINDOW, Span, _engine, _merge, pieces
+from pipeline.pii.detect import LONG_TOKEN, OVERLAP, WINDOW, Span, _merge, analysis_engine, pieces
+from pipeline.pii.guard import find_spans
 from pipeline.pii.redactor import Redactor
 from pipeline.publish.analytics import redacting
-from pipeline.publish.pii_guard import find_spans
 
 # `pipeline.pii.detect` is also the name of a function in `pipeline.pii`.
 detect_module = importlib.import_module("pipeline.pii.detect")
@@ -27,7 +27,7 @@ BRACKETS = 200_000  # the red team's line: ~400 KB, under the 1 MiB line limit
 @pytest.fixture
 def seen(monkeypatch) -> Iterator[dict[str, list[str]]]:
     """What the engine and spaCy are given during a test (the real engine, spied on)."""
-    analyzer, nlp = _engine()
+    analyzer, nlp = analysis_engine()
     given: dict[str, list[str]] = {"engine": [], "spacy": []}
     analyze, make_doc, pipe = analyzer.analyze, nlp.make_doc, nlp.pipe
 

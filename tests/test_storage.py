@@ -140,7 +140,7 @@ def test_a_held_warehouse_fails_in_one_line_and_the_next_refresh_converges(
         with pytest.raises(UserError) as caught:
             warehouse.refresh("events", lake)
     finally:
-        holder.communicate("\n", timeout=30)
+        holder.communicate("\n", timeout=300)
     assert str(caught.value) == (
         f"warehouse {warehouse.paths.warehouse} is held open by pid {holder.pid}"
         f" ({Path(sys.executable).resolve().name}): close that connection and run again"

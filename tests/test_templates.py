@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.ingest import contracts
 from pipeline.preference.templates import (
+    TEMPLATE_HISTORY_SCHEMA,
     SkillEvidence,
     SkillTemplate,
     TemplateScore,
@@ -18,13 +19,17 @@ from pipeline.preference.templates import (
     empty_history,
     format_prompt,
     gather_evidence,
+    history_row,
     load_registry,
     missing_current,
     parse_registry,
     refine_templates,
+    roll_back_worse,
     rollback,
     select_template,
 )
+from pipeline.preference.templates.in_use import rolled_back_templates
+from pipeline.usage import USAGE_CONFIG
 
 BASE_SKILLS = {
     "concise_response",
@@ -473,3 +478,67 @@ def test_a_tenant_whose_scoring_raises_keeps_its_template_and_others_go_on() -> 
     assert failed["note"].to_list() == [
         "scoring failed, the current template stays: RuntimeError: policy weights unreadable"
     ]
+
+
+def _adopted_history(evidence_version: int = 1) -> pl.DataFrame:
+    when = datetime(2026, 11, 2, tzinfo=UTC)
+    rows = [
+        history_row(tenant_id="acme", skill_id="s", version=1, template="base", is_current=False,
+                    source="registry", created_at=when),
+        history_row(tenant_id="acme", skill_id="s", version=2, template="refined", is_current=True,
+                    source="refined", created_at=when,
+                    evidence=json.dumps({"replaced": {"version": evidence_version}})),
+    ]  # fmt: skip
+    return pl.DataFrame(rows, schema=TEMPLATE_HISTORY_SCHEMA)
+
+
+def _template_usage(effects: dict[str, tuple[float, float, int]]) -> pl.DataFrame:
+    """item → (effect, its standard error, uses) as pack_usage rows."""
+    z = USAGE_CONFIG.z
+    return pl.DataFrame(
+        [
+            {
+                "tenant_id": "acme",
+                "item_id": item,
+                "item_kind": "template",
+                "skill_id": "s",
+                "uses": uses,
+                "effect": e,
+                "effect_lower": e - z * se,
+                "effect_upper": e + z * se,
+                "verdict": "unclear",
+            }
+            for item, (e, se, uses) in effects.items()
+        ]
+    )
+
+
+def test_a_refined_template_worse_in_use_than_its_predecessor_is_rolled_back() -> None:
+    now = datetime(2026, 11, 5, tzinfo=UTC)
+    # v2 -0.10 ± 0.03, v1 +0.05 ± 0.04: the difference -0.15, interval up to -0.15 + 1.96 · 0.05
+    usage = _template_usage({"s@2": (-0.10, 0.03, 200), "s@1": (0.05, 0.04, 150)})
+    history, lines = roll_back_worse(_adopted_history(), usage, now)
+    current = history.filter(pl.col("is_current"))
+    assert current["version"].to_list() == [1]
+    reason = history.filter(pl.col("version") == 2)["rollback_reason"].item()
+    assert reason == (
+        "rolled back to v1 on 2026-11-05: in use, v2 did -0.15 against v1 "
+        "(95 % interval up to -0.05; 200 and 150 uses)"
+    )
+    assert lines == [f"acme/s: {reason}"]
+    assert rolled_back_templates(history, "acme", "s") == {"refined"}  # never a candidate again
+
+
+@pytest.mark.parametrize(
+    "effects",
+    [
+        {"s@2": (-0.10, 0.03, 200), "s@1": (-0.05, 0.04, 150)},  # worse, but not surely
+        {"s@2": (-0.04, 0.03, 200)},  # v1 never measured: v2's own interval reaches 0
+        {"s@1": (0.3, 0.01, 500)},  # v2 not measured yet
+    ],
+)
+def test_a_template_not_surely_worse_in_use_stays(effects) -> None:
+    history, lines = roll_back_worse(
+        _adopted_history(), _template_usage(effects), datetime.now(UTC)
+    )
+    assert lines == [] and history.equals(_adopted_history())

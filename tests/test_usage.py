@@ -1,10 +1,14 @@
 """Usage, item effects and uplift (issue 42 item 3, SPEC §4.9) on tiny frames with known answers."""
 
 import math
+from datetime import UTC, datetime
 
 import polars as pl
 import pytest
 
+from pipeline import tables
+from pipeline.publish.content import PackInputs
+from pipeline.publish.memories import judged_in_use
 from pipeline.usage import USAGE_CONFIG, calls, demoted, pack_uplift, pack_usage
 
 Z = USAGE_CONFIG.z
@@ -135,3 +139,67 @@ def test_confidently_harmful_items_are_demoted_with_their_reason() -> None:
         f"[{round(bad['effect_lower'], 2)}, {round(bad['effect_upper'], 2)}] over 200 uses"
     )
     assert demoted(usage.clear()).is_empty()
+
+
+def _verdict(item: str, verdict: str, effect: float, lower: float, upper: float) -> dict:
+    return {
+        "tenant_id": "acme", "item_id": item, "item_kind": "statement", "skill_id": "s",
+        "uses": 40, "n_outcomes": 40, "mean_outcome": 0.0, "positive_calls": 20,
+        "pack_versions": 1, "n_compared": 40, "raw_effect": effect, "tau2": 0.01,
+        "effect": effect, "effect_lower": lower, "effect_upper": upper, "verdict": verdict,
+    }  # fmt: skip
+
+
+def test_the_pack_cuts_harmful_memories_as_if_corrected_and_raises_helpful_ones() -> None:
+    """A harmful memory's reputation is recomputed with one correction more; a helpful one gains
+    the lower end of its interval, at most memory_boost and within its type's cap."""
+    usage = pl.DataFrame(
+        [
+            _verdict("bad", "harmful", -0.2, -0.3, -0.1),
+            _verdict("voted-bad", "harmful", -0.2, -0.3, -0.1),
+            _verdict("good", "helpful", 0.2, 0.05, 0.35),
+            _verdict("capped", "helpful", 0.4, 0.3, 0.5),
+            _verdict("unsure", "unclear", 0.1, -0.1, 0.3),
+        ],
+        schema=tables.schema("pack_usage"),
+    )
+    scores = pl.DataFrame(
+        {
+            "tenant_id": "acme",
+            "memory_id": ["voted-bad"],
+            "positive_mass": [3.0],
+            "negative_mass": [1.0],
+        }
+    )
+    memories = pl.DataFrame(
+        {
+            "memory_id": ["bad", "voted-bad", "good", "capped", "unsure"],
+            "memory_type": ["inferred_pattern"] * 4 + ["correction"],
+            "confidence": [0.6, 0.6, 0.5, 0.65, 0.8],
+            "n_feedback": [0, 4, 0, 0, 0],
+            # voted-bad: 3 up, 1 down → quality 2 · 5 / 8 − 1 = 0.25
+            "quality_score": [0.0, 0.25, 0.0, 0.0, 0.0],
+        }
+    )
+    inputs = PackInputs(
+        datetime(2026, 11, 3, tzinfo=UTC),
+        {"pack_usage": usage.lazy(), "feedback_scores": scores.lazy()},
+        [],
+        None,
+    )
+    out = {r["memory_id"]: r for r in judged_in_use(memories, inputs, "acme").to_dicts()}
+    assert out["bad"]["confidence"] == pytest.approx(0.6 * (1 + 0.2 * (2 * 2 / 5 - 1)))
+    # 3 up and 2 down (the correction) through the Beta(2, 2) prior: 2 · 5 / 9 − 1
+    corrected = (1 + 0.2 * (2 * 5 / 9 - 1)) / (1 + 0.2 * 0.25)
+    assert out["voted-bad"]["confidence"] == pytest.approx(0.6 * corrected)
+    assert out["good"]["confidence"] == pytest.approx(0.55)
+    assert out["capped"]["confidence"] == pytest.approx(0.7)  # inferred_pattern's cap
+    assert out["unsure"]["confidence"] == 0.8 and out["unsure"]["usage_reason"] is None
+    assert out["bad"]["usage_reason"] == (
+        "confidence cut as if corrected: harmful in skill s: effect -0.2, 95 % interval "
+        "[-0.3, -0.1] over 40 uses"
+    )
+    assert out["good"]["usage_reason"].startswith("confidence +0.05: helpful in skill s")
+    nothing = judged_in_use(memories, PackInputs(inputs.as_of, {}, [], None), "acme")
+    assert nothing["confidence"].to_list() == memories["confidence"].to_list()
+    assert nothing["usage_reason"].null_count() == memories.height

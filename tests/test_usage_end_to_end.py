@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from jobs.runner import run_nightly
+from memorypack import MemoryPack
 from pipeline import usage
 from pipeline.feedback.scores import compute_scores
 from pipeline.generate import generate
@@ -59,6 +60,10 @@ def nights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "usage": lake.read("pack_usage").collect(),
         "uplift": lake.read("pack_uplift").collect(),
         "few_shot": lake.read("few_shot_sets").collect(),
+        "snapshot": lake.read("decay_snapshots")
+        .filter(pl.col("as_of") == pl.col("as_of").max())
+        .collect(),
+        "pack": MemoryPack.load(home / "packs" / TENANT),
     }
 
 
@@ -121,3 +126,24 @@ def test_uplift_intervals_cover_the_true_uplift(nights) -> None:
     )
     # 95 % intervals: of these rows a few may miss by chance (seeded, so always the same few).
     assert covered.height >= 0.9 * rows.height, rows
+
+
+def test_the_pack_cuts_a_harmful_memory_and_says_why(nights) -> None:
+    """The harmful memory's confidence in the pack is its snapshot's, with the reputation of one
+    correction more (it had no feedback: 1.0 → 1 + 0.2 · (2 · 2 / 5 − 1) = 0.96); explain() and
+    the analyst's pack_usage say why; the manifest carries the uplift measured so far."""
+    pack, snapshot = nights["pack"], nights["snapshot"]
+    before = snapshot.filter(pl.col("memory_id") == "m_00000012")["confidence"].item()
+    assert pack.memory("m_00000012")["confidence"] == pytest.approx(before * 0.96)
+    why = pack.explain("m_00000012")
+    assert "confidence cut as if corrected: harmful in skill" in why and "95 % interval" in why
+    reasons = pl.from_arrow(pack.memories.select(["memory_id", "usage_reason"]))
+    judged = nights["usage"].filter(pl.col("verdict") != "unclear")["item_id"]
+    assert (
+        reasons.filter(pl.col("usage_reason").is_not_null())["memory_id"]
+        .is_in(judged.implode())
+        .all()
+    )
+    uplift = pack.manifest["inputs"]["uplift"]
+    assert {row["pack_version"] for row in uplift} <= set(nights["uplift"]["pack_version"])
+    assert len(uplift) == nights["uplift"].height

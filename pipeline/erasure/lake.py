@@ -16,8 +16,8 @@ from pipeline import tables
 from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.erasure.scrub import Needles, scrub_frame
 from pipeline.erasure.subject import Subject
-from pipeline.erasure.tombstones import TOMBSTONES, erased_quarantine_rows
 from pipeline.ingest.contracts import QUARANTINE_SCHEMA
+from pipeline.ingest.tombstones import TOMBSTONES, erased_quarantine_rows
 from pipeline.storage.lake import Lake, parquet_files, read_file, write_parquet_atomic
 from pipeline.storage.warehouse import Warehouse
 from pipeline.tables import COMMENTS

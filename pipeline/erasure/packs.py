@@ -35,7 +35,7 @@ from pipeline.publish import remote
 from pipeline.publish.content import FILL_ROWS, PackContent, npy_blocks, npy_shape, write_npy
 from pipeline.publish.disk import TEMP_PREFIX, fsync_path
 from pipeline.publish.store import clean_leftovers, list_versions, remove_dir, write_latest
-from pipeline.publish.writer import _write_manifest, content_hash, publish_lock
+from pipeline.publish.writer import content_hash, publish_lock, write_manifest
 
 MEMORIES = "memories.parquet"
 # Manifest counts that follow the rows of a file.
@@ -182,7 +182,7 @@ def _rewrite(tenant_dir: Location, version: str, needles: Needles) -> str | None
             files = _write_version(version_dir, temp, manifest, changed, keep_rows)
             new_manifest = _new_manifest(manifest, files, changed, removed)
             new_version = str(new_manifest["version"])
-            _write_manifest(temp, new_manifest)
+            write_manifest(temp, new_manifest)
             verify_pack(temp, version=new_version)
             fsync_path(temp)
             _place(temp, tenant_dir / new_version)

@@ -16,10 +16,8 @@ import polars as pl
 from pipeline.config import Paths
 from pipeline.erasure.files import scrub_dagster_history, scrub_landing
 from pipeline.erasure.lake import (
-    CACHES,
     INGEST_TABLES,
     POLICY_WITHDRAWALS,
-    WITHDRAWAL_SCHEMA,
     rebuild_warehouse,
     scrub_lake,
     sweep_redaction_cache,
@@ -28,58 +26,15 @@ from pipeline.erasure.lake import (
 )
 from pipeline.erasure.scrub import Needles, scrub_frame
 from pipeline.erasure.subject import (
-    TEXT_FIELDS,
-    Subject,
-    check_known_tenant,
     check_request,
     find_subject,
-    json_field,
 )
-from pipeline.erasure.tombstones import (
-    TOMBSTONE_SCHEMA,
-    TOMBSTONES,
-    Tombstones,
-    erased_quarantine_rows,
-    line_hash,
-    record_tombstone,
-    tombstone_hash,
-)
+from pipeline.erasure.tombstones import record_tombstone
 from pipeline.errors import UserError
+from pipeline.ingest.tombstones import TOMBSTONES, Tombstones
 from pipeline.pii import pii_key
 from pipeline.settings import Settings
 from pipeline.storage.lake import Lake, read_file
-
-# The steps live in erasure_subject → erasure_tombstones → erasure_lake; re-exported here.
-__all__ = [
-    "CACHES",
-    "INGEST_TABLES",
-    "POLICY_WITHDRAWALS",
-    "TEXT_FIELDS",
-    "TOMBSTONES",
-    "TOMBSTONE_SCHEMA",
-    "WITHDRAWAL_SCHEMA",
-    "ForgetReport",
-    "Subject",
-    "Tombstones",
-    "check_known_tenant",
-    "check_request",
-    "erased_quarantine_rows",
-    "export",
-    "find_subject",
-    "forget",
-    "json_field",
-    "line_hash",
-    "reachable_packs",
-    "rebuild_warehouse",
-    "record_tombstone",
-    "run_histories",
-    "scrub_lake",
-    "sweep_redaction_cache",
-    "tombstone_hash",
-    "withdraw_policies",
-    "write_export",
-]
-
 
 # --- the whole erasure ------------------------------------------------------------------------
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from pipeline.ingest.tombstones import json_field
+
 # Ids shorter than this are matched only as whole values, never inside a longer text ("c1" would
 # be found in every "c12"). Longer ones are found inside texts too, between non-word characters.
 MIN_ID_CHARS = 4
@@ -17,12 +19,6 @@ FRAGMENT_CHARS = 40
 
 _STRING = pl.String()
 _STRINGS = pl.List(pl.String())
-_JSON_ID = r'"{field}"\s*:\s*"((?:[^"\\]|\\.)*)"'
-
-
-def json_field(raw: pl.Expr, name: str) -> pl.Expr:
-    """A string field read off a raw JSON line's text (for lines that failed the contract)."""
-    return raw.str.extract(_JSON_ID.format(field=name), 1)
 
 
 @dataclass(frozen=True)

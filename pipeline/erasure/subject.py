@@ -15,12 +15,12 @@ from pipeline.erasure.scrub import (
     FRAGMENT_CHARS,
     MIN_FRAGMENT_CHARS,
     Needles,
-    json_field,
     scrub_frame,
 )
 from pipeline.errors import UserError
 from pipeline.ingest.contracts import QUARANTINE_SCHEMA, EventType
 from pipeline.ingest.tenant_ids import check_tenant_id, is_tenant_id, shown
+from pipeline.ingest.tombstones import json_field
 from pipeline.pii import pseudonym
 from pipeline.storage.lake import Lake, parquet_files, scan_files
 

@@ -22,7 +22,7 @@ from pipeline.feedback.scores import DEFAULT_SCORING, ScoringConfig, deduplicate
 from pipeline.frames import fmt
 from pipeline.storage.vectors import TextVectors
 
-_TS = pl.Datetime("us", "UTC")
+TIMESTAMP = pl.Datetime("us", "UTC")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def skill_stats(
         interactions.lazy()
         .filter(pl.col("skill_id").is_not_null())
         .group_by(keys)
-        .agg(usage=pl.len().cast(pl.Int64), last_used_at=pl.col("ts").max().cast(_TS))
+        .agg(usage=pl.len().cast(pl.Int64), last_used_at=pl.col("ts").max().cast(TIMESTAMP))
     )
     rate = config.learning_rate
     votes = (
@@ -105,7 +105,7 @@ def skill_stats(
             mean_reward=pl.col("vote_value").mean(),
             _ema=(pl.col("_weight") * pl.col("_reward")).sum()
             + (1 - rate) ** pl.len().cast(pl.Float64) * config.initial_confidence,
-            last_feedback_at=pl.col("ts").max().cast(_TS),
+            last_feedback_at=pl.col("ts").max().cast(TIMESTAMP),
         )
     )
     return (

@@ -8,7 +8,7 @@ import polars as pl
 
 from pipeline.ingest.contracts import Signal
 
-_TS = pl.Datetime("us", "UTC")
+TIMESTAMP = pl.Datetime("us", "UTC")
 
 # Signal weights: how much evidence one event of that signal is about the quality of the output.
 _POSITIVE_WEIGHTS: dict[str, float] = {
@@ -222,6 +222,21 @@ def _feedback_per_memory(
     )
 
 
+def quality_score(positive: pl.Expr, negative: pl.Expr, config: ScoringConfig) -> pl.Expr:
+    """The votes' positive and negative mass → quality in [-1, 1], through the Beta prior."""
+    a = positive + config.prior_positive
+    b = negative + config.prior_negative
+    return (2 * a / (a + b) - 1).clip(-1.0, 1.0)
+
+
+def reputation_if_corrected(config: ScoringConfig = DEFAULT_SCORING) -> pl.Expr:
+    """The reputation a memory (its `positive_mass`, `negative_mass`) would have had one more
+    person corrected it: how the usage stage's verdict "harmful" is applied (SPEC §4.9)."""
+    correction = config.negative_weights[Signal.CORRECTION.value]
+    quality = quality_score(pl.col("positive_mass"), pl.col("negative_mass") + correction, config)
+    return 1.0 + config.reputation_weight * quality
+
+
 def compute_scores(
     interactions: pl.DataFrame | pl.LazyFrame,
     statements: pl.DataFrame | pl.LazyFrame,
@@ -234,7 +249,7 @@ def compute_scores(
     count_columns = [f"n_{s}" for s in SIGNALS] + ["n_feedback", "n_positive", "n_negative"]
     a = pl.col("positive_mass") + config.prior_positive
     b = pl.col("negative_mass") + config.prior_negative
-    quality = (2 * a / (a + b) - 1).clip(-1.0, 1.0)
+    quality = quality_score(pl.col("positive_mass"), pl.col("negative_mass"), config)
     lower = (2 * wilson_lower(a, b, config.wilson_z) - 1).clip(-1.0, 1.0)
     naive = (pl.col("n_positive") - pl.col("n_negative")) / pl.max_horizontal(
         pl.col("n_feedback"), 1
@@ -277,8 +292,8 @@ def compute_scores(
             "quality_lower",
             "naive_score",
             "has_correction",
-            pl.col("last_feedback_at").cast(_TS),
-            pl.col("last_validated_at").cast(_TS),
+            pl.col("last_feedback_at").cast(TIMESTAMP),
+            pl.col("last_validated_at").cast(TIMESTAMP),
             "reputation",
         )
         .sort("tenant_id", "memory_id")

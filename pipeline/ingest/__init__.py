@@ -2,7 +2,8 @@
 with one reason each, load statistics, and each tenant's typed tables (interactions, feedback,
 memory statements).
 
-Read in data order: contracts (the raw-log contract), landing (a file's bytes), lines, parse
+Read in data order: contracts (the raw-log contract; memory_types, what each memory type is
+worth, SPEC §4.2's table), tenant_ids, tombstones (what an erasure keeps out), landing (a file's bytes), lines, parse
 (each line's JSON), rules (the contract as polars rules), folder (dedup, `ingest_folder`),
 partitions (a run over several load dates), layout (the typed tables, per tenant); importers
 bring other log formats to the contract."""

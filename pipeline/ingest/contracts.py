@@ -164,7 +164,7 @@ class Field:
     max_chars: int | None = None  # of its text (JSON text for objects, lists and non-strings)
 
 
-_I, _F, _M = EventType.INTERACTION, EventType.FEEDBACK, EventType.MEMORY
+INT, FLOAT, _M = EventType.INTERACTION, EventType.FEEDBACK, EventType.MEMORY
 
 # Every field of the contract, in the order the rules check them (the first failure is the reason).
 FIELDS: tuple[Field, ...] = (
@@ -176,28 +176,28 @@ FIELDS: tuple[Field, ...] = (
     Field("contact_id", JsonKind.STRING, (), max_chars=ID_MAX_CHARS),
     Field("metadata", JsonKind.OBJECT, (), max_chars=NOTE_MAX_CHARS),
     # interaction
-    Field("system", JsonKind.STRING, (_I,), required=True, max_chars=ID_MAX_CHARS),
-    Field("kind", JsonKind.STRING, (_I,), required=True, max_chars=ID_MAX_CHARS),
-    Field("session_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
-    Field("skill_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
-    Field("input", JsonKind.STRING, (_I,), required=True, max_chars=TEXT_MAX_CHARS),
-    Field("output", JsonKind.ANY, (_I,), required=True, max_chars=TEXT_MAX_CHARS),
-    Field("summary", JsonKind.STRING, (_I,), max_chars=NOTE_MAX_CHARS),
-    Field("tags", JsonKind.STRING_LIST, (_I, _M), max_chars=NOTE_MAX_CHARS),
-    Field("importance", JsonKind.NUMBER, (_I,), low=0.0, high=1.0),
-    Field("model", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
-    Field("stage", JsonKind.STRING, (_I,), allowed=tuple(Stage)),
-    Field("parent_event_id", JsonKind.STRING, (_I,), max_chars=ID_MAX_CHARS),
+    Field("system", JsonKind.STRING, (INT,), required=True, max_chars=ID_MAX_CHARS),
+    Field("kind", JsonKind.STRING, (INT,), required=True, max_chars=ID_MAX_CHARS),
+    Field("session_id", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS),
+    Field("skill_id", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS),
+    Field("input", JsonKind.STRING, (INT,), required=True, max_chars=TEXT_MAX_CHARS),
+    Field("output", JsonKind.ANY, (INT,), required=True, max_chars=TEXT_MAX_CHARS),
+    Field("summary", JsonKind.STRING, (INT,), max_chars=NOTE_MAX_CHARS),
+    Field("tags", JsonKind.STRING_LIST, (INT, _M), max_chars=NOTE_MAX_CHARS),
+    Field("importance", JsonKind.NUMBER, (INT,), low=0.0, high=1.0),
+    Field("model", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS),
+    Field("stage", JsonKind.STRING, (INT,), allowed=tuple(Stage)),
+    Field("parent_event_id", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS),
     # Checked key by key in pipeline.ingest.rules; stored as context_pack_version/_items/_holdout.
-    Field("context", JsonKind.OBJECT, (_I,), max_chars=TEXT_MAX_CHARS),
+    Field("context", JsonKind.OBJECT, (INT,), max_chars=TEXT_MAX_CHARS),
     # feedback
-    Field("target_id", JsonKind.STRING, (_F,), required=True, max_chars=ID_MAX_CHARS),
-    Field("signal", JsonKind.STRING, (_F,), required=True, allowed=tuple(Signal)),
-    Field("rating", JsonKind.INTEGER, (_F,), low=1, high=5),
-    Field("reason", JsonKind.STRING, (_F,), allowed=tuple(FeedbackReason)),
-    Field("comment", JsonKind.STRING, (_F,)),
-    Field("corrected_output", JsonKind.ANY, (_F,), max_chars=TEXT_MAX_CHARS),
-    Field("user_id", JsonKind.STRING, (_I, _F), max_chars=ID_MAX_CHARS),
+    Field("target_id", JsonKind.STRING, (FLOAT,), required=True, max_chars=ID_MAX_CHARS),
+    Field("signal", JsonKind.STRING, (FLOAT,), required=True, allowed=tuple(Signal)),
+    Field("rating", JsonKind.INTEGER, (FLOAT,), low=1, high=5),
+    Field("reason", JsonKind.STRING, (FLOAT,), allowed=tuple(FeedbackReason)),
+    Field("comment", JsonKind.STRING, (FLOAT,)),
+    Field("corrected_output", JsonKind.ANY, (FLOAT,), max_chars=TEXT_MAX_CHARS),
+    Field("user_id", JsonKind.STRING, (INT, FLOAT), max_chars=ID_MAX_CHARS),
     # memory
     Field("memory_type", JsonKind.STRING, (_M,), required=True, allowed=tuple(MemoryType)),
     Field("content", JsonKind.STRING, (_M,), required=True, max_chars=NOTE_MAX_CHARS),
@@ -205,7 +205,7 @@ FIELDS: tuple[Field, ...] = (
     Field("confidence", JsonKind.NUMBER, (_M,), low=0.0, high=1.0),
     Field("supersedes", JsonKind.STRING_LIST, (_M,), max_chars=NOTE_MAX_CHARS),
     # `category` is free text on interactions and an enumeration on memories.
-    Field("category", JsonKind.STRING, (_I, _M)),
+    Field("category", JsonKind.STRING, (INT, _M)),
 )
 MEMORY_CATEGORIES = tuple(MemoryCategory)
 

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.erasure.subject import json_field
-from pipeline.erasure.tombstones import Tombstones, erased_quarantine_rows
 from pipeline.ingest.contracts import (
     FEEDBACK_COLUMNS,
     INTERACTION_COLUMNS,
@@ -18,8 +16,9 @@ from pipeline.ingest.contracts import (
     EventType,
     Reason,
 )
-from pipeline.ingest.lines import _LINES_SCHEMA, BOM, LANDING_PATTERNS, landing_files, read_lines
+from pipeline.ingest.lines import BOM, LANDING_PATTERNS, LINES_SCHEMA, landing_files, read_lines
 from pipeline.ingest.rules import validate_lines
+from pipeline.ingest.tombstones import Tombstones, erased_quarantine_rows, json_field
 
 VALIDATE_CHUNK_LINES = 200_000
 
@@ -213,7 +212,7 @@ def ingest_folder(
     """
     files = landing_files(folder)
     frames = [read_lines(path) for path in files]
-    lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINES_SCHEMA)
+    lines = pl.concat(frames) if frames else pl.DataFrame(schema=LINES_SCHEMA)
     # Lines are independent until dedupe: validating in slices bounds the memory of the wide
     # parsed frame (70 columns) whatever the size of the folder.
     parts = [

@@ -16,7 +16,7 @@ from pipeline.ingest.landing import Damage, read_landing_bytes
 BOM = "\ufeff"
 LANDING_PATTERNS = ("*.jsonl", "*.jsonl.gz")
 
-_LINES_SCHEMA: dict[str, pl.DataType] = {
+LINES_SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String(),
     "line_no": pl.Int64(),
     "raw": pl.String(),
@@ -68,7 +68,7 @@ def _damage_row(damage: Damage, label: str, line_no: int, offset: int, tail: byt
             "raw_bytes": [tail or None],
             "damage": [damage.reason.value],
         },
-        schema=_LINES_SCHEMA,
+        schema=LINES_SCHEMA,
     )
 
 
@@ -84,7 +84,7 @@ def _split_lines(data: bytes, label: str) -> pl.DataFrame:
         data = data.replace(b"\r\n", b"\n")
     data = data.removeprefix(BOM.encode())
     if not data:
-        return pl.DataFrame(schema=_LINES_SCHEMA)
+        return pl.DataFrame(schema=LINES_SCHEMA)
     if not data.endswith(b"\n"):
         data += b"\n"
     buf = np.frombuffer(data, dtype=np.uint8)

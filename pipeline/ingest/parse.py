@@ -79,7 +79,7 @@ def _strict_json(lines: pl.DataFrame) -> pl.Series:
 _ALL_STRINGS = r'^\[\s*(?:"(?:[^"\\]|\\.)*"\s*(?:,\s*"(?:[^"\\]|\\.)*"\s*)*)?\]$'
 
 
-def _extract(lines: pl.DataFrame) -> pl.DataFrame:
+def extract(lines: pl.DataFrame) -> pl.DataFrame:
     """Parse each line's JSON once: root type, every field's JSON type and text value.
 
     DuckDB checks the line (`json_valid`) and pulls every contract field out as raw JSON in one

@@ -29,7 +29,7 @@ from pipeline.ingest.contracts import (
     Reason,
     Signal,
 )
-from pipeline.ingest.parse import _extract
+from pipeline.ingest.parse import extract
 
 _INTEGER_TYPES = ("BIGINT", "UBIGINT")
 _KIND_TYPES: dict[JsonKind, tuple[str, ...]] = {
@@ -303,7 +303,7 @@ def _cut_long_lines() -> list[pl.Expr]:
 def validate_lines(lines: pl.DataFrame, load_date: date) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Split read lines into candidate events (typed) and quarantined lines (with reasons)."""
     lines = lines.with_row_index("row").with_columns(_cut_long_lines())
-    wide = _extract(lines).with_columns(_parse_ts("ts").alias("ts_parsed"))
+    wide = extract(lines).with_columns(_parse_ts("ts").alias("ts_parsed"))
     wide = wide.with_columns(_first_reason(_rules(load_date)))
     bad = wide.filter(pl.col("reason").is_not_null())
     good = wide.filter(pl.col("reason").is_null())

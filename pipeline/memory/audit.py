@@ -20,7 +20,7 @@ from pipeline.frames import fmt
 from pipeline.ingest.contracts import MemoryType
 from pipeline.memory.decay import DEFAULT_DECAY, DecayConfig
 
-_TS = pl.Datetime("us", "UTC")
+TIMESTAMP = pl.Datetime("us", "UTC")
 
 
 class AuditCheck(StrEnum):
@@ -237,7 +237,7 @@ def audit(
         pl.concat(
             [high, stale_patterns, reconfirm, conflict_rows, archived_rows, summary, promotion_rows]
         )
-        .with_columns(pl.col("as_of").cast(_TS))
+        .with_columns(pl.col("as_of").cast(TIMESTAMP))
         .sort("tenant_id", "check", "contact_id", "memory_id", nulls_last=True)
         .collect()
     )

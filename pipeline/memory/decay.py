@@ -11,52 +11,18 @@ from memorypack.context import STALE_AFTER_DAYS
 from pipeline import tables
 from pipeline.feedback.scores import DEFAULT_SCORING, ScoringConfig, compute_scores, distinct
 from pipeline.ingest.contracts import MemoryType, Signal
+from pipeline.ingest.memory_types import INTERACTION_TYPE, REINFORCEMENT_STEP, TYPE_RULES, TypeRule
 
-_TS = pl.Datetime("us", "UTC")
-INTERACTION_TYPE = "interaction"  # memory_type of interaction memories in snapshots
-
-
-@dataclass(frozen=True)
-class TypeRule:
-    """How one memory type starts, decays and goes inactive."""
-
-    base: float  # starting confidence when the event does not state one
-    cap: float  # the most confidence this kind of evidence can ever earn
-    factor: float  # confidence multiplies by `factor` per `period_days` of age (1.0 = no decay)
-    period_days: float
-    inactive_below: float | None  # None = never inactive by confidence
-
-
-_RULES: dict[str, TypeRule] = {
-    # The person said it: permanent until they change it (seed 004 "Explicit Instructions").
-    MemoryType.EXPLICIT_INSTRUCTION.value: TypeRule(1.0, 1.0, 1.0, 30.0, None),
-    # Corrections are explicit but about one situation: they fade slowly, 5 % per month.
-    MemoryType.CORRECTION.value: TypeRule(0.9, 0.95, 0.95, 30.0, 0.5),
-    # Reinforced behaviour needs periodic reinforcement: 10 % per month.
-    MemoryType.CONFIRMED_PATTERN.value: TypeRule(0.8, 0.9, 0.90, 30.0, 0.5),
-    # Our own guess about a pattern: fades unless confirmed, 20 % per month.
-    MemoryType.INFERRED_PATTERN.value: TypeRule(0.6, 0.7, 0.80, 30.0, 0.4),
-    # One observation: halves every week.
-    MemoryType.SINGLE_INFERENCE.value: TypeRule(0.4, 0.5, 0.50, 7.0, 0.3),
-    # Thinking-mode notes: halve every day and expire after 48 h (status, below), never "inactive".
-    MemoryType.TEMPORARY.value: TypeRule(0.5, 0.5, 0.50, 1.0, None),
-    # Interaction memories (seed 001): a 30-day half-life; the base is the event's importance.
-    INTERACTION_TYPE: TypeRule(0.5, 1.0, 0.50, 30.0, 0.2),
-}
-
-# The §4.2 table as plain lookups, for stages that need a type's base or cap without decaying.
-BASE_CONFIDENCE = {t: r.base for t, r in _RULES.items() if t != INTERACTION_TYPE}
-CONFIDENCE_CAP = {t: r.cap for t, r in _RULES.items() if t != INTERACTION_TYPE}
+TIMESTAMP = pl.Datetime("us", "UTC")
 
 
 @dataclass(frozen=True)
 class DecayConfig:
     """Every constant of SPEC §4.2 in one place, with the reason for each value."""
 
-    rules: dict[str, TypeRule] = field(default_factory=lambda: dict(_RULES))
-    # Each time the same statement is seen again it earns +0.1 (seed 004: "+10–20 %", the low end,
-    # because a repeat is weaker evidence than a confirmation), never beyond the type cap.
-    reinforcement_step: float = 0.1
+    rules: dict[str, TypeRule] = field(default_factory=lambda: dict(TYPE_RULES))
+    # +0.1 per repeat, never beyond the type cap (the table's module says why)
+    reinforcement_step: float = REINFORCEMENT_STEP
     # Temporaries are not actionable beyond 48 h (seed 004 "Lifetime: 48 hours unless promoted").
     temporary_lifetime_hours: float = 48.0
     # Single inferences older than 30 days are archived (seed 004 monthly audit, step 4).
@@ -106,7 +72,7 @@ def _reinforcement_as_of(
                 "tenant_id",
                 "memory_id",
                 reinforcement_count=pl.col("_dated").list.len().cast(pl.Int64),
-                last_reinforced_at=pl.col("_dated").list.max().cast(_TS),
+                last_reinforced_at=pl.col("_dated").list.max().cast(TIMESTAMP),
             )
             .filter(pl.col("reinforcement_count") > 0)
         )
@@ -114,7 +80,7 @@ def _reinforcement_as_of(
         "tenant_id",
         "memory_id",
         pl.col("reinforcement_count").cast(pl.Int64),
-        pl.col("last_reinforced_at").cast(_TS),
+        pl.col("last_reinforced_at").cast(TIMESTAMP),
     )
 
 
@@ -139,7 +105,7 @@ def _memories(interactions: pl.LazyFrame, statements: pl.LazyFrame) -> pl.LazyFr
         impact_level=pl.col("impact_level"),
         category=pl.col("category"),
         stated_confidence=pl.col("confidence").cast(pl.Float64),
-        created_at=pl.col("ts").cast(_TS),
+        created_at=pl.col("ts").cast(TIMESTAMP),
     )
     inter = interactions.select(
         "tenant_id",
@@ -150,7 +116,7 @@ def _memories(interactions: pl.LazyFrame, statements: pl.LazyFrame) -> pl.LazyFr
         impact_level=pl.lit(None, dtype=pl.String),
         category=pl.col("category"),
         stated_confidence=pl.col("importance").cast(pl.Float64),
-        created_at=pl.col("ts").cast(_TS),
+        created_at=pl.col("ts").cast(TIMESTAMP),
     )
     return pl.concat([inter.select(columns), stmt.select(columns)])
 
@@ -173,7 +139,7 @@ def _last_validations(feedback_known: pl.LazyFrame) -> pl.LazyFrame:
     return (
         feedback_known.filter(pl.col("signal") == Signal.VALIDATE.value)
         .group_by("tenant_id", "target_id")
-        .agg(last_validated_at=pl.col("ts").max().cast(_TS))
+        .agg(last_validated_at=pl.col("ts").max().cast(TIMESTAMP))
         .rename({"target_id": "memory_id"})
     )
 
@@ -242,7 +208,7 @@ def _aged(known: pl.LazyFrame, config: DecayConfig, as_of: datetime) -> pl.LazyF
                 & (pl.col("confidence") < config.reconfirm_below)
             ).fill_null(False),
             stale=pl.col("age_days") > config.stale_after_days,
-            as_of=pl.lit(as_of).cast(_TS),
+            as_of=pl.lit(as_of).cast(TIMESTAMP),
         )
     )
 

@@ -4,12 +4,13 @@ once (the redaction is cached in the lake).
 
 Modules, in the order a text goes through them: `rules` (what counts as PII), `engine` (presidio
 and spaCy, built once), `detect` (spans and placeholders), `keys` (pseudonyms), `redactor` (the
-cached redactor over frames). Everything public is importable from `pipeline.pii`, except the
+cached redactor over frames), and `guard`: the pack guards' own detector, a second opinion the
+redactor's output must pass. Everything public is importable from `pipeline.pii`, except the
 redactor (`pipeline.pii.redactor`): it needs polars and the rest does not, so the fork server that
 worker processes are forked from builds the engine without polars (jobs/forked.py).
 """
 
-from pipeline.pii.detect import Span, _engine, analyse, detect, redact_text
+from pipeline.pii.detect import Span, analyse, analysis_engine, detect, redact_text
 from pipeline.pii.keys import KEY_ENV, PSEUDONYM, PSEUDONYM_PREFIX, pii_key, pseudonym
 from pipeline.pii.rules import PLACEHOLDER, SCORE_THRESHOLD, SPACY_MODEL, detector_version
 
@@ -21,8 +22,8 @@ __all__ = [
     "SCORE_THRESHOLD",
     "SPACY_MODEL",
     "Span",
-    "_engine",
     "analyse",
+    "analysis_engine",
     "detect",
     "detector_version",
     "pii_key",

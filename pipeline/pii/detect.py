@@ -17,22 +17,22 @@ from typing import Any
 
 from pipeline.lifeline import die_with
 from pipeline.pii.rules import (
-    _CONTEXT_CHECKED,
-    _ID_ENTITIES,
-    _KIND,
-    _TEXT_ENTITIES,
+    CONTEXT_CHECKED,
+    ID_ENTITIES,
+    KIND,
     PLACEHOLDER,
     SCORE_THRESHOLD,
-    _has_proper_word,
-    _known_if_alone,
-    _plausible_phone,
+    TEXT_ENTITIES,
+    has_proper_word,
+    known_if_alone,
     may_hold_name,
     may_hold_pii,
     not_pii_before,
+    plausible_phone,
 )
 
 
-def _engine() -> tuple[Any, Any]:
+def analysis_engine() -> tuple[Any, Any]:
     """(presidio AnalyzerEngine, spaCy pipeline): imported here so `pipeline.pii` loads without
     spaCy until something is analysed."""
     from pipeline.pii.engine import build_engine
@@ -79,16 +79,16 @@ def _findings(text: str, results: Iterable[Any]) -> list[Span]:
     """The results our rules keep, as spans (not yet merged)."""
     spans = []
     for result in results:
-        kind = _KIND.get(result.entity_type)
+        kind = KIND.get(result.entity_type)
         if kind is None or result.score < SCORE_THRESHOLD:
             continue
-        if kind in _CONTEXT_CHECKED and not_pii_before(text, result.start):
+        if kind in CONTEXT_CHECKED and not_pii_before(text, result.start):
             continue
-        if kind == "phone" and not _plausible_phone(text[result.start : result.end]):
+        if kind == "phone" and not plausible_phone(text[result.start : result.end]):
             continue
-        if kind in _NER_KINDS and not _has_proper_word(text[result.start : result.end]):
+        if kind in _NER_KINDS and not has_proper_word(text[result.start : result.end]):
             continue
-        if kind == "person" and not _known_if_alone(text[result.start : result.end]):
+        if kind == "person" and not known_if_alone(text[result.start : result.end]):
             continue
         spans.append(Span(result.start, result.end, kind, float(result.score)))
     return spans
@@ -194,9 +194,9 @@ def detect(texts: list[str], ner: bool = True) -> list[list[Span]]:
 def _analysed(texts: list[str], ner: bool) -> Iterator[list[Span]]:
     """presidio's findings over each text (at most WINDOW + 2 * OVERLAP characters), filtered by
     `_findings`; spaCy reads them without their over-long runs (`_for_spacy`)."""
-    analyzer, nlp = _engine()
+    analyzer, nlp = analysis_engine()
     engine = analyzer.nlp_engine
-    entities = _TEXT_ENTITIES if ner else _ID_ENTITIES
+    entities = TEXT_ENTITIES if ner else ID_ENTITIES
     docs = _docs(nlp, [_for_spacy(text) for text in texts], ner)
     for text, doc in zip(texts, docs, strict=True):
         results = analyzer.analyze(

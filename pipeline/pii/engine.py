@@ -29,17 +29,17 @@ from presidio_analyzer.predefined_recognizers import (
 )
 
 from pipeline.pii.rules import (
-    _NAME_PAIR,
-    _STREET_PATTERNS,
     IPV4_PADDED,
+    NAME_PAIR,
     NANP_PHONE,
     PHONE_LENIENCY,
     PHONE_REGIONS,
     SPACY_MODEL,
-    _digit_runs,
-    _faker_names,
-    _is_name,
+    STREET_PATTERNS,
+    digit_runs,
+    faker_names,
     ipv4_padded,
+    is_name,
 )
 
 
@@ -84,12 +84,12 @@ class NameListRecognizer(EntityRecognizer):  # type: ignore[misc]
     small NER model misses about one full name in eight in chat text."""
 
     def load(self) -> None:
-        _faker_names()
+        faker_names()
 
     def analyze(self, text: str, entities: list[str], nlp_artifacts: Any) -> list[Any]:
         results, position = [], 0
-        while match := _NAME_PAIR.search(text, position):
-            if _is_name(match.group().split()):
+        while match := NAME_PAIR.search(text, position):
+            if is_name(match.group().split()):
                 results.append(RecognizerResult("PERSON", match.start(), match.end(), 0.7))
                 position = match.end()
             else:  # "Meet Siobhan O'Callaghan": the name may start at the next word
@@ -116,7 +116,7 @@ class Phones(PhoneRecognizer):  # type: ignore[misc]
         results: list[Any] = []
         masked = text
         for region in self.supported_regions:
-            if not _digit_runs(masked):
+            if not digit_runs(masked):
                 break
             for match in phonenumbers.PhoneNumberMatcher(masked, region, PHONE_LENIENCY):
                 results.append(self._get_recognizer_result(match, text, region, None))
@@ -160,7 +160,7 @@ def _recognizers() -> list[Any]:
         PatternRecognizer(
             "STREET_ADDRESS",
             name="StreetAddressRecognizer",
-            patterns=[Pattern(f"street{i}", p, 0.6) for i, p in enumerate(_STREET_PATTERNS)],
+            patterns=[Pattern(f"street{i}", p, 0.6) for i, p in enumerate(STREET_PATTERNS)],
             global_regex_flags=re.UNICODE,  # case matters: "5 Main Street", not "5 main st"
         ),
     ]

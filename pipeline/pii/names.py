@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from pipeline.pii.rules import _COMMON_WORD_NAMES, _WORD, PLACEHOLDER, _faker_names
+from pipeline.pii.rules import COMMON_WORD_NAMES, PLACEHOLDER, WORD, faker_names
 
 _PLACEHOLDERS = re.compile("|".join(re.escape(p) for p in PLACEHOLDER.values()))
 _POSSESSIVE = re.compile(r"['’]s$")
-_WORDS = r"[^\W\d_][^\W\d_'’-]*"  # rules._WORD, also with a curly apostrophe (polars' regex)
+_WORDS = r"[^\W\d_][^\W\d_'’-]*"  # rules.WORD, also with a curly apostrophe (polars' regex)
 # A word is a tenant's name when the detector found it as (part of) a person at least MIN_FOUND
 # times, or once in a full name ("Priya Raghunathan"), and in at least MIN_SHARE of the texts'
 # capitalised uses of it: a product or a common word the NER sometimes calls a person ("Safari",
@@ -80,12 +80,12 @@ class TenantNames:
         a surname."""
         from spacy.lang.en.stop_words import STOP_WORDS
 
-        first, last = _faker_names()
+        first, last = faker_names()
         lower = self._lower
         surnames = {w.lower() for w in self.surnames}
 
         def joins(word: str | None, before_surname: bool = False) -> bool:
-            if not word or not word[0].isupper() or word in _COMMON_WORD_NAMES:
+            if not word or not word[0].isupper() or word in COMMON_WORD_NAMES:
                 return False
             bare = _POSSESSIVE.sub("", word)
             if before_surname and bare.lower() not in STOP_WORDS and bare[1:] == bare[1:].lower():
@@ -133,7 +133,7 @@ def tenant_names(findings: pl.DataFrame, texts: pl.Series) -> TenantNames:
     in_full: set[str] = set()
     leading: set[str] = set()  # words found first in a value ("Priya" of "Priya Raghunathan")
     for value in found_people(findings):
-        words = [_POSSESSIVE.sub("", w) for w in _WORD.findall(value)]
+        words = [_POSSESSIVE.sub("", w) for w in WORD.findall(value)]
         words = [w for w in words if w[:1].isupper() and w[1:] == w[1:].lower()]
         found.update(words)
         leading.update(words[:1])
@@ -146,7 +146,7 @@ def tenant_names(findings: pl.DataFrame, texts: pl.Series) -> TenantNames:
         w
         for w, n in found.items()
         if len(w) >= MIN_CHARS
-        and w not in _COMMON_WORD_NAMES
+        and w not in COMMON_WORD_NAMES
         and w.lower() not in STOP_WORDS
         and (n >= MIN_FOUND or w in in_full)
         and n >= MIN_SHARE * counts.get(w, 0)

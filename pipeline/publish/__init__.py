@@ -1,6 +1,6 @@
 """Publish (SPEC §5–6): every stage's tables → one verified memory pack per tenant
 and the analyst snapshot.
 
-Read in data order: content (what a pack holds), inputs, memories, models, build, guards (with
-their own PII detector, `pii_guard`), disk, store, writer, remote (an object store); commands
+Read in data order: content (what a pack holds), inputs, memories, models, build, guards (their
+own PII detector is `pipeline.pii.guard`), disk, store, writer, remote (an object store); commands
 and showcase (`memorypack pack`, a first look); then analytics (`analytics.duckdb`)."""

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
+from pipeline import tables
 from pipeline.pii.names import TenantNames, tenant_names
 from pipeline.publish.content import (
     ENUM_COLUMNS,
@@ -36,7 +37,7 @@ from pipeline.storage.vectors import TextVectors
 __all__ = ["build_pack", "cut_long_texts", "load_inputs"]
 
 
-def _embeddings(
+def read_embeddings(
     inputs: PackInputs, tenant: str, memories: pl.DataFrame, originals: pl.Series
 ) -> tuple[EmbeddingMatrix, str | None]:
     """(matrix, model): row i ↔ memories row i, float32, unit length, the vector of the pack's
@@ -289,7 +290,7 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
     frames["vectors.parquet"] = _vectors(inputs, tenant)
 
     redactions = _redact(inputs, frames)
-    embeddings, embedding_model = _embeddings(
+    embeddings, embedding_model = read_embeddings(
         inputs, tenant, frames["memories.parquet"], memories["text"]
     )
     models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.dim)
@@ -324,6 +325,15 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         "table_rows": table_rows,
         "missing_tables": inputs.missing,
     }
+    uplift = tenant_rows(inputs, "pack_uplift", tenant, tables.schema("pack_uplift"))
+    if not uplift.is_empty():  # what the receipts measured of earlier versions (SPEC §4.9)
+        floats = [c for c, t in uplift.schema.items() if t == pl.Float64]
+        input_info["uplift"] = (
+            uplift.drop("tenant_id")
+            .with_columns(pl.col(floats).round(4))
+            .sort("pack_version", "skill_id")
+            .to_dicts()
+        )
     return PackContent(
         tenant,
         inputs.as_of,

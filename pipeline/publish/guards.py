@@ -124,7 +124,7 @@ def _single_tenant(content: PackContent, inputs: PackInputs) -> GuardResult:
 
 
 def _pii_redacted(content: PackContent, inputs: PackInputs) -> GuardResult:
-    """Scanned by the guard's own detector (pipeline.publish.pii_guard), not the redactor's: a value
+    """Scanned by the guard's own detector (pipeline.pii.guard), not the redactor's: a value
     the redactor missed or cut in half is masked where it stands (pipeline.publish.masking) and
     counted here and in the manifest; it never holds back the pack (SPEC §5 round 3). The check
     fails only if a masked text is still flagged.

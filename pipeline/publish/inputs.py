@@ -30,6 +30,10 @@ INPUT_TABLES = (
     "dpo_runs",
 )
 
+# What the calls' receipts measured (SPEC §4.9): read when present, and not counted among the
+# manifest's inputs, so a night without receipts builds the very pack it built before them.
+USAGE_TABLES = ("pack_usage", "pack_uplift")
+
 
 def _decay_snapshot(lake: Lake, run_date: date) -> tuple[pl.LazyFrame | None, str | None]:
     """The latest decay snapshot taken on or before the run's date."""
@@ -66,6 +70,7 @@ def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
         if name in ("interactions", "memory_statements") and "load_date" in frame.collect_schema():
             frame = frame.filter(pl.col("load_date").cast(pl.Date) <= run_date)
         tables[name] = frame
+    tables |= {name: lake.read(name) for name in USAGE_TABLES if lake.exists(name)}
     inputs = PackInputs(as_of, tables, missing, snapshot_key)
     inputs.redactor = Redactor.for_home(lake.paths)
     inputs.models_dir = lake.paths.models / "embeddings"

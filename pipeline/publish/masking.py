@@ -1,4 +1,4 @@
-"""The publish guard masks what its detector (pipeline.publish.pii_guard) finds in a pack: in place, before
+"""The publish guard masks what its detector (pipeline.pii.guard) finds in a pack: in place, before
 the pack is written, so the files, their hashes and the manifest agree (SPEC §5 round 3)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from pipeline.pii import PLACEHOLDER, PSEUDONYM, pseudonym
+from pipeline.pii.guard import MAYBE_PII, candidates, find_spans, guard_version
 from pipeline.pii.redactor import Redactor
 from pipeline.publish.build import cut_long_texts
 from pipeline.publish.content import ENUM_COLUMNS, ID_COLUMNS, PackContent
-from pipeline.publish.pii_guard import MAYBE_PII, candidates, find_spans, guard_version
 
 _TEXT_TYPES = (pl.String, pl.List(pl.String))
 _INNER = re.compile(r"\[(EMAIL|PHONE|CARD|IBAN|SSN|IP)\]")

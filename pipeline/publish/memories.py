@@ -6,8 +6,9 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline import tables
+from pipeline.feedback.scores import DEFAULT_SCORING, reputation_if_corrected
+from pipeline.ingest.memory_types import BASE_CONFIDENCE, CONFIDENCE_CAP
 from pipeline.memory.audit import promotion_candidates
-from pipeline.memory.decay import BASE_CONFIDENCE
 from pipeline.publish.content import (
     DEFAULT_CONFIDENCE,
     MEMORY_SCHEMA,
@@ -18,6 +19,7 @@ from pipeline.publish.content import (
     PackInputs,
 )
 from pipeline.publish.inputs import ensure_columns, tenant_rows
+from pipeline.usage import USAGE_CONFIG, boosts, demoted
 
 
 def pack_memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
@@ -54,8 +56,60 @@ def pack_memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
         )
         # Archived memories stay in the lake and warehouse (nothing is deleted); apps get the rest.
         .filter(pl.col("status") != "archived")
+        .pipe(judged_in_use, inputs, tenant)
         .select([pl.col(c).cast(t) for c, t in MEMORY_SCHEMA.items()])
         .sort("memory_id")
+        # Only packs with a memory the receipts judged carry the column: without receipts, the
+        # pack is the one built before them, byte for byte.
+        .pipe(lambda f: f.drop("usage_reason") if f["usage_reason"].null_count() == f.height else f)
+    )
+
+
+def judged_in_use(memories: pl.DataFrame, inputs: PackInputs, tenant: str) -> pl.DataFrame:
+    """What the calls' receipts measured (SPEC §4.9): a memory confidently harmful in some skill
+    has its confidence cut as if a person had corrected it (its reputation with one correction
+    more, `reputation_if_corrected`); one confidently helpful gains at most
+    `UsageConfig.memory_boost`, within its type's cap. `usage_reason` says which and why."""
+    usage = tenant_rows(inputs, "pack_usage", tenant, tables.schema("pack_usage"))
+    harmful, helpful = demoted(usage), boosts(usage, USAGE_CONFIG.memory_boost)
+    if harmful.is_empty() and helpful.is_empty():
+        return memories.with_columns(usage_reason=pl.lit(None, STRING))
+    masses = tables.schema("feedback_scores", ["memory_id", "positive_mass", "negative_mass"])
+    votes = _typed_rows(inputs, "feedback_scores", tenant, masses).unique("memory_id")
+    current = (
+        pl.when(pl.col("n_feedback") > 0)
+        .then(1.0 + DEFAULT_SCORING.reputation_weight * pl.col("quality_score"))
+        .otherwise(1.0)
+    )
+    cap = pl.col("memory_type").replace_strict(CONFIDENCE_CAP, default=1.0, return_dtype=pl.Float64)
+    return (
+        memories.join(votes, on="memory_id", how="left")
+        .join(
+            harmful.rename({"item_id": "memory_id", "reason": "harm"}), on="memory_id", how="left"
+        )
+        .join(
+            helpful.rename({"item_id": "memory_id", "reason": "help"}), on="memory_id", how="left"
+        )
+        .with_columns(
+            pl.col("positive_mass").fill_null(0.0),
+            pl.col("negative_mass").fill_null(0.0),
+        )
+        .with_columns(
+            confidence=pl.when(pl.col("harm").is_not_null())
+            .then(pl.col("confidence") * reputation_if_corrected() / current)
+            .when(pl.col("help").is_not_null())
+            .then(
+                pl.min_horizontal(
+                    pl.col("confidence") + pl.col("boost"),
+                    pl.max_horizontal(cap, pl.col("confidence")),
+                )
+            )
+            .otherwise(pl.col("confidence")),
+            usage_reason=pl.when(pl.col("harm").is_not_null())
+            .then(pl.lit("confidence cut as if corrected: ") + pl.col("harm"))
+            .when(pl.col("help").is_not_null())
+            .then(pl.format("confidence +{}: {}", pl.col("boost").round(2), pl.col("help"))),
+        )
     )
 
 

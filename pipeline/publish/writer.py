@@ -146,7 +146,7 @@ def _manifest(
     }
 
 
-def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     """manifest.json, then its seal (signed with MEMORYPACK_PACK_KEY when set), both fsynced."""
     data = (json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n").encode()
     for name, content in ((MANIFEST, data), (SEAL, seal_text(data, pack_key()).encode())):
@@ -255,7 +255,7 @@ class PackStage:
             ]
             version = same[-1] if same else make_version([v.version for v in kept], digest)
             manifest = _manifest(content, version, digest, files, self.run_id)
-            _write_manifest(temp, manifest)
+            write_manifest(temp, manifest)
             step_done("manifest_written")
             verify_pack(temp, version=version)
             fsync_path(temp)

@@ -8,12 +8,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import polars as pl
+import pyarrow as pa
 
-_TS = pl.Datetime("us", "UTC")
-_S = pl.String()
-_I = pl.Int64()
-_F = pl.Float64()
-_B = pl.Boolean()
+from memorypack.columns import FILE_COLUMNS
+
+TIMESTAMP = pl.Datetime("us", "UTC")
+STR = pl.String()
+INT = pl.Int64()
+FLOAT = pl.Float64()
+BOOL = pl.Boolean()
 
 # What a table is for: `data` is loaded into the warehouse and the analyst snapshot;
 # `bookkeeping` is the memo of incremental nights (an asset, lake only); `record` is erasure's
@@ -90,46 +93,46 @@ class Table:
 # --- the typed columns of an event (SPEC §2): events holds all, each typed table its share ---
 
 EVENT_COLUMNS: dict[str, pl.DataType] = {
-    "tenant_id": _S,
-    "event_id": _S,
-    "event_type": _S,
-    "ts": _TS,
+    "tenant_id": STR,
+    "event_id": STR,
+    "event_type": STR,
+    "ts": TIMESTAMP,
     "load_date": pl.Date(),
-    "contact_id": _S,
+    "contact_id": STR,
     "schema_version": pl.Int32(),
-    "system": _S,
-    "kind": _S,
-    "session_id": _S,
-    "skill_id": _S,
-    "input": _S,
-    "output": _S,
-    "summary": _S,
-    "tags": pl.List(_S),
-    "importance": _F,
-    "model": _S,
-    "stage": _S,
-    "category": _S,
-    "parent_event_id": _S,
-    "context_pack_version": _S,
-    "context_items": pl.List(_S),
-    "context_holdout": _B,
-    "target_id": _S,
-    "signal": _S,
+    "system": STR,
+    "kind": STR,
+    "session_id": STR,
+    "skill_id": STR,
+    "input": STR,
+    "output": STR,
+    "summary": STR,
+    "tags": pl.List(STR),
+    "importance": FLOAT,
+    "model": STR,
+    "stage": STR,
+    "category": STR,
+    "parent_event_id": STR,
+    "context_pack_version": STR,
+    "context_items": pl.List(STR),
+    "context_holdout": BOOL,
+    "target_id": STR,
+    "signal": STR,
     "rating": pl.Int8(),
-    "reason": _S,
-    "comment": _S,
-    "comment_truncated": _B,
-    "corrected_output": _S,
-    "user_id": _S,
-    "memory_type": _S,
-    "content": _S,
-    "impact_level": _S,
-    "confidence": _F,
-    "supersedes": pl.List(_S),
-    "metadata": _S,
-    "content_hash": _S,
-    "source_file": _S,
-    "line_no": _I,
+    "reason": STR,
+    "comment": STR,
+    "comment_truncated": BOOL,
+    "corrected_output": STR,
+    "user_id": STR,
+    "memory_type": STR,
+    "content": STR,
+    "impact_level": STR,
+    "confidence": FLOAT,
+    "supersedes": pl.List(STR),
+    "metadata": STR,
+    "content_hash": STR,
+    "source_file": STR,
+    "line_no": INT,
 }
 _COMMON = ["tenant_id", "event_id", "ts", "load_date", "contact_id"]
 INTERACTION_COLUMNS = [
@@ -167,5 +170,12 @@ TYPE_COUNT_FIELDS = (
 )
 
 
-def _pick(columns: Iterable[str]) -> dict[str, pl.DataType]:
+def pick(columns: Iterable[str]) -> dict[str, pl.DataType]:
     return {c: EVENT_COLUMNS[c] for c in columns}
+
+
+def pack_file_columns(name: str) -> dict[str, pl.DataType]:
+    """The columns pack file `name` always has (declared by the app library, which reads them),
+    as polars types: the lake table the file is cut from starts with them."""
+    empty = pa.schema(list(FILE_COLUMNS[name].items())).empty_table()
+    return dict(pl.from_arrow(empty).schema)  # type: ignore[union-attr]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.tables.declaration import _B, _F, _I, _S, _TS, Table
+from pipeline.tables.declaration import FLOAT, INT, STR, TIMESTAMP, Table, pack_file_columns
 
 TABLES: tuple[Table, ...] = (
     Table(
@@ -12,18 +12,18 @@ TABLES: tuple[Table, ...] = (
         "Per tenant × user × skill: usage, votes, positive share, EMA confidence (rate 0.1), "
         "mean reward.",
         {
-            "tenant_id": _S,
-            "user_id": _S,
-            "skill_id": _S,
-            "usage": _I,
-            "n_feedback": _I,
-            "n_positive": _I,
-            "n_negative": _I,
-            "positive_share": _F,
-            "ema_confidence": _F,
-            "mean_reward": _F,
-            "last_used_at": _TS,
-            "last_feedback_at": _TS,
+            "tenant_id": STR,
+            "user_id": STR,
+            "skill_id": STR,
+            "usage": INT,
+            "n_feedback": INT,
+            "n_positive": INT,
+            "n_negative": INT,
+            "positive_share": FLOAT,
+            "ema_confidence": FLOAT,
+            "mean_reward": FLOAT,
+            "last_used_at": TIMESTAMP,
+            "last_feedback_at": TIMESTAMP,
         },
         ("tenant_id", "user_id", "skill_id"),
         asset="skill_stats",
@@ -33,10 +33,10 @@ TABLES: tuple[Table, ...] = (
         "Per tenant × user: preference vector in the skill-vector space, moved by votes "
         "(rate 0.1), unit length.",
         {
-            "tenant_id": _S,
-            "user_id": _S,
+            "tenant_id": STR,
+            "user_id": STR,
             "preference_vector": pl.List(pl.Float32()),
-            "n_updates": _I,
+            "n_updates": INT,
         },
         ("tenant_id", "user_id"),
         asset="user_preferences",
@@ -46,12 +46,12 @@ TABLES: tuple[Table, ...] = (
         "Per tenant × skill: mean embedding of its interactions (one-hot when no embeddings), "
         "unit length.",
         {
-            "tenant_id": _S,
-            "skill_id": _S,
+            "tenant_id": STR,
+            "skill_id": STR,
             "vector": pl.List(pl.Float32()),
-            "n_interactions": _I,
-            "n_embedded": _I,
-            "vector_source": _S,
+            "n_interactions": INT,
+            "n_embedded": INT,
+            "vector_source": STR,
         },
         ("tenant_id", "skill_id"),
         asset="skill_vectors",
@@ -60,24 +60,12 @@ TABLES: tuple[Table, ...] = (
         "few_shot_sets",
         "Few-shot examples per tenant × system × kind × skill, ranked, with why.",
         {
-            "tenant_id": _S,
-            "system": _S,
-            "kind": _S,
-            "skill_id": _S,
-            "rank": _I,
-            "memory_id": _S,
-            "input": _S,
-            "output": _S,
-            "is_corrected": _B,
-            "quality_lower": _F,
-            "quality_score": _F,
-            "n_feedback": _I,
-            "n_positive": _I,
-            "n_negative": _I,
-            "selection_score": _F,
-            "mmr": _F,
-            "ts": _TS,
-            "why": _S,
+            **pack_file_columns("few_shot.parquet"),
+            "quality_score": FLOAT,
+            "n_positive": INT,
+            "n_negative": INT,
+            "selection_score": FLOAT,
+            "mmr": FLOAT,
         },
         ("tenant_id", "system", "kind", "skill_id", "rank"),
         asset="few_shot_sets",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.tables.declaration import _B, _F, _I, _S, _TS, SIGNALS, Table
+from pipeline.tables.declaration import BOOL, FLOAT, INT, SIGNALS, STR, TIMESTAMP, Table
 
 TABLES: tuple[Table, ...] = (
     Table(
@@ -10,23 +10,23 @@ TABLES: tuple[Table, ...] = (
         "Per memory: votes per signal, smoothed quality_score, Wilson quality_lower (rank by it), "
         "reputation.",
         {
-            "tenant_id": _S,
-            "memory_id": _S,
-            "memory_kind": _S,
-            **{f"n_{signal}": _I for signal in SIGNALS},
-            "n_feedback": _I,
-            "n_positive": _I,
-            "n_negative": _I,
-            "rating_mean": _F,
-            "positive_mass": _F,
-            "negative_mass": _F,
-            "quality_score": _F,
-            "quality_lower": _F,
-            "naive_score": _F,
-            "has_correction": _B,
-            "last_feedback_at": _TS,
-            "last_validated_at": _TS,
-            "reputation": _F,
+            "tenant_id": STR,
+            "memory_id": STR,
+            "memory_kind": STR,
+            **{f"n_{signal}": INT for signal in SIGNALS},
+            "n_feedback": INT,
+            "n_positive": INT,
+            "n_negative": INT,
+            "rating_mean": FLOAT,
+            "positive_mass": FLOAT,
+            "negative_mass": FLOAT,
+            "quality_score": FLOAT,
+            "quality_lower": FLOAT,
+            "naive_score": FLOAT,
+            "has_correction": BOOL,
+            "last_feedback_at": TIMESTAMP,
+            "last_validated_at": TIMESTAMP,
+            "reputation": FLOAT,
         },
         ("tenant_id", "memory_id"),
         asset="feedback_scores",

@@ -6,16 +6,16 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.tables.declaration import (
-    _I,
-    _S,
     CONTEXT_DESCRIPTIONS,
     EVENT_COLUMNS,
     FEEDBACK_COLUMNS,
+    INT,
     INTERACTION_COLUMNS,
     LOAD_DATE,
     MEMORY_COLUMNS,
+    STR,
     Table,
-    _pick,
+    pick,
 )
 
 TABLES: tuple[Table, ...] = (
@@ -37,13 +37,13 @@ TABLES: tuple[Table, ...] = (
         "Rejected raw lines with file, line number, load date and machine-readable reason.",
         {
             "load_date": pl.Date(),
-            "file": _S,
-            "line_no": _I,
-            "reason": _S,
-            "raw": _S,
+            "file": STR,
+            "line_no": INT,
+            "reason": STR,
+            "raw": STR,
             "raw_bytes": pl.Binary(),
-            "tenant_id": _S,
-            "event_id": _S,
+            "tenant_id": STR,
+            "event_id": STR,
         },
         ("load_date", "file", "line_no"),
         asset="quarantine",
@@ -59,11 +59,11 @@ TABLES: tuple[Table, ...] = (
         "Per load date: files, lines read, accepted, duplicates, quarantined.",
         {
             "load_date": pl.Date(),
-            "files": _I,
-            "lines_read": _I,
-            "accepted": _I,
-            "duplicates": _I,
-            "quarantined": _I,
+            "files": INT,
+            "lines_read": INT,
+            "accepted": INT,
+            "duplicates": INT,
+            "quarantined": INT,
         },
         ("load_date",),
         asset="ingest_stats",
@@ -73,7 +73,7 @@ TABLES: tuple[Table, ...] = (
     Table(
         "interactions",
         "AI calls: what was asked (input), what it answered (output); one memory each.",
-        _pick(INTERACTION_COLUMNS),
+        pick(INTERACTION_COLUMNS),
         ("tenant_id", "event_id"),
         asset="interactions",
         partition=LOAD_DATE,
@@ -82,7 +82,7 @@ TABLES: tuple[Table, ...] = (
     Table(
         "feedback",
         "Signals about interactions and memories (votes, corrections, validations).",
-        _pick(FEEDBACK_COLUMNS),
+        pick(FEEDBACK_COLUMNS),
         ("tenant_id", "event_id"),
         asset="feedback",
         partition=LOAD_DATE,
@@ -90,7 +90,7 @@ TABLES: tuple[Table, ...] = (
     Table(
         "memory_statements",
         "Statements learned about a person: instructions, patterns, inferences.",
-        _pick(MEMORY_COLUMNS),
+        pick(MEMORY_COLUMNS),
         ("tenant_id", "event_id"),
         asset="memory_statements",
         partition=LOAD_DATE,

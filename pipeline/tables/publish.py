@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.tables.declaration import _B, _F, _I, _S, _TS, Table
+from pipeline.tables.declaration import BOOL, FLOAT, INT, STR, TIMESTAMP, Table
 
 # One row per tenant in memory_pack's metadata (not a lake table); `version` is null when the
 # tenant kept its previous pack.
 PACK_SUMMARY: dict[str, pl.DataType] = {
-    "tenant_id": _S,
-    "version": _S,
-    "published": _B,
-    "reason": _S,
-    "memories": _I,
-    "redacted": _I,
-    "redaction_s": _F,  # wall time of its PII redaction (the cache serves known texts)
-    "texts_analysed": _I,  # distinct texts the cache did not know: analysed this night
-    "pii_masked": _I,  # values the publish guard found and masked (the redactor missed them)
+    "tenant_id": STR,
+    "version": STR,
+    "published": BOOL,
+    "reason": STR,
+    "memories": INT,
+    "redacted": INT,
+    "redaction_s": FLOAT,  # wall time of its PII redaction (the cache serves known texts)
+    "texts_analysed": INT,  # distinct texts the cache did not know: analysed this night
+    "pii_masked": INT,  # values the publish guard found and masked (the redactor missed them)
 }
 
 TABLES: tuple[Table, ...] = (
@@ -27,15 +27,15 @@ TABLES: tuple[Table, ...] = (
         "pack_versions",
         "Every kept memory pack version per tenant; is_latest marks the live one.",
         {
-            "tenant_id": _S,
-            "version": _S,
-            "as_of": _TS,
-            "created_at": _TS,
-            "n_memories": _I,
-            "bytes": _I,
-            "is_latest": _B,
-            "redacted": _I,
-            "dagster_run_id": _S,
+            "tenant_id": STR,
+            "version": STR,
+            "as_of": TIMESTAMP,
+            "created_at": TIMESTAMP,
+            "n_memories": INT,
+            "bytes": INT,
+            "is_latest": BOOL,
+            "redacted": INT,
+            "dagster_run_id": STR,
         },
         ("tenant_id", "version"),
         asset="pack_versions",
@@ -43,7 +43,7 @@ TABLES: tuple[Table, ...] = (
     Table(
         "tombstones",
         "Erased people and their event ids, as keyed hashes only: ingest keeps them out.",
-        {"tenant_id": _S, "kind": _S, "subject_hash": _S, "erased_at": _TS, "source": _S},
+        {"tenant_id": STR, "kind": STR, "subject_hash": STR, "erased_at": TIMESTAMP, "source": STR},
         ("tenant_id", "kind", "subject_hash"),
         asset=None,
         by_tenant=False,
@@ -58,12 +58,12 @@ TABLES: tuple[Table, ...] = (
         "embedding_cache",
         "Vectors of distinct texts per model, append-only (written by memory_embeddings).",
         {
-            "text_hash": _S,
+            "text_hash": STR,
             # The shape is the model's dimension (384 for all-MiniLM-L6-v2): `cache_schema(dim)`.
             "embedding": pl.Array(pl.Float32(), 384),
-            "model": _S,
+            "model": STR,
             "dim": pl.Int32(),
-            "embedded_at": _TS,
+            "embedded_at": TIMESTAMP,
         },
         ("model", "text_hash"),
         asset=None,
@@ -73,7 +73,7 @@ TABLES: tuple[Table, ...] = (
         "pii_cache",
         "Redactions of distinct texts per detector version, append-only (written by the pack "
         "and the analytics snapshot).",
-        {"text_hash": _S, "redacted": _S, "kinds": pl.List(_S)},
+        {"text_hash": STR, "redacted": STR, "kinds": pl.List(STR)},
         ("text_hash",),
         asset=None,
         role="cache",

@@ -5,21 +5,28 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.tables.declaration import _F, _I, _S, _TS, TYPE_COUNT_FIELDS, Table
+from pipeline.tables.declaration import (
+    INT,
+    STR,
+    TIMESTAMP,
+    TYPE_COUNT_FIELDS,
+    Table,
+    pack_file_columns,
+)
 
 _FINGERPRINT: dict[str, pl.DataType] = {
-    "tenant_id": _S,
-    "contact_id": _S,
-    "n": _I,
+    "tenant_id": STR,
+    "contact_id": STR,
+    "n": INT,
     "digest": pl.UInt64(),
-    "salt": _S,
+    "salt": STR,
 }
 
 TABLES: tuple[Table, ...] = (
     Table(
         "memory_embeddings",
         "Which vector each memory has: its text_hash in the embedding cache, and the model.",
-        {"tenant_id": _S, "memory_id": _S, "memory_kind": _S, "text_hash": _S, "model": _S},
+        {"tenant_id": STR, "memory_id": STR, "memory_kind": STR, "text_hash": STR, "model": STR},
         ("tenant_id", "memory_id"),
         asset="memory_embeddings",
         descriptions={"text_hash": "key of the vector in embedding_cache"},
@@ -29,15 +36,15 @@ TABLES: tuple[Table, ...] = (
         "Pairs of memories that cannot both be true; both stay, preferred_id by the source "
         "hierarchy.",
         {
-            "tenant_id": _S,
-            "contact_id": _S,
-            "memory_id_a": _S,
-            "memory_id_b": _S,
-            "preferred_id": _S,
-            "reason": _S,
-            "subject": _S,
-            "memory_type_a": _S,
-            "memory_type_b": _S,
+            "tenant_id": STR,
+            "contact_id": STR,
+            "memory_id_a": STR,
+            "memory_id_b": STR,
+            "preferred_id": STR,
+            "reason": STR,
+            "subject": STR,
+            "memory_type_a": STR,
+            "memory_type_b": STR,
             "subject_similarity": pl.Float32(),
         },
         ("tenant_id", "memory_id_a", "memory_id_b"),
@@ -56,21 +63,8 @@ TABLES: tuple[Table, ...] = (
         "consolidated_summaries",
         "One row per cluster of near-duplicate memories: representative text, members, counts.",
         {
-            "tenant_id": _S,
-            "scope": _S,
-            "contact_id": _S,
-            "system": _S,
-            "kind": _S,
-            "cluster_id": _S,
-            "summary": _S,
-            "representative_id": _S,
-            "member_ids": pl.List(_S),
-            "n_members": _I,
-            "n_by_type": pl.Struct({name: _I for name in TYPE_COUNT_FIELDS}),
-            "confidence": _F,
-            "tags": pl.List(_S),
-            "first_seen": _TS,
-            "last_seen": _TS,
+            **pack_file_columns("summaries.parquet"),
+            "n_by_type": pl.Struct({name: INT for name in TYPE_COUNT_FIELDS}),
         },
         ("tenant_id", "cluster_id"),
         asset="consolidated_summaries",
@@ -80,12 +74,12 @@ TABLES: tuple[Table, ...] = (
         "memory_reinforcement",
         "Per statement: other non-conflicting members of its cluster (repeats) and the latest.",
         {
-            "tenant_id": _S,
-            "memory_id": _S,
-            "cluster_id": _S,
-            "reinforcement_count": _I,
-            "last_reinforced_at": _TS,
-            "reinforced_at": pl.List(_TS),
+            "tenant_id": STR,
+            "memory_id": STR,
+            "cluster_id": STR,
+            "reinforcement_count": INT,
+            "last_reinforced_at": TIMESTAMP,
+            "reinforced_at": pl.List(TIMESTAMP),
         },
         ("tenant_id", "memory_id"),
         asset="memory_reinforcement",

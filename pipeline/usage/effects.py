@@ -49,6 +49,9 @@ class UsageConfig:
     # The outcome variance of a stratum with fewer than two scored calls (a [−1, 1] score's
     # variance is at most 1; 0.25 is that of a coin between ±0.5).
     fallback_variance: float = 0.25
+    # The most a memory measured helpful gains in confidence (as a few-shot example gains in
+    # score, FewShotConfig.helpful_boost): it moves up among peers, never past a clearly surer one.
+    memory_boost: float = 0.1
 
 
 USAGE_CONFIG = UsageConfig()

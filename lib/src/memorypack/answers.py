@@ -16,7 +16,7 @@ from memorypack.context import (
 from memorypack.indexes import TENANT_PRIOR_VOTES, UNKNOWN_SKILL_CONFIDENCE
 from memorypack.ranking import Ranking
 from memorypack.results import Conflict, FewShotExample, SkillChoice, Template
-from memorypack.tables import _EMPTY, _column, _has_text
+from memorypack.tables import EMPTY, column_values, has_text
 
 # Skill selection (SPEC §4.8).
 CONFIDENCE_WEIGHT = 0.7
@@ -42,13 +42,13 @@ class Answers(Ranking):
         relevant inputs first (`retrieval` as in `search`; `similarity` is the cosine when the
         vector channel ran). Floors: the memory's `confidence` ≥ min_confidence, the example's
         `quality` ≥ min_score. `rank` is the position in this answer."""
-        rows = self._example_groups.get((system, kind, skill_id), _EMPTY)
+        rows = self._example_groups.get((system, kind, skill_id), EMPTY)
         if min_confidence > 0:
             rows = rows[self._example_confidence[rows] >= min_confidence]
         if min_score is not None:
             rows = rows[self._example_quality[rows] >= min_score]
         similarity = np.full(rows.size, np.nan)
-        if (query_vector is not None or _has_text(query)) and rows.size:
+        if (query_vector is not None or has_text(query)) and rows.size:
             memory_rows = self._example_rows[rows]
             known = memory_rows >= 0
             found = self._relevance(memory_rows[known], query, query_vector, retrieval)
@@ -96,7 +96,9 @@ class Answers(Ranking):
         if self._skill_tags is None:
             found: dict[str, set[str]] = {}
             for skill, tags in zip(
-                _column(self.memories, "skill_id"), _column(self.memories, "tags"), strict=True
+                column_values(self.memories, "skill_id"),
+                column_values(self.memories, "tags"),
+                strict=True,
             ):
                 if skill is not None and tags:
                     found.setdefault(skill, set()).update(tags)
@@ -157,7 +159,7 @@ class Answers(Ranking):
     def contact_memories(self, contact_id: str, include_inactive: bool = False) -> pa.Table:
         """The rows of memories.parquet about one contact (active ones unless asked), pack order."""
         code = self._contact_code.get(contact_id)
-        rows = self._contact_rows.get(code, _EMPTY) if code is not None else _EMPTY
+        rows = self._contact_rows.get(code, EMPTY) if code is not None else EMPTY
         if not include_inactive:
             rows = rows[self._active[rows]]
         return self.memories.take(pa.array(np.sort(rows), type=pa.int64()))
@@ -225,4 +227,6 @@ class Answers(Ranking):
                 )
         if m.get("status") != "active":
             notes.append(f"status {m.get('status')}")
+        if m.get("usage_reason"):
+            notes.append(str(m["usage_reason"]))
         return text + "".join(f"; {note}" for note in notes)

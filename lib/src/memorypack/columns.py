@@ -46,6 +46,10 @@ FILE_COLUMNS: dict[str, dict[str, pa.DataType]] = {
         # why. Listed for the app to ask about, never applied.
         "promotion_to": _S,
         "promotion_reason": _S,
+        # What the calls' receipts measured of it (SPEC §4.9), when they judged it: confidently
+        # harmful (its confidence cut as if a person had corrected it) or helpful (raised a
+        # little). Only in packs built from nights with receipts that judged a memory.
+        "usage_reason": _S,
     },
     "summaries.parquet": {
         "tenant_id": _S,

@@ -12,14 +12,14 @@ import pyarrow.compute as pc
 from memorypack.fs import Location
 from memorypack.results import FewShotExample, Template
 from memorypack.tables import (
-    _EMPTY,
-    _SECONDS_PER_DAY,
-    _array,
-    _column,
-    _encode,
-    _group_rows,
-    _numbers,
-    _strings,
+    EMPTY,
+    SECONDS_PER_DAY,
+    column_values,
+    combined,
+    encode,
+    group_rows,
+    numbers,
+    strings,
 )
 
 UNKNOWN_SKILL_CONFIDENCE = 0.5  # the pipeline's SkillConfig.initial_confidence is this value
@@ -30,7 +30,7 @@ SKILL_SMOOTHING_VOTES = 2.0
 TENANT_PRIOR_VOTES = 5.0
 # Why a memory is overruled (the score part naming it), by the reason of the conflict it lost.
 SUPERSEDED, NOT_PREFERRED = "superseded", "not_preferred"
-_OVERRULED = {1: SUPERSEDED, 2: NOT_PREFERRED}
+OVERRULED = {1: SUPERSEDED, 2: NOT_PREFERRED}
 
 
 class PackIndexes:
@@ -48,14 +48,14 @@ class PackIndexes:
     def _index_memories(self) -> None:
         table = self.memories
         n = table.num_rows
-        ids = _column(table, "memory_id")
+        ids = column_values(table, "memory_id")
         self._row_of = {memory_id: i for i, memory_id in enumerate(ids)}
-        contact_codes, self._contact_code = _encode(table.column("contact_id"))
-        self._contact_rows = _group_rows(contact_codes)
-        self._general_rows = self._contact_rows.pop(-1, _EMPTY)
+        contact_codes, self._contact_code = encode(table.column("contact_id"))
+        self._contact_rows = group_rows(contact_codes)
+        self._general_rows = self._contact_rows.pop(-1, EMPTY)
         self._contact_codes = contact_codes
         kinds = pc.coalesce(table.column("kind"), table.column("memory_type"))
-        self._kind_codes, self._kind_code = _encode(kinds)
+        self._kind_codes, self._kind_code = encode(kinds)
         self._confidence = (
             table.column("confidence").to_numpy(zero_copy_only=False).astype(np.float64)
         )
@@ -68,12 +68,12 @@ class PackIndexes:
             pc.cast(confirmed, pa.int64()), int(self.as_of.timestamp() * 1e6)
         )
         as_of_us = self.as_of.timestamp() * 1e6
-        self._age_days = (as_of_us - confirmed_us.to_numpy()) / (1e6 * _SECONDS_PER_DAY)
-        tags = _array(table.column("tags"))
+        self._age_days = (as_of_us - confirmed_us.to_numpy()) / (1e6 * SECONDS_PER_DAY)
+        tags = combined(table.column("tags"))
         flat = pc.list_flatten(tags)
         parents = pc.list_parent_indices(tags).to_numpy()
-        tag_codes, tag_of = _encode(flat) if len(flat) else (_EMPTY, {})
-        groups = _group_rows(tag_codes)
+        tag_codes, tag_of = encode(flat) if len(flat) else (EMPTY, {})
+        groups = group_rows(tag_codes)
         self._tag_rows = {
             tag: parents[groups[code]] for tag, code in tag_of.items() if code in groups
         }
@@ -156,12 +156,12 @@ class PackIndexes:
 
     def _index_skills(self, skills: pa.Table, vectors: pa.Table, templates: pa.Table) -> None:
         # Per user and skill: (own confidence, votes). Per skill: the tenant's confidence.
-        votes = _numbers(skills, "n_positive") + _numbers(skills, "n_negative")
+        votes = numbers(skills, "n_positive") + numbers(skills, "n_negative")
         self._user_skills: dict[str, dict[str, tuple[float, int]]] = {}
         for user, skill, confidence, n in zip(
-            _column(skills, "user_id"),
-            _column(skills, "skill_id"),
-            _column(skills, "ema_confidence"),
+            column_values(skills, "user_id"),
+            column_values(skills, "skill_id"),
+            column_values(skills, "ema_confidence"),
             votes.tolist(),
             strict=True,
         ):
@@ -170,11 +170,11 @@ class PackIndexes:
                 self._user_skills.setdefault(user, {})[skill] = (value, int(n))
         self._tenant_skills: dict[str, float] = {}
         if skills.num_rows:
-            codes, code_of = _encode(_strings(skills, "skill_id"))
+            codes, code_of = encode(strings(skills, "skill_id"))
             known = codes >= 0
             size = len(code_of)
             positive = np.bincount(
-                codes[known], _numbers(skills, "n_positive")[known], minlength=size
+                codes[known], numbers(skills, "n_positive")[known], minlength=size
             )
             total = np.bincount(codes[known], votes[known], minlength=size)
             share = (positive + SKILL_SMOOTHING_VOTES * UNKNOWN_SKILL_CONFIDENCE) / (
@@ -184,9 +184,9 @@ class PackIndexes:
         self._user_vectors: dict[str, np.ndarray] = {}
         self._skill_vectors: dict[str, np.ndarray] = {}
         for owner, owner_id, vector in zip(
-            _column(vectors, "owner"),
-            _column(vectors, "owner_id"),
-            _column(vectors, "vector"),
+            column_values(vectors, "owner"),
+            column_values(vectors, "owner_id"),
+            column_values(vectors, "vector"),
             strict=True,
         ):
             if owner_id is None or not vector:
@@ -219,18 +219,16 @@ class PackIndexes:
     def _index_conflicts(self, table: pa.Table) -> None:
         """The conflicts, and the memories on the losing side of a resolved one (overruled)."""
         self._conflicts = table.to_pylist()
-        self._overruled = np.zeros(self._n, dtype=np.int8)  # 0, or a key of _OVERRULED
+        self._overruled = np.zeros(self._n, dtype=np.int8)  # 0, or a key of OVERRULED
         self._overruled_by: dict[int, str] = {}
         if not table.num_rows or not self._n:
             return
         a, b, preferred, reason = (
-            _strings(table, c) for c in ("memory_id_a", "memory_id_b", "preferred_id", "reason")
+            strings(table, c) for c in ("memory_id_a", "memory_id_b", "preferred_id", "reason")
         )
         a_won = pc.fill_null(pc.equal(preferred, a), False)
         decided = pc.or_(a_won, pc.fill_null(pc.equal(preferred, b), False))
-        losers = pc.index_in(
-            pc.if_else(a_won, b, a), value_set=_strings(self.memories, "memory_id")
-        )
+        losers = pc.index_in(pc.if_else(a_won, b, a), value_set=strings(self.memories, "memory_id"))
         keep = pc.and_(decided, pc.is_valid(losers))
         rows = pc.filter(losers, keep).to_numpy(zero_copy_only=False).astype(np.int64)
         winners = np.asarray(pc.filter(preferred, keep).to_pylist(), dtype=object)

@@ -27,9 +27,9 @@ from memorypack.receipt import HOLDOUT_SHARE, Receipt, in_holdout, receipt
 from memorypack.results import FewShotExample, ScoredMemory, Template
 from memorypack.seen import accept
 from memorypack.tables import (
-    _embeddings,
-    _one_line,
-    _read,
+    one_line,
+    read_embeddings,
+    read_table,
 )
 
 log = logging.getLogger(__name__)
@@ -49,18 +49,18 @@ class MemoryPack(Answers):
         self._seen: str | os.PathLike[str] | None = None  # the app's seen-versions file
         # The share of sessions that get no pack content, the control of uplift (SPEC §4.9).
         self.holdout_share = HOLDOUT_SHARE
-        self.memories = _read(folder, "memories.parquet", manifest)
-        self.embeddings: np.ndarray = _embeddings(folder, self.memories.num_rows)
+        self.memories = read_table(folder, "memories.parquet", manifest)
+        self.embeddings: np.ndarray = read_embeddings(folder, self.memories.num_rows)
         self.dim = int(self.embeddings.shape[1])
         self._index_memories()
-        self._index_few_shot(_read(folder, "few_shot.parquet", manifest))
+        self._index_few_shot(read_table(folder, "few_shot.parquet", manifest))
         self._index_skills(
-            _read(folder, "skills.parquet", manifest),
-            _read(folder, "vectors.parquet", manifest),
-            _read(folder, "templates.parquet", manifest),
+            read_table(folder, "skills.parquet", manifest),
+            read_table(folder, "vectors.parquet", manifest),
+            read_table(folder, "templates.parquet", manifest),
         )
-        self._index_conflicts(_read(folder, "conflicts.parquet", manifest))
-        self.summaries = _read(folder, "summaries.parquet", manifest)
+        self._index_conflicts(read_table(folder, "conflicts.parquet", manifest))
+        self.summaries = read_table(folder, "summaries.parquet", manifest)
         self._init_text_queries()
 
     # ---- loading ---------------------------------------------------------------------------
@@ -108,7 +108,7 @@ class MemoryPack(Answers):
                 # The checks above should leave nothing to fail; if something does, the app still
                 # gets one line, not a crash in the middle of indexing.
                 log.debug("pack %s failed to index", folder, exc_info=True)
-                raise PackError(f"pack {folder} cannot be indexed: {_one_line(error)}") from None
+                raise PackError(f"pack {folder} cannot be indexed: {one_line(error)}") from None
             for job in hashed:
                 job.result()
         if seen is not None:
@@ -152,7 +152,7 @@ class MemoryPack(Answers):
                     f"than the loaded {self.version} ({self.as_of.isoformat()})"
                 )
         except Exception as error:
-            self.refresh_error = str(error) if isinstance(error, PackError) else _one_line(error)
+            self.refresh_error = str(error) if isinstance(error, PackError) else one_line(error)
             log.warning(
                 "keeping pack %s: %s",
                 self.version,

@@ -11,10 +11,10 @@ from datetime import datetime
 import numpy as np
 import pyarrow as pa
 
-from memorypack.indexes import _OVERRULED
+from memorypack.indexes import OVERRULED
 from memorypack.results import ScoredMemory, Selection
 from memorypack.selector import Selector, SelectorFailed, call_with_timeout, parse_choices
-from memorypack.tables import _EMPTY, _SECONDS_PER_DAY
+from memorypack.tables import EMPTY, SECONDS_PER_DAY
 from memorypack.text_queries import TextQueries
 
 log = logging.getLogger("memorypack.loader")
@@ -82,10 +82,10 @@ class Ranking(TextQueries):
         if tags:
             counts = np.zeros(self._n, dtype=np.int32)
             for tag in set(tags):
-                counts[self._tag_rows.get(tag, _EMPTY)] += 1
+                counts[self._tag_rows.get(tag, EMPTY)] += 1
             overlap = counts[rows].astype(np.float64)
         parts["tags"] = TAG_BOOST * overlap
-        shift = (now - self.as_of).total_seconds() / _SECONDS_PER_DAY if now is not None else 0.0
+        shift = (now - self.as_of).total_seconds() / SECONDS_PER_DAY if now is not None else 0.0
         parts["recency"] = np.maximum(
             0.0, RECENCY_BOOST - RECENCY_DECAY_PER_DAY * (self._age_days[rows] + shift)
         )
@@ -147,7 +147,7 @@ class Ranking(TextQueries):
                 score=float(total[i]),
                 parts={
                     **{name: float(values[i]) for name, values in parts.items()},
-                    **({_OVERRULED[overruled[i]]: float(demotion[i])} if overruled[i] else {}),
+                    **({OVERRULED[overruled[i]]: float(demotion[i])} if overruled[i] else {}),
                 },
                 overruled_by=self._overruled_by.get(int(rows[i])),
             )
@@ -165,7 +165,7 @@ class Ranking(TextQueries):
             rows = np.arange(self._n)
         else:
             code = self._contact_code.get(contact_id)
-            own = self._contact_rows.get(code, _EMPTY) if code is not None else _EMPTY
+            own = self._contact_rows.get(code, EMPTY) if code is not None else EMPTY
             # A contact's memories plus the general ones; never another person's.
             rows = np.concatenate([own, self._general_rows])
         keep = np.ones(rows.size, dtype=bool)

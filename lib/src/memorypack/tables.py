@@ -15,8 +15,8 @@ from memorypack.columns import FILE_COLUMNS, REQUIRED_MEMORY_COLUMNS
 from memorypack.format import EMBEDDINGS, MAX_FIELD_CHARS, PackError
 from memorypack.fs import Location, load_matrix, read_parquet
 
-_EMPTY = np.zeros(0, dtype=np.int64)
-_SECONDS_PER_DAY = 86400.0
+EMPTY = np.zeros(0, dtype=np.int64)
+SECONDS_PER_DAY = 86400.0
 
 
 def _text(kind: pa.DataType) -> bool:
@@ -71,7 +71,7 @@ SAME_TYPE = (("kind", "memory_type"), ("last_confirmed", "ts"))
 _TIME_RANGE_US = (-62135596800 * 10**6, 253402300799 * 10**6)
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
 
@@ -102,7 +102,7 @@ def _check_table(table: pa.Table, name: str, where: str, tenant: str) -> None:
         if own != table.num_rows:
             raise PackError(f"{where}: {name} holds {table.num_rows - own} rows of other tenants")
     for column, field in zip(table.column_names, table.schema, strict=True):
-        values = _array(table.column(column))
+        values = combined(table.column(column))
         if _texts(field.type):
             values = pc.list_flatten(values)
         if _text(values.type):
@@ -123,7 +123,7 @@ def _check_table(table: pa.Table, name: str, where: str, tenant: str) -> None:
                 )
 
 
-def _read(folder: Location, name: str, manifest: dict[str, Any]) -> pa.Table:
+def read_table(folder: Location, name: str, manifest: dict[str, Any]) -> pa.Table:
     """A listed Parquet file, checked (`_check_table`); an empty table when it is not listed."""
     entry = manifest["files"].get(name)
     if entry is None:
@@ -134,7 +134,7 @@ def _read(folder: Location, name: str, manifest: dict[str, Any]) -> pa.Table:
         table.validate(full=True)  # offsets and UTF-8, so no value fails later in an app's query
     except (pa.ArrowException, OSError, ValueError) as error:
         raise PackError(
-            f"{where}: {name} is not a readable Parquet file ({_one_line(error)})"
+            f"{where}: {name} is not a readable Parquet file ({one_line(error)})"
         ) from None
     if table.num_rows != entry["rows"]:
         raise PackError(
@@ -144,13 +144,13 @@ def _read(folder: Location, name: str, manifest: dict[str, Any]) -> pa.Table:
     return table
 
 
-def _embeddings(folder: Location, rows: int) -> np.ndarray:
+def read_embeddings(folder: Location, rows: int) -> np.ndarray:
     """The float32 matrix, memory-mapped: one row per memory."""
     try:
         matrix = load_matrix(folder / EMBEDDINGS)
     except (OSError, ValueError, EOFError) as error:
         raise PackError(
-            f"pack {folder}: {EMBEDDINGS} is not a readable array ({_one_line(error)})"
+            f"pack {folder}: {EMBEDDINGS} is not a readable array ({one_line(error)})"
         ) from None
     if not isinstance(matrix, np.ndarray) or matrix.dtype != np.float32 or matrix.ndim != 2:
         raise PackError(f"pack {folder}: {EMBEDDINGS} is not a 2-D float32 matrix")
@@ -159,7 +159,7 @@ def _embeddings(folder: Location, rows: int) -> np.ndarray:
     return matrix
 
 
-def _numbers(table: pa.Table, name: str, default: float = 0.0) -> np.ndarray:
+def numbers(table: pa.Table, name: str, default: float = 0.0) -> np.ndarray:
     """A numeric column as float64, nulls (and a missing column) as `default`."""
     if name not in table.column_names:
         return np.full(table.num_rows, default)
@@ -167,20 +167,20 @@ def _numbers(table: pa.Table, name: str, default: float = 0.0) -> np.ndarray:
     return np.asarray(values.to_numpy(), dtype=np.float64)
 
 
-def _strings(table: pa.Table, name: str) -> pa.Array:
+def strings(table: pa.Table, name: str) -> pa.Array:
     """A text column as one large_string array (all nulls when the file lacks it)."""
     if name not in table.column_names:
         return pa.nulls(table.num_rows, pa.large_string())
-    return _array(table.column(name)).cast(pa.large_string())
+    return combined(table.column(name)).cast(pa.large_string())
 
 
-def _column(table: pa.Table, name: str, default: Any = None) -> list[Any]:
+def column_values(table: pa.Table, name: str, default: Any = None) -> list[Any]:
     if name in table.column_names:
         return list(table.column(name).to_pylist())
     return [default] * table.num_rows
 
 
-def _group_rows(codes: np.ndarray) -> dict[int, np.ndarray]:
+def group_rows(codes: np.ndarray) -> dict[int, np.ndarray]:
     """Code → the row indices holding it (one argsort, no Python loop over rows)."""
     if not codes.size:  # e.g. a pack whose memories carry no tags
         return {}
@@ -191,21 +191,21 @@ def _group_rows(codes: np.ndarray) -> dict[int, np.ndarray]:
     return {int(sorted_codes[s]): order[s:e] for s, e in zip(starts, ends, strict=True)}
 
 
-def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+def combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
-def _encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, dict[str, int]]:
-    encoded = pc.dictionary_encode(_array(values))
+def encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, dict[str, int]]:
+    encoded = pc.dictionary_encode(combined(values))
     codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     return codes, {value: i for i, value in enumerate(encoded.dictionary.to_pylist())}
 
 
-def _has_text(query: str | None) -> bool:
+def has_text(query: str | None) -> bool:
     return isinstance(query, str) and bool(query.strip())
 
 
-def _unit(vector: Any, dim: int) -> np.ndarray:
+def unit_query(vector: Any, dim: int) -> np.ndarray:
     array = np.asarray(vector, dtype=np.float32).ravel()
     if array.shape[0] != dim:
         raise ValueError(f"query vector has {array.shape[0]} dimensions, the pack has {dim}")

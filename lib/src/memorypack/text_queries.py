@@ -14,7 +14,7 @@ from memorypack import keyword as _channels
 from memorypack.encoder import EncoderUnavailable, TextEncoder, check_text, encoder_spec
 from memorypack.indexes import PackIndexes
 from memorypack.keyword import LazyKeywordIndex, fuse, scaled, top_ranks
-from memorypack.tables import _has_text, _strings, _unit
+from memorypack.tables import has_text, strings, unit_query
 
 log = logging.getLogger("memorypack.loader")
 RETRIEVALS = ("hybrid", "keyword", "vector")
@@ -24,7 +24,7 @@ class TextQueries(PackIndexes):
     """How relevant each memory is to a query text or vector (`_relevance`)."""
 
     def _init_text_queries(self) -> None:
-        self._keyword = LazyKeywordIndex(_strings(self.memories, "text"))
+        self._keyword = LazyKeywordIndex(strings(self.memories, "text"))
         self._encoder: TextEncoder | None = None
         self.encoder_error: str | None = None  # why text queries run without the vector channel
         self._encoder_lock = threading.Lock()
@@ -93,13 +93,13 @@ class TextQueries(PackIndexes):
             raise ValueError(f"query must be text, not {type(query).__name__}")
         if query is not None:
             check_text(query)
-        text = query if _has_text(query) else None
+        text = query if has_text(query) else None
         if text is None and query_vector is None:
             return {}
         parts: dict[str, np.ndarray] = {}
         if retrieval != "keyword" and self.dim:
             vector = (
-                _unit(query_vector, self.dim)
+                unit_query(query_vector, self.dim)
                 if query_vector is not None
                 else self._query_vector(str(text), required=retrieval == "vector")
             )

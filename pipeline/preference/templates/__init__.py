@@ -1,7 +1,8 @@
 """Skill prompt templates: the base registry, candidates from evidence, DPO-scored selection, history.
 
 Read in data order: registry (the base templates and knobs), candidates (from evidence), scores
-(a policy's verdict on a template), history (the versions), refine (one night)."""
+(a policy's verdict on a template), history (the versions), in_use (what the calls' receipts say
+of an adopted one: rolled back when worse), refine (one night)."""
 
 from pipeline.preference.dpo.settings import format_prompt
 from pipeline.preference.templates.candidates import (
@@ -22,6 +23,7 @@ from pipeline.preference.templates.history import (
     rollback,
     seed_registry_rows,
 )
+from pipeline.preference.templates.in_use import roll_back_worse
 from pipeline.preference.templates.refine import DECISION_SCHEMA, RefineResult, refine_templates
 from pipeline.preference.templates.registry import (
     REGISTRY_RESOURCE,
@@ -81,6 +83,7 @@ __all__ = [
     "parse_registry",
     "preference_score",
     "refine_templates",
+    "roll_back_worse",
     "rollback",
     "score_template",
     "seed_registry_rows",

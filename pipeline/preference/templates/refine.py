@@ -21,6 +21,7 @@ from pipeline.preference.templates.history import (
     history_row,
     seed_registry_rows,
 )
+from pipeline.preference.templates.in_use import rolled_back_templates
 from pipeline.preference.templates.registry import SOURCE_REFINED, SkillTemplate, TemplateConfig
 from pipeline.preference.templates.scores import (
     Comparison,
@@ -158,7 +159,9 @@ def _refine_cell(
     significantly over the current template."""
     tenant, skill, now = cell.tenant, cell.skill, cell.now
     candidates = candidate_templates(base.template, cell.evidence, config)
-    candidates = [c for c in candidates if c.template != now["template"]]
+    # Neither the current text nor one the calls' receipts rolled back (in_use.py) competes.
+    excluded = {now["template"], *rolled_back_templates(history, tenant, skill)}
+    candidates = [c for c in candidates if c.template not in excluded]
     key, eval_sha = (tenant, skill, cell.policy_id), eval_set_sha(cell.pairs)
     try:
         current_score, current_memo = memo.score(

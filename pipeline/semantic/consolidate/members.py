@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from pipeline import tables
-from pipeline.memory.decay import BASE_CONFIDENCE, CONFIDENCE_CAP, DEFAULT_DECAY
+from pipeline.ingest.memory_types import BASE_CONFIDENCE, CONFIDENCE_CAP, REINFORCEMENT_STEP
 from pipeline.semantic.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.semantic.consolidate.clustering import MAX_BLOCK
 from pipeline.semantic.wording import speaker
@@ -55,7 +55,7 @@ class ConsolidationConfig:
     def reinforcement_step(self) -> float:
         """§4.2: each repeat adds this (capped at the type cap): decay's knob, a merged repeat is
         a repeat."""
-        return DEFAULT_DECAY.reinforcement_step
+        return REINFORCEMENT_STEP
 
 
 def statement_members(

@@ -23,7 +23,7 @@ from pipeline.semantic.embed.onnx_backend import OnnxEncoder
 log = logging.getLogger(__name__)
 
 
-_TS = pl.Datetime("us", "UTC")
+TIMESTAMP = pl.Datetime("us", "UTC")
 
 
 Progress = Callable[[str], None]
@@ -181,7 +181,7 @@ def embed_with_cache(
             vectors_column(vectors),
             model=pl.lit(name, pl.String),
             dim=pl.lit(dim, pl.Int32),
-            embedded_at=pl.lit(now, _TS),
+            embedded_at=pl.lit(now, TIMESTAMP),
         )
     keys = [c for c in ("tenant_id", "memory_id", "memory_kind") if c in texts.columns]
     return EmbedResult(
