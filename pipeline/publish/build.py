@@ -316,7 +316,7 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         for name in INPUT_TABLES
         if name in inputs.missing or "tenant_id" in inputs.columns(name)
     }
-    input_info = {
+    input_info: dict[str, Any] = {
         "run_date": inputs.run_date.isoformat(),
         "load_dates": inputs.load_dates,
         "ingest_totals_all_tenants": inputs.ingest_totals,
