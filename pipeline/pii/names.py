@@ -28,6 +28,12 @@ MIN_FOUND = 2
 MIN_SHARE = 0.1
 MAX_LOWER = 0.1
 MIN_CHARS = 3
+# A word that opens texts as their speaker ("Jon: I'll call her", a transcript's turn) in at least
+# MIN_LABELS texts, and is found as a person at least MIN_FOUND times, is a name however rarely
+# the NER finds it there: the NER misses most "Name: …" prefixes, and a label that is no name
+# ("Note:", "Update:") is not found as a person at all.
+MIN_LABELS = 3
+_LABEL = rf"^\s*({_WORDS})\s*:"
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,7 @@ def tenant_names(findings: pl.DataFrame, texts: pl.Series) -> TenantNames:
     if not found:
         return TenantNames(frozenset())
     counts = _word_counts(texts, set(found) | {w.lower() for w in found})
+    labels = _speaker_labels(texts)
     names = {
         w
         for w, n in found.items()
@@ -149,10 +156,16 @@ def tenant_names(findings: pl.DataFrame, texts: pl.Series) -> TenantNames:
         and w not in COMMON_WORD_NAMES
         and w.lower() not in STOP_WORDS
         and (n >= MIN_FOUND or w in in_full)
-        and n >= MIN_SHARE * counts.get(w, 0)
+        and (n >= MIN_SHARE * counts.get(w, 0) or labels.get(w, 0) >= MIN_LABELS)
         and counts.get(w.lower(), 0) <= MAX_LOWER * counts.get(w, 0)
     }
     return TenantNames(frozenset(names), frozenset((names & in_full) - leading))
+
+
+def _speaker_labels(texts: pl.Series) -> dict[str, int]:
+    """Per capitalised word, the texts it opens as a speaker label ("Jon: …")."""
+    opened = texts.drop_nulls().str.extract(_LABEL, 1).drop_nulls()
+    return dict(opened.filter(opened.str.contains(r"^\p{Lu}")).value_counts(name="n").iter_rows())
 
 
 def _word_counts(texts: pl.Series, wanted: Iterable[str]) -> dict[str, int]:
