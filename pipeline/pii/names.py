@@ -28,6 +28,14 @@ MIN_FOUND = 2
 MIN_SHARE = 0.1
 MAX_LOWER = 0.1
 MIN_CHARS = 3
+# A word that opens texts as their speaker ("Jon: I'll call her", a transcript's turn) in at least
+# MIN_LABELS texts is a name however rarely the NER finds it there, if the NER found it as a person
+# MIN_FOUND times or it is a known first name: the NER misses most "Name: …" prefixes, and a label
+# that is no name ("Note:", "Agent:") is neither. A speaker a conversation log declares
+# (`metadata.speaker`, SPEC §2) is a person whatever the NER says: on five LoCoMo conversations it
+# never once found "Nate" (316 turns; a nickname, in no name list).
+MIN_LABELS = 3
+_LABEL = rf"^\s*({_WORDS})\s*:"
 
 
 @dataclass(frozen=True)
@@ -124,9 +132,12 @@ def found_people(findings: pl.DataFrame) -> list[str]:
     return people
 
 
-def tenant_names(findings: pl.DataFrame, texts: pl.Series) -> TenantNames:
-    """The words of the found people (`findings`) that are names in this tenant's `texts` (its
-    distinct original free texts): see MIN_FOUND, MIN_SHARE, MAX_LOWER."""
+def tenant_names(
+    findings: pl.DataFrame, texts: pl.Series, declared: Iterable[str] = ()
+) -> TenantNames:
+    """The words of the found people (`findings`), of the speakers opening turns and of the
+    `declared` people (a conversation log's speakers) that are names in this tenant's `texts`
+    (its distinct original free texts): see MIN_FOUND, MIN_SHARE, MAX_LOWER, MIN_LABELS."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
     found: Counter[str] = Counter()
@@ -139,20 +150,34 @@ def tenant_names(findings: pl.DataFrame, texts: pl.Series) -> TenantNames:
         leading.update(words[:1])
         if len(words) > 1:
             in_full.update(words)
-    if not found:
+    labels = {w: n for w, n in _speaker_labels(texts).items() if n >= MIN_LABELS}
+    named = {w for person in declared for w in WORD.findall(person) if w[:1].isupper()}
+    speakers = named | {w for w in labels if found[w] >= MIN_FOUND or w in faker_names()[0]}
+    if not found and not speakers:
         return TenantNames(frozenset())
-    counts = _word_counts(texts, set(found) | {w.lower() for w in found})
+    wanted = set(found) | speakers
+    counts = _word_counts(texts, wanted | {w.lower() for w in wanted})
+
+    def by_detector(w: str) -> bool:
+        n = found[w]
+        return (n >= MIN_FOUND or w in in_full) and n >= MIN_SHARE * counts.get(w, 0)
+
     names = {
         w
-        for w, n in found.items()
+        for w in wanted
         if len(w) >= MIN_CHARS
         and w not in COMMON_WORD_NAMES
         and w.lower() not in STOP_WORDS
-        and (n >= MIN_FOUND or w in in_full)
-        and n >= MIN_SHARE * counts.get(w, 0)
+        and (by_detector(w) or w in speakers)
         and counts.get(w.lower(), 0) <= MAX_LOWER * counts.get(w, 0)
     }
     return TenantNames(frozenset(names), frozenset((names & in_full) - leading))
+
+
+def _speaker_labels(texts: pl.Series) -> dict[str, int]:
+    """Per capitalised word, the texts it opens as a speaker label ("Jon: …")."""
+    opened = texts.drop_nulls().str.extract(_LABEL, 1).drop_nulls()
+    return dict(opened.filter(opened.str.contains(r"^\p{Lu}")).value_counts(name="n").iter_rows())
 
 
 def _word_counts(texts: pl.Series, wanted: Iterable[str]) -> dict[str, int]:

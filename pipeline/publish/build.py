@@ -31,6 +31,7 @@ from pipeline.publish.inputs import INPUT_TABLES, load_inputs, tenant_rows
 from pipeline.publish.memories import pack_memories
 from pipeline.publish.models import encoder_files
 from pipeline.semantic.embed.texts import normalise_text, text_hashes
+from pipeline.semantic.wording import speaker
 from pipeline.storage.vectors import TextVectors
 
 # load_inputs is the build's other half: callers read the lake, then build each tenant.
@@ -174,12 +175,22 @@ def _conflicts(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> pl.Da
     )
 
 
-def _tenant_names(findings: list[pl.DataFrame]) -> TenantNames:
-    """The tenant's names, from the free texts' redactions of every file."""
+def _tenant_names(findings: list[pl.DataFrame], speakers: list[str]) -> TenantNames:
+    """The tenant's names, from the free texts' redactions of every file and the speakers its
+    conversation logs declare."""
     if not findings:
         return TenantNames(frozenset())
     table = pl.concat(findings).unique("text", maintain_order=True)
-    return tenant_names(table, table["text"])
+    return tenant_names(table, table["text"], speakers)
+
+
+def declared_speakers(inputs: PackInputs, tenant: str) -> list[str]:
+    """Who said each statement of a conversation log (`metadata.speaker`, SPEC §2): people."""
+    rows = inputs.rows("memory_statements", tenant)
+    if rows is None or "metadata" not in rows.columns:
+        return []
+    said = rows.select(speaker(pl.col("metadata"))).to_series().drop_nulls().unique().sort()
+    return said.to_list()
 
 
 def _spread_names(frame: pl.DataFrame, names: TenantNames) -> tuple[pl.DataFrame, int]:
@@ -244,7 +255,7 @@ def cut_long_texts(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
     return (frame.with_columns(cuts) if cuts else frame), counts
 
 
-def _redact(inputs: PackInputs, frames: dict[str, pl.DataFrame]) -> dict[str, Any]:
+def _redact(inputs: PackInputs, tenant: str, frames: dict[str, pl.DataFrame]) -> dict[str, Any]:
     """Redact every file of the pack in place (`frames`) and say what was redacted."""
     by_kind: Counter[str] = Counter()
     by_file: dict[str, dict[str, int]] = {}
@@ -261,7 +272,7 @@ def _redact(inputs: PackInputs, frames: dict[str, pl.DataFrame]) -> dict[str, An
             by_file[file_name] = dict(sorted(found.items()))
     inputs.redactor.flush()
     # A name found in any text of the tenant is redacted in every text of it (SPEC §5 round 3).
-    names = _tenant_names(findings)
+    names = _tenant_names(findings, declared_speakers(inputs, tenant))
     for file_name in sorted(frames):
         frames[file_name], spread = _spread_names(frames[file_name], names)
         if spread:
@@ -289,7 +300,7 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         frames[file_name] = tenant_rows(inputs, table, tenant, schema).sort(keys, nulls_last=True)
     frames["vectors.parquet"] = _vectors(inputs, tenant)
 
-    redactions = _redact(inputs, frames)
+    redactions = _redact(inputs, tenant, frames)
     embeddings, embedding_model = read_embeddings(
         inputs, tenant, frames["memories.parquet"], memories["text"]
     )
