@@ -229,6 +229,13 @@ def quality_score(positive: pl.Expr, negative: pl.Expr, config: ScoringConfig) -
     return (2 * a / (a + b) - 1).clip(-1.0, 1.0)
 
 
+def reputation(config: ScoringConfig = DEFAULT_SCORING) -> pl.Expr:
+    """A memory's reputation from its `n_feedback` and `quality_score`: exactly 1.0 without votes
+    (SPEC §4.2), not 1 + 0.2 · (a float that is almost 0)."""
+    quality = 1.0 + config.reputation_weight * pl.col("quality_score")
+    return pl.when(pl.col("n_feedback") == 0).then(1.0).otherwise(quality)
+
+
 def reputation_if_corrected(config: ScoringConfig = DEFAULT_SCORING) -> pl.Expr:
     """The reputation a memory (its `positive_mass`, `negative_mass`) would have had one more
     person corrected it: how the usage stage's verdict "harmful" is applied (SPEC §4.9)."""
@@ -272,10 +279,7 @@ def compute_scores(
             quality_score=quality, quality_lower=lower, naive_score=naive.cast(pl.Float64)
         )
         .with_columns(
-            # Exactly 1.0 without votes (SPEC §4.2), not 1 + 0.2 · (a float that is almost 0).
-            reputation=pl.when(pl.col("n_feedback") == 0)
-            .then(1.0)
-            .otherwise(1.0 + config.reputation_weight * pl.col("quality_score")),
+            reputation=reputation(config),
             quality_score=pl.when(pl.col("n_feedback") == 0)
             .then(0.0)
             .otherwise(pl.col("quality_score")),

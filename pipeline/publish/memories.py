@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline import tables
-from pipeline.feedback.scores import DEFAULT_SCORING, reputation_if_corrected
+from pipeline.feedback.scores import reputation, reputation_if_corrected
 from pipeline.ingest.memory_types import BASE_CONFIDENCE, CONFIDENCE_CAP
 from pipeline.memory.audit import promotion_candidates
 from pipeline.publish.content import (
@@ -76,11 +76,6 @@ def judged_in_use(memories: pl.DataFrame, inputs: PackInputs, tenant: str) -> pl
         return memories.with_columns(usage_reason=pl.lit(None, STRING))
     masses = tables.schema("feedback_scores", ["memory_id", "positive_mass", "negative_mass"])
     votes = _typed_rows(inputs, "feedback_scores", tenant, masses).unique("memory_id")
-    current = (
-        pl.when(pl.col("n_feedback") > 0)
-        .then(1.0 + DEFAULT_SCORING.reputation_weight * pl.col("quality_score"))
-        .otherwise(1.0)
-    )
     cap = pl.col("memory_type").replace_strict(CONFIDENCE_CAP, default=1.0, return_dtype=pl.Float64)
     return (
         memories.join(votes, on="memory_id", how="left")
@@ -96,7 +91,7 @@ def judged_in_use(memories: pl.DataFrame, inputs: PackInputs, tenant: str) -> pl
         )
         .with_columns(
             confidence=pl.when(pl.col("harm").is_not_null())
-            .then(pl.col("confidence") * reputation_if_corrected() / current)
+            .then(pl.col("confidence") * reputation_if_corrected() / reputation())
             .when(pl.col("help").is_not_null())
             .then(
                 pl.min_horizontal(
