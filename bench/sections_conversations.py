@@ -20,7 +20,10 @@ Also: search latency p50/p95, and the share of questions with an evidence turn t
 as inactive, on the losing side of a conflict, or not at all; the conflicts the night flagged and
 their precision against the hand labels of `tests/fixtures/locomo_conflicts.csv` (ids only; an
 unlabelled conflict counts as false), and the statement clusters: the share of turns clustered with
-others and the clusters that mix two speakers (`metadata.speaker`, see pipeline/semantic/wording.py).
+others, the clusters that mix two speakers (`metadata.speaker`, see pipeline/semantic/wording.py),
+and the pairs of turns sharing a cluster that say two different facts, by the hand labels of
+`tests/fixtures/locomo_cluster_pairs.csv` (ids only: every pair that shared a cluster at the
+statement thresholds 0.20 and 0.15; a pair nobody labelled is counted apart).
 Redaction (SPEC §5 round 3): the speakers' names (the importer's `metadata.speaker`) left in the
 pack's texts (every text column of every file, case-insensitive whole words), as a share of their
 mentions in the raw turns, and the mean cosine of the pack's vectors to the encoder on the pack's
@@ -46,6 +49,7 @@ from bench.common import ROOT, Figure, NotAvailable, Sizes, percentile, rounded,
 
 DATA = ROOT.parent / "shared" / "data" / "locomo"
 LABELS = ROOT / "tests" / "fixtures" / "locomo_conflicts.csv"
+CLUSTER_LABELS = ROOT / "tests" / "fixtures" / "locomo_cluster_pairs.csv"
 TENANT = "locomo"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 METHODS = ("search", "memories_for", "prompt_context", "bm25_raw", "dense_raw")
@@ -138,21 +142,58 @@ def vector_cosines(pack: Any, raw: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def conflict_labels(path: Path = LABELS) -> dict[tuple[str, str], bool]:
-    """(memory_id_a, memory_id_b) → judged a true conflict, from the hand-labelled fixture."""
+def pair_labels(path: Path, column: str) -> dict[tuple[str, str], bool]:
+    """(memory_id_a, memory_id_b) → the hand label in `column` ("true"/"false") of a fixture."""
     with path.open() as f:
         return {
-            (r["memory_id_a"], r["memory_id_b"]): r["true_conflict"] == "true"
-            for r in csv.DictReader(f)
+            (r["memory_id_a"], r["memory_id_b"]): r[column] == "true" for r in csv.DictReader(f)
         }
 
 
+def conflict_labels(path: Path = LABELS) -> dict[tuple[str, str], bool]:
+    """(memory_id_a, memory_id_b) → judged a true conflict, from the hand-labelled fixture."""
+    return pair_labels(path, "true_conflict")
+
+
+def cluster_labels(path: Path = CLUSTER_LABELS) -> dict[tuple[str, str], bool]:
+    """(memory_id_a, memory_id_b), a < b → judged the same fact, from the hand-labelled fixture."""
+    return pair_labels(path, "same_fact")
+
+
+def judged_cluster_pairs(
+    clusters: Any, labels: dict[tuple[str, str], bool]
+) -> dict[str, int | float]:
+    """Every pair of memories sharing a cluster (`clusters`: cluster_id, memory_id) against the hand
+    labels: how many pairs, how many say different facts (and their share), how many nobody
+    labelled, and the clusters holding a pair of different facts."""
+    import polars as pl
+
+    pairs = clusters.join(clusters, on="cluster_id", suffix="_b").filter(
+        pl.col("memory_id") < pl.col("memory_id_b")
+    )
+    judged = [labels.get(pair) for pair in pairs.select("memory_id", "memory_id_b").rows()]
+    pairs = pairs.with_columns(pl.Series("same", judged, dtype=pl.Boolean))
+    different = pairs.filter(~pl.col("same"))
+    return {
+        "cluster_pairs": pairs.height,
+        "cluster_pairs_unlabelled": pairs["same"].null_count(),
+        "cluster_pairs_different_facts": different.height,
+        "cluster_pairs_different_share": round(different.height / max(pairs.height, 1), 4),
+        "clusters_with_different_facts": different["cluster_id"].n_unique(),
+    }
+
+
 def conflicts_and_clusters(
-    conflicts: Any, summaries: Any, statements: Any, labels: dict[tuple[str, str], bool]
+    conflicts: Any,
+    summaries: Any,
+    statements: Any,
+    labels: dict[tuple[str, str], bool],
+    same_fact: dict[tuple[str, str], bool],
 ) -> dict[str, Any]:
     """Conflicts flagged and their precision by `labels` (unlabelled = false; 1.0 when none is
     flagged), and of the statement clusters with more than one member: how many, the share of
-    statements in them, and how many mix speakers (`statements`: memory_statements rows)."""
+    statements in them, how many mix speakers, and their pairs judged by `same_fact`
+    (`statements`: memory_statements rows)."""
     import polars as pl
 
     from pipeline.semantic.wording import speaker
@@ -174,6 +215,7 @@ def conflicts_and_clusters(
         "shared_clusters": shared.height,
         "share_of_statements_clustered": round(members.height / max(statements.height, 1), 4),
         "clusters_mixing_speakers": int(mixed),
+        **judged_cluster_pairs(members.select("cluster_id", "memory_id"), same_fact),
     }
 
 
@@ -186,7 +228,9 @@ def _semantics(home: Path) -> dict[str, Any]:
         lake.read(t).collect()
         for t in ("memory_conflicts", "consolidated_summaries", "memory_statements")
     )
-    return conflicts_and_clusters(conflicts, summaries, statements, conflict_labels())
+    return conflicts_and_clusters(
+        conflicts, summaries, statements, conflict_labels(), cluster_labels()
+    )
 
 
 def _night(files: list[Path], work: Path) -> tuple[Path, dict[str, Any], float, float]:
@@ -428,6 +472,17 @@ def run(sizes: Sizes) -> list[Figure]:
             unit="precision",
             goal="≥ 0.9 (issue 41)",
             goal_met=semantics["conflict_precision"] >= 0.9,
+            details=semantics,
+        ),
+        Figure(
+            name="pairs of turns sharing a statement cluster that say two different facts (hand "
+            "labels), share",
+            value=semantics["cluster_pairs_different_share"],
+            unit="share",
+            baseline_name="pairs sharing a cluster",
+            baseline_value=semantics["cluster_pairs"],
+            goal="0: a cluster never mixes two different facts (issue 41)",
+            goal_met=semantics["cluster_pairs_different_facts"] == 0,
             details=semantics,
         ),
     ]

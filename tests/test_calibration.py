@@ -1,4 +1,5 @@
-"""The threshold rule: the largest distance whose precision's lower bound clears the floor."""
+"""The threshold rule: the largest distance whose precision's lower bound clears the floor (or
+the best-established precision), among thresholds that merge enough."""
 
 import numpy as np
 import pytest
@@ -48,3 +49,15 @@ def test_ties_take_the_larger_threshold_and_a_gap_does_not_stop_the_search() -> 
     positive = np.array([True] * 30 + [False] * 5 + [True] * 25)
     distance = np.array([0.1] * 30 + [0.2] * 5 + [0.3] * 25)
     assert choose_threshold(distance, cannot, positive, GRID, 0.8) == 0.3
+
+
+def test_a_recall_floor_keeps_a_precise_threshold_that_merges_too_little_out() -> None:
+    # 10 of 10 merges right at 0.1, 19 of 20 at 0.2, 26 of 30 at 0.3; 36 paraphrases in all.
+    distance = np.array([0.1] * 10 + [0.2] * 10 + [0.3] * 10 + [0.9] * 10)
+    positive = np.array([True] * 19 + [False] + [True] * 7 + [False] * 3 + [True] * 10)
+    cannot = np.zeros(40, dtype=bool)
+    # Lower bounds 0.72, 0.76, 0.70: the best established is 0.2 (recall 19 / 36 = 0.53).
+    assert choose_threshold(distance, cannot, positive, GRID, None) == 0.2
+    # Merging at least 60 % of the paraphrases leaves only 0.3 (recall 26 / 36 = 0.72).
+    assert choose_threshold(distance, cannot, positive, GRID, None, min_recall=0.6) == 0.3
+    assert choose_threshold(distance, cannot, positive, GRID, None, min_recall=0.75) is None

@@ -59,13 +59,22 @@ def model() -> Any:
     return load_model()
 
 
-def embedded_conflicts(statements: pl.DataFrame, model: Any) -> pl.DataFrame:
+def embedded(
+    statements: pl.DataFrame, model: Any
+) -> tuple[pl.DataFrame, TextVectors, pl.DataFrame]:
+    """The statements' embeddings (memory_id → text_hash), the vectors of their texts and
+    subjects, and the conflicts found on them."""
     texts = embed_with_cache(memory_texts(no_interactions(), statements), None, model)
     subjects = embed_with_cache(subject_texts(statements), texts.fresh, model)
     vectors = TextVectors.from_frame(pl.concat([texts.fresh, subjects.fresh]))
-    return find_conflicts(
+    conflicts = find_conflicts(
         with_hashes(statements, texts.embeddings, subjects.embeddings), vectors=vectors
     )
+    return texts.embeddings, vectors, conflicts
+
+
+def embedded_conflicts(statements: pl.DataFrame, model: Any) -> pl.DataFrame:
+    return embedded(statements, model)[2]
 
 
 def test_polarity_and_subject_are_pure_text_rules() -> None:

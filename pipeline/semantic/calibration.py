@@ -66,15 +66,20 @@ def choose_threshold(
     grid: Sequence[float],
     floor: float | None,
     z: float = Z95,
+    min_recall: float = 0.0,
 ) -> float | None:
     """The largest grid threshold (the most recall) whose precision's lower bound is ≥ `floor`;
     None when none is. `floor` None: the threshold whose precision is best established (the
     highest lower bound; the larger on a tie), for merges where a wrong one costs more than a
-    missed one. A point estimate that just clears a floor on a few hundred pairs is a coin toss
-    on the next sample; its lower bound clears it on most samples."""
+    missed one. Only thresholds whose recall is ≥ `min_recall` are candidates (a threshold that
+    merges almost nothing is precise and useless). A point estimate that just clears a floor on a
+    few hundred pairs is a coin toss on the next sample; its lower bound clears it on most
+    samples."""
     lower = {
-        t: merge_scores(distance, cannot, positive, t).precision_interval(z)[0]
+        t: s.precision_interval(z)[0]
         for t in sorted(grid)
+        for s in [merge_scores(distance, cannot, positive, t)]
+        if s.recall >= min_recall
     }
     if floor is None:
         best = max(lower.values(), default=None)
