@@ -35,11 +35,10 @@ def _lake(home: Path) -> None:
             statements_frame(
                 [
                     statement("e1", "Prefers email over phone calls", "inferred_pattern", day=1),
+                    # 0.146 from e1: within the statement threshold (0.15). "Would rather get an
+                    # email than a phone call" says the same but is farther: a repeat given up.
                     statement(
-                        "e2",
-                        "Would rather get an email than a phone call",
-                        "confirmed_pattern",
-                        day=5,
+                        "e2", "Would rather get emails than phone calls", "confirmed_pattern", day=5
                     ),
                     statement(
                         "l1", "Always cc legal on vendor contracts", "explicit_instruction", day=2
