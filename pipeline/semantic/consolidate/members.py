@@ -34,8 +34,8 @@ class ConsolidationConfig:
     # 0.07): no threshold separates those, only a cannot-link rule could.
     # On people's conversations (LoCoMo's dev half) 0.20 puts two different facts in 68 of the 276
     # pairs of turns sharing a cluster (hand labels: tests/fixtures/locomo_cluster_pairs.csv); 0.15
-    # would leave 9 of 95, but the generator's planted paraphrases sit up to 0.174 apart for some
-    # names (bench/README.md, "statement clusters on people's conversations").
+    # would leave 9 of 95, but the generator's planted paraphrases sit up to 0.17-0.20 apart for
+    # some names (bench/README.md, "statement clusters on people's conversations").
     statement_distance: float = 0.20
     # Interaction inputs are many per system × kind and topically close (every request is about
     # orders or passwords), so only near-identical requests merge: re-worded repeats score
