@@ -160,6 +160,15 @@ def cluster_labels(path: Path = CLUSTER_LABELS) -> dict[tuple[str, str], bool]:
     return pair_labels(path, "same_fact")
 
 
+def shared_members(summaries: Any) -> Any:
+    """cluster_id, memory_id of every member of a statement cluster with more than one member
+    (`summaries`: consolidated_summaries rows)."""
+    import polars as pl
+
+    shared = summaries.filter((pl.col("scope") == "statement") & (pl.col("n_members") > 1))
+    return shared.select("cluster_id", memory_id="member_ids").explode("memory_id")
+
+
 def judged_cluster_pairs(
     clusters: Any, labels: dict[tuple[str, str], bool]
 ) -> dict[str, int | float]:
@@ -201,18 +210,13 @@ def conflicts_and_clusters(
     pairs = conflicts.select("memory_id_a", "memory_id_b").rows()
     true = sum(labels.get(pair, False) for pair in pairs)
     who = statements.select(memory_id="event_id", speaker=speaker(pl.col("metadata")))
-    shared = summaries.filter((pl.col("scope") == "statement") & (pl.col("n_members") > 1))
-    members = (
-        shared.select("cluster_id", memory_id="member_ids")
-        .explode("memory_id")
-        .join(who, on="memory_id", how="left")
-    )
+    members = shared_members(summaries).join(who, on="memory_id", how="left")
     mixed = members.group_by("cluster_id").agg(pl.col("speaker").n_unique() > 1)["speaker"].sum()
     return {
         "conflicts": len(pairs),
         "conflicts_labelled": sum(pair in labels for pair in pairs),
         "conflict_precision": round(true / len(pairs), 4) if pairs else 1.0,
-        "shared_clusters": shared.height,
+        "shared_clusters": members["cluster_id"].n_unique(),
         "share_of_statements_clustered": round(members.height / max(statements.height, 1), 4),
         "clusters_mixing_speakers": int(mixed),
         **judged_cluster_pairs(members.select("cluster_id", "memory_id"), same_fact),

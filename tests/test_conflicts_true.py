@@ -9,7 +9,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bench.sections_conversations import cluster_labels, conflict_labels, judged_cluster_pairs
+from bench.sections_conversations import (
+    cluster_labels,
+    conflict_labels,
+    judged_cluster_pairs,
+    shared_members,
+)
 from pipeline.ingest import contracts
 from pipeline.ingest.folder import ingest_folder, typed_tables
 from pipeline.ingest.importers.locomo import end_date, import_locomo
@@ -159,9 +164,6 @@ def test_clusters_on_real_conversations_are_judged_pair_by_pair(locomo: Any) -> 
     two different facts (issue 41's "never" is not met; at 0.15 it would be 9 of 95). A change
     that makes pairs nobody labelled fails here until they are labelled."""
     _, _, result = locomo
-    shared = result.summaries.filter((pl.col("scope") == "statement") & (pl.col("n_members") > 1))
-    judged = judged_cluster_pairs(
-        shared.select("cluster_id", memory_id="member_ids").explode("memory_id"), cluster_labels()
-    )
+    judged = judged_cluster_pairs(shared_members(result.summaries), cluster_labels())
     assert judged["cluster_pairs_unlabelled"] == 0, judged
     assert (judged["cluster_pairs"], judged["cluster_pairs_different_facts"]) == (276, 68), judged
