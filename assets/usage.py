@@ -29,7 +29,7 @@ def pack_usage(
     feedback_scores: pl.LazyFrame,
     memory_statements: pl.LazyFrame,
 ) -> dg.MaterializeResult:
-    receipts = stage.calls(interactions.collect(), feedback_scores.collect())
+    receipts = stage.calls(interactions, feedback_scores)
     usage = stage.pack_usage(receipts, stage.known_items(interactions, memory_statements))
     home.lake.write("pack_usage", usage)
     figures: dict[str, object] = {
@@ -62,7 +62,7 @@ def pack_usage(
 def pack_uplift(
     home: MemorypackHome, interactions: pl.LazyFrame, feedback_scores: pl.LazyFrame
 ) -> dg.MaterializeResult:
-    uplift = stage.pack_uplift(stage.calls(interactions.collect(), feedback_scores.collect()))
+    uplift = stage.pack_uplift(stage.calls(interactions, feedback_scores))
     home.lake.write("pack_uplift", uplift)
     hurting = uplift.filter(pl.col("uplift_upper") < 0)
     return dg.MaterializeResult(

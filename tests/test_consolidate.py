@@ -40,7 +40,7 @@ def interaction(
 
 STATEMENTS = [
     statement("e1", "Prefers email over phone calls", "inferred_pattern", day=1),
-    # Re-wordings within the statement threshold (0.20): 0.15 apart at most.
+    # Re-wordings within the statement threshold (0.15): 0.146 apart at most.
     statement("e2", "Would rather get emails than phone calls", "confirmed_pattern", day=5),
     statement("e3", "Prefers email to phone calls", "inferred_pattern", day=8),
     statement("l1", "Always cc legal on vendor contracts", "explicit_instruction", day=2),

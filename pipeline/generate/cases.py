@@ -104,32 +104,33 @@ DECAY_CASES: tuple[tuple[str, timedelta, str, str, bool, bool, str], ...] = (
         "Mark {n}'s requests as 'urgent', not 'high priority'.",
     ),
 )
-# Re-wordings people would score "same meaning": within 0.14 of each other (the statement threshold
-# is 0.20, calibrated on people's paraphrases; looser "likes replies kept brief, ideally as a
-# bulleted list", 0.23 from the first, would stay apart).
+# Re-wordings people would score "same meaning", within the statement threshold (0.15, calibrated
+# on people's paraphrases) for every generated name: 0.128 apart at most over all 400 names of
+# `texts.person` (0.083 scheduling, 0.112 money). Looser wordings stay apart at 0.15 ("likes to
+# schedule meetings after lunch" 0.20 from "likes meetings scheduled in the afternoon").
 PARAPHRASES = (
     (
         "communication",
         (
             "{n} prefers short answers in bullet points.",
-            "{n} likes brief answers in bullet points.",
-            "{n} wants short answers as a bulleted list.",
+            "{n} likes short answers in bullet points.",
+            "{n} prefers brief answers in bullet points.",
         ),
     ),
     (
         "scheduling",
         (
             "{n} prefers meetings in the afternoon.",
-            "{n} likes to schedule meetings after lunch.",
-            "{n} likes meetings scheduled in the afternoon.",
+            "{n} prefers afternoon meetings.",
+            "{n} likes meetings in the afternoon.",
         ),
     ),
     (
         "money",
         (
             "{n} wants invoices sent as PDF attachments.",
-            "Send invoices to {n} as attached PDF files.",
-            "{n} prefers to receive invoices as attached PDFs.",
+            "{n} likes invoices sent as PDF attachments.",
+            "{n} prefers to get invoices as PDF attachments.",
         ),
     ),
 )

@@ -57,14 +57,20 @@ class UsageConfig:
 USAGE_CONFIG = UsageConfig()
 
 
-def calls(interactions: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:
+def calls(
+    interactions: pl.DataFrame | pl.LazyFrame, scores: pl.DataFrame | pl.LazyFrame
+) -> pl.DataFrame:
     """The calls with a receipt: event_id, skill_id ("" when none), pack_version, items (unique,
-    none for a holdout call), holdout, outcome (null without feedback)."""
-    outcome = scores.filter(pl.col("n_feedback") > 0).select(
-        pl.col("memory_id").alias("event_id"), pl.col("quality_score").alias("outcome")
+    none for a holdout call), holdout, outcome (null without feedback). Lazy inputs are read for
+    these columns only (never the texts)."""
+    outcome = (
+        scores.lazy()
+        .filter(pl.col("n_feedback") > 0)
+        .select(pl.col("memory_id").alias("event_id"), pl.col("quality_score").alias("outcome"))
     )
     return (
-        interactions.filter(pl.col("context_pack_version").is_not_null())
+        interactions.lazy()
+        .filter(pl.col("context_pack_version").is_not_null())
         .select(
             "tenant_id",
             "event_id",
@@ -77,6 +83,7 @@ def calls(interactions: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:
             pl.col("context_holdout").alias("holdout"),
         )
         .join(outcome, on="event_id", how="left")
+        .collect()
     )
 
 

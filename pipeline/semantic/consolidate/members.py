@@ -25,18 +25,17 @@ class ConsolidationConfig:
     # within the threshold, so a chain of "a bit similar" memories never merges (single linkage
     # would). Calibrated on paraphrases judged by people, not on the generator's own phrasings
     # (`python -m bench.run --only paraphrase`, rule in pipeline/semantic/calibration.py): 480 STS-B
-    # sentence pairs (score ≥ 4 of 5 = same meaning); on the dev half, the largest threshold on a
-    # 0.05 grid whose merges, with the cannot-link rules, have a lower 95 % bound of precision
-    # ≥ 0.8: 0.20. Held out (test half): precision 0.905 [0.830, 0.949], recall 0.717 [0.630,
-    # 0.790]; the previous 0.30 gave precision 0.802 there (dev 0.780). Facts on unrelated
-    # subjects sit ≥ 0.9 apart, but two facts on one subject about one named person can be closer
-    # than any paraphrase ("X prefers meetings in the afternoon" / "X prefers morning meetings"
-    # 0.07): no threshold separates those, only a cannot-link rule could.
-    # On people's conversations (LoCoMo's dev half) 0.20 puts two different facts in 68 of the 276
-    # pairs of turns sharing a cluster (hand labels: tests/fixtures/locomo_cluster_pairs.csv); 0.15
-    # would leave 9 of 95, but the generator's planted paraphrases sit up to 0.17-0.20 apart for
-    # some names (bench/README.md, "statement clusters on people's conversations").
-    statement_distance: float = 0.20
+    # sentence pairs (score ≥ 4 of 5 = same meaning). A wrong merge hides a fact behind another,
+    # a missed one leaves a repeat that search still finds, so on the dev half the threshold on a
+    # 0.05 grid whose precision (with the cannot-link rules) has the highest lower 95 % bound among
+    # those merging ≥ 60 % of the paraphrases: 0.15. Held out (test half): precision 0.948 [0.874,
+    # 0.980], recall 0.608 [0.519, 0.691]. The previous pick, 0.20 (the largest with a bound
+    # ≥ 0.8), gave precision 0.905 there and, on people's conversations (LoCoMo), put two different
+    # facts in 68 of 276 pairs sharing a cluster (0.15: 9 of 95). Facts on unrelated subjects sit
+    # ≥ 0.9 apart, but two facts on one subject about one named person can be closer than any
+    # paraphrase ("X prefers meetings in the afternoon" / "X prefers morning meetings" 0.07): no
+    # threshold separates those, only a cannot-link rule could.
+    statement_distance: float = 0.15
     # Interaction inputs are many per system × kind and topically close (every request is about
     # orders or passwords), so only near-identical requests merge: re-worded repeats score
     # 0.94–0.96 ("Where is my order?" / "Where's my order?"), different requests ≤ 0.3. The same
