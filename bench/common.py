@@ -93,6 +93,8 @@ class Sizes:
     dpo_base_train_pairs: int = 1_000
     dpo_base_max_steps: int = 0
     pack_memories: int = 100_000
+    # usage: AI calls (10 tenants) the usage stages read in-process (bench/sections_usage.py)
+    usage_calls: int = 1_000_000
     # conversations: how many of the LoCoMo conversations in shared/data/locomo (sorted by name)
     conversations: int = 5
     queries: int = 1_000
@@ -127,6 +129,7 @@ class Sizes:
             dpo_base_train_pairs=16,
             dpo_base_max_steps=2,
             pack_memories=10_000,
+            usage_calls=20_000,
             conversations=1,
             queries=200,
             pii_texts=1_000,

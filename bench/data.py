@@ -31,6 +31,7 @@ def _generate(
     start: date,
     feedback: float | None,
     tenants: int = TENANTS,
+    receipts: float = 0.0,
 ) -> dict[str, Any]:
     from pipeline.generate import FEEDBACK_PER_INTERACTION, generate
 
@@ -42,6 +43,7 @@ def _generate(
         seed=seed,
         start=start,
         feedback_per_interaction=feedback or FEEDBACK_PER_INTERACTION,
+        receipts=receipts,
     )
 
 
@@ -53,23 +55,27 @@ def landing(
     cache: Path = CACHE,
     feedback: float | None = None,
     tenants: int = TENANTS,
+    receipts: float = 0.0,
 ) -> tuple[Path, dict[str, Any]]:
     """A cached landing folder `<cache>/landing-…/<YYYY-MM-DD>/…` and the generator's truth summary.
 
     `feedback`: mean feedback events per interaction (None: the generator's default, 1.1).
+    `receipts`: the share of AI calls from the second day on that carry a receipt (0: none).
     """
     key = f"landing-i{interactions}-d{days}-t{tenants}-s{seed}-{start.isoformat()}"
     key += f"-fb{feedback:g}" if feedback else ""
+    key += f"-r{receipts:g}" if receipts else ""
     target = cache / key
     done = target / ".bench-done.json"
     if done.exists():
         return target, json.loads(done.read_text())
     tmp = cache / f".{key}.{uuid.uuid4().hex}.tmp"
     tmp.mkdir(parents=True)
-    truth = _generate(tmp, days, interactions, seed, start, feedback, tenants)
+    truth = _generate(tmp, days, interactions, seed, start, feedback, tenants, receipts)
     summary = {
         "interactions": interactions,
         "feedback_per_interaction": feedback,
+        "receipts": receipts,
         "days": days,
         "seed": seed,
         "start": start.isoformat(),
@@ -107,12 +113,24 @@ def add_day(
     feedback: float | None = None,
     tenants: int = TENANTS,
     only_tenant: str | None = None,
+    receipts: float = 0.0,
 ) -> tuple[Path, dict[str, Any]]:
     """Copy one extra, freshly generated load date into `landing_root` (ids made unique).
 
-    `only_tenant`: copy only that tenant's files (a night where one tenant received data)."""
+    `only_tenant`: copy only that tenant's files (a night where one tenant received data).
+    `receipts` > 0: the day is the second of a two-day generation (the generator writes receipts
+    from a generation's second day), so its calls carry receipts; the items they name are that
+    generation's first-day events, which the home does not hold (kept and counted as unknown)."""
+    days = 2 if receipts else 1
     source_root, summary = landing(
-        interactions, days=1, seed=seed, start=day, cache=cache, feedback=feedback, tenants=tenants
+        interactions * days,
+        days=days,
+        seed=seed,
+        start=day - timedelta(days=days - 1),
+        cache=cache,
+        feedback=feedback,
+        tenants=tenants,
+        receipts=receipts,
     )
     source = source_root / day.isoformat()
     target = landing_root / day.isoformat()

@@ -178,6 +178,22 @@ SECTIONS: dict[str, Section] = {
             4 * 3600,
         ),
         Section(
+            "usage",
+            "bench.sections_usage:run",
+            "the usage stages' own work over 1,000,000 calls with receipts vs without "
+            "(in-process, the lake's file shapes)",
+            300,
+            1800,
+        ),
+        Section(
+            "usage_cost",
+            "bench.sections_usage_cost:run",
+            "what receipts cost: the scale_goal nights without receipts and with 90 % of calls "
+            "carrying one, the incremental nights side by side (issue 42)",
+            1200,
+            8 * 3600,
+        ),
+        Section(
             "nightly",
             "bench.sections_nightly:run",
             "nightly full vs incremental run, peak memory",
@@ -192,6 +208,7 @@ QUICK_ORDER = [
     "paraphrase",
     "conversations",
     "pack",
+    "usage",
     "retrieval",
     "pii",
     "pii_per_kb",
@@ -204,8 +221,9 @@ QUICK_ORDER = [
     "scale",
 ]
 # Run only when asked (`--only dpo_base`): it needs the optional `pretrained` extra, and at the
-# nightly cap a 135 M model takes hours and ~12 GiB on 2 cores; `scale_goal` takes 1-2 hours.
-ON_REQUEST = ["dpo_base", "scale_goal"]
+# nightly cap a 135 M model takes hours and ~12 GiB on 2 cores; `scale_goal` takes 1-2 hours and
+# `usage_cost` (its nights twice) twice that.
+ON_REQUEST = ["dpo_base", "scale_goal", "usage_cost"]
 # What the quick smoke test runs (tests/test_bench.py): the smallest, fastest section.
 SMALLEST = ["ingest"]
 

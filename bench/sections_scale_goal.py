@@ -42,13 +42,25 @@ ONE_TENANT_PEAK_GOAL_BYTES = 4 * GIB  # one tenant with 1,000,000 interactions
 
 
 def run(sizes: Sizes) -> list[Figure]:
+    return _figures(sizes, *nights(sizes))
+
+
+Nights = tuple[
+    dict[str, Any], dict[str, Any], dict[str, Any] | None, dict[str, int], dict[str, int]
+]
+
+
+def nights(sizes: Sizes, receipts: float = 0.0) -> Nights:
+    """The full night on a fresh home, then the incremental night (unless its size is 0): the
+    generator's summary, both nights, interactions per tenant (all, and of the new day).
+    `receipts` > 0: that share of the calls carries a receipt (from the second day on)."""
     import jobs.runner  # noqa: F401  (fail early with ImportError if the job has not landed)
 
     tenants, days = sizes.scale_goal_tenants, max(1, sizes.scale_goal_days)
     n, feedback = sizes.scale_goal_interactions, sizes.nightly_feedback_per_interaction
     steps = sizes.scale_dpo_max_steps
     source, summary = data.landing(
-        n, days=days, seed=sizes.seed, feedback=feedback, tenants=tenants
+        n, days=days, seed=sizes.seed, feedback=feedback, tenants=tenants, receipts=receipts
     )
     work = CACHE / f"scale-goal-work-{uuid.uuid4().hex[:8]}"
     landing, logs = work / "landing", work / "logs"
@@ -66,7 +78,8 @@ def run(sizes: Sizes) -> list[Figure]:
         if sizes.scale_goal_new_interactions > 0:
             new_day = data.START + timedelta(days=days)
             data.add_day(landing, new_day, sizes.scale_goal_new_interactions,
-                         seed=sizes.seed + 1000, feedback=feedback, tenants=tenants)  # fmt: skip
+                         seed=sizes.seed + 1000, feedback=feedback, tenants=tenants,
+                         receipts=receipts)  # fmt: skip
             incr = _night(home, landing, new_day.isoformat(), new_day.isoformat(), WORKERS,
                           steps, logs, "incremental")  # fmt: skip
             new = _interactions_by_tenant(home, [new_day.isoformat()])
@@ -75,7 +88,7 @@ def run(sizes: Sizes) -> list[Figure]:
             print(f"scale_goal: kept {work}", flush=True)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    return _figures(sizes, summary, full, incr, counts, new)
+    return summary, full, incr, counts, new
 
 
 def _largest(night: dict[str, Any]) -> int:

@@ -6,6 +6,8 @@ scale` measures).
 
 from __future__ import annotations
 
+import gzip
+import json
 from datetime import date
 from pathlib import Path
 
@@ -75,3 +77,37 @@ def test_add_day_for_one_tenant_copies_only_its_files(tmp_path: Path) -> None:
     )
     tenants = {p.name.split("-")[0] for p in everyone.iterdir() if not p.name.startswith("_")}
     assert tenants == {"acme", "globex", "initech", "umbrella"}
+
+
+def _events(folder: Path) -> list[dict[str, object]]:
+    """The well-formed events of a landing day (the generator plants malformed lines too)."""
+    events = []
+    for path in folder.iterdir():
+        text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        for line in text.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+def test_add_day_with_receipts_writes_a_day_whose_calls_carry_them(tmp_path: Path) -> None:
+    """The generator writes receipts from a generation's second day: the added day is that day."""
+    day = date(2026, 11, 20)
+
+    def calls(share: float) -> tuple[int, int]:
+        folder, _ = data.add_day(
+            tmp_path / f"landing-{share}", day, 200, seed=3, cache=tmp_path / "cache",
+            tenants=2, receipts=share,
+        )  # fmt: skip
+        assert folder.name == day.isoformat()
+        interactions = [e for e in _events(folder) if e.get("event_type") == "interaction"]
+        return len(interactions), sum(1 for e in interactions if e.get("context") is not None)
+
+    n, with_receipt = calls(0.9)
+    # 0.9 of the base calls; regenerations and planted cases carry none (182 of 241 here)
+    assert n > 150 and 0.7 * n < with_receipt < n
+    assert calls(0.0)[1] == 0

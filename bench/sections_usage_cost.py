@@ -1,0 +1,72 @@
+"""What receipts cost a night (issue 42, item 7): the `scale_goal` nights (10 tenants ×
+1,000,000 interactions, `--workers 2`, then the incremental night) twice from the same seed, once
+with no receipts and once with `RECEIPTS` of the calls carrying one (from the generation's second
+day on; the generator draws receipts from their own RNG, so texts and ids are the same in both).
+The figure is the incremental night with receipts beside the same night without; the usage
+stages' own seconds (`pack_usage`, `pack_uplift`, summed over the tenants) are in its details.
+
+Four nights at the issue's size take hours, so it runs only when asked:
+
+    python -m bench.run --only usage_cost --reps 1
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.common import Figure, Sizes, ratio, rounded, scaled_goal
+from bench.sections_scale import GOAL_INTERACTIONS
+from bench.sections_scale_goal import WORKERS, _step_totals, nights
+
+RECEIPTS = 0.9  # the share of calls an app logs with a receipt (the rest: apps not yet updated)
+GOAL = 1.05  # receipts add at most 5 % to the incremental night
+STAGES = ("pack_usage", "pack_uplift")
+
+
+def _stages(night: dict[str, Any]) -> dict[str, float]:
+    totals = _step_totals(night)
+    return {stage: totals.get(stage, 0.0) for stage in STAGES}
+
+
+def _night(night: dict[str, Any] | None) -> dict[str, Any]:
+    if night is None:
+        return {}
+    return {
+        "seconds": night["seconds"],
+        "load_avg_1min": night["load_avg_1min"],
+        "usage_stages_s": _stages(night),
+        "step_totals_s": _step_totals(night),
+    }
+
+
+def run(sizes: Sizes) -> list[Figure]:
+    if sizes.scale_goal_new_interactions <= 0:
+        raise ValueError(
+            "usage_cost compares incremental nights: --scale-goal-new-interactions > 0"
+        )
+    without = nights(sizes)
+    with_receipts = nights(sizes, RECEIPTS)
+    _, full_0, incr_0, counts, new = without
+    summary, full_r, incr_r, _, _ = with_receipts
+    assert incr_0 is not None and incr_r is not None
+    n = sum(counts.values())
+    share = ratio(incr_r["seconds"], incr_0["seconds"])
+    figure = Figure(
+        name=f"incremental night (+{sum(new.values()):,} interactions over {len(new)} tenants), "
+        f"{RECEIPTS:.0%} of calls with a receipt, --workers {WORKERS}",
+        value=round(incr_r["seconds"], 1),
+        unit="s",
+        baseline_name="the same night without receipts",
+        baseline_value=round(incr_0["seconds"], 1),
+        ratio=rounded(share),
+        goal=f"≤ {GOAL:.2f}× the night without receipts (issue 42: usage and uplift add ≤ 5 %)",
+        goal_met=share is not None and share <= GOAL,
+        details={
+            "generator": summary,
+            "interactions_by_tenant": counts,
+            "new_interactions_by_tenant": new,
+            "incremental": {"with_receipts": _night(incr_r), "without": _night(incr_0)},
+            "full": {"with_receipts": _night(full_r), "without": _night(full_0)},
+        },
+    )
+    return [scaled_goal(figure, n, GOAL_INTERACTIONS, "interactions")]
