@@ -113,15 +113,17 @@ def add_day(
     feedback: float | None = None,
     tenants: int = TENANTS,
     only_tenant: str | None = None,
-    receipts: float = 0.0,
+    receipts: float | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Copy one extra, freshly generated load date into `landing_root` (ids made unique).
 
     `only_tenant`: copy only that tenant's files (a night where one tenant received data).
-    `receipts` > 0: the day is the second of a two-day generation (the generator writes receipts
-    from a generation's second day), so its calls carry receipts; the items they name are that
-    generation's first-day events, which the home does not hold (kept and counted as unknown)."""
-    days = 2 if receipts else 1
+    `receipts` not None: the day is the second of a two-day generation with that share of receipts
+    (the generator writes them from a generation's second day), so two such days that differ only
+    in the share are alike: late lines, re-sends and planted cases of a second day (events of the
+    first day they name are not in the home). The generator's weekday weights split the two days,
+    so the day holds about, not exactly, `interactions`."""
+    days = 1 if receipts is None else 2
     source_root, summary = landing(
         interactions * days,
         days=days,
@@ -130,7 +132,7 @@ def add_day(
         cache=cache,
         feedback=feedback,
         tenants=tenants,
-        receipts=receipts,
+        receipts=receipts or 0.0,
     )
     source = source_root / day.isoformat()
     target = landing_root / day.isoformat()

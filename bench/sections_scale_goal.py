@@ -50,17 +50,18 @@ Nights = tuple[
 ]
 
 
-def nights(sizes: Sizes, receipts: float = 0.0) -> Nights:
+def nights(sizes: Sizes, receipts: float | None = None) -> Nights:
     """The full night on a fresh home, then the incremental night (unless its size is 0): the
     generator's summary, both nights, interactions per tenant (all, and of the new day).
-    `receipts` > 0: that share of the calls carries a receipt (from the second day on)."""
+    `receipts` not None: that share of the calls carries a receipt (from the second day on; the
+    new day is a generation's second day, see `data.add_day`)."""
     import jobs.runner  # noqa: F401  (fail early with ImportError if the job has not landed)
 
     tenants, days = sizes.scale_goal_tenants, max(1, sizes.scale_goal_days)
     n, feedback = sizes.scale_goal_interactions, sizes.nightly_feedback_per_interaction
     steps = sizes.scale_dpo_max_steps
     source, summary = data.landing(
-        n, days=days, seed=sizes.seed, feedback=feedback, tenants=tenants, receipts=receipts
+        n, days=days, seed=sizes.seed, feedback=feedback, tenants=tenants, receipts=receipts or 0.0
     )
     work = CACHE / f"scale-goal-work-{uuid.uuid4().hex[:8]}"
     landing, logs = work / "landing", work / "logs"

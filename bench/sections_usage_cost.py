@@ -1,9 +1,14 @@
 """What receipts cost a night (issue 42, item 7): the `scale_goal` nights (10 tenants ×
 1,000,000 interactions, `--workers 2`, then the incremental night) twice from the same seed, once
 with no receipts and once with `RECEIPTS` of the calls carrying one (from the generation's second
-day on; the generator draws receipts from their own RNG, so texts and ids are the same in both).
-The figure is the incremental night with receipts beside the same night without; the usage
-stages' own seconds (`pack_usage`, `pack_uplift`, summed over the tenants) are in its details.
+day on). In both, the incremental day is the second day of a two-day generation
+(`data.add_day(..., receipts=)`), so the two new days differ only in what receipts change. They
+do change the data a little: a planted item shifts the chance of feedback, and the generator's
+stream of feedback and memories drifts with it (measured on small generations: 1-3 % more or
+fewer feedback events and memories), so the nights are alike, not identical. The figure is the
+incremental night with receipts beside the same night without; the usage stages' own seconds
+(`pack_usage`, `pack_uplift`, summed over the tenants) are in its details. The usage stages'
+work alone, exactly the same calls with and without receipts, is the `usage` section.
 
 Four nights at the issue's size take hours, so it runs only when asked:
 
@@ -44,7 +49,7 @@ def run(sizes: Sizes) -> list[Figure]:
         raise ValueError(
             "usage_cost compares incremental nights: --scale-goal-new-interactions > 0"
         )
-    without = nights(sizes)
+    without = nights(sizes, 0.0)
     with_receipts = nights(sizes, RECEIPTS)
     _, full_0, incr_0, counts, new = without
     summary, full_r, incr_r, _, _ = with_receipts

@@ -35,8 +35,8 @@ def _lake(home: Path) -> None:
             statements_frame(
                 [
                     statement("e1", "Prefers email over phone calls", "inferred_pattern", day=1),
-                    # 0.146 from e1: a repeat at the statement threshold (0.20) and at 0.15, the
-                    # measured alternative ("… an email than a phone call" is 0.16 away).
+                    # 0.146 from e1: a repeat within the statement threshold (0.15); "… an email
+                    # than a phone call" says the same but is 0.16 away.
                     statement(
                         "e2", "Would rather get emails than phone calls", "confirmed_pattern", day=5
                     ),

@@ -61,8 +61,8 @@ def calls(
     interactions: pl.DataFrame | pl.LazyFrame, scores: pl.DataFrame | pl.LazyFrame
 ) -> pl.DataFrame:
     """The calls with a receipt: event_id, skill_id ("" when none), pack_version, items (unique,
-    none for a holdout call), holdout, outcome (null without feedback). Lazy inputs are read for
-    these columns only (never the texts)."""
+    none for a holdout call), holdout, outcome (null without feedback). A lazy scan of a local lake
+    reads these columns only, never the texts (an object-store home reads its files whole)."""
     outcome = (
         scores.lazy()
         .filter(pl.col("n_feedback") > 0)
