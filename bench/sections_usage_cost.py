@@ -33,9 +33,7 @@ def _stages(night: dict[str, Any]) -> dict[str, float]:
     return {stage: totals.get(stage, 0.0) for stage in STAGES}
 
 
-def _night(night: dict[str, Any] | None) -> dict[str, Any]:
-    if night is None:
-        return {}
+def _night(night: dict[str, Any]) -> dict[str, Any]:
     return {
         "seconds": night["seconds"],
         "load_avg_1min": night["load_avg_1min"],
