@@ -141,6 +141,29 @@ def test_leftovers_of_a_killed_run_are_removed_under_the_lock(tmp_path: Path) ->
     assert (tmp_path / "analytics.duckdb").read_bytes() == b"live"
 
 
+def test_a_killed_policy_write_is_cleaned_by_its_tenant_only(tmp_path: Path) -> None:
+    """A tenant's run killed while saving its DPO policy leaves `models/.<policy id>.<hex>.tmp`
+    (and a model's `.run.json.<hex>.tmp`); the tenant's next run removes them, never another
+    tenant's whose name starts alike, never a finished policy."""
+    from pipeline.storage.homelock import clean_leftovers
+
+    models = tmp_path / "models"
+    hex12, hex32 = "be34663cf830", "fe8add8d0d99410ca9e462c95eadbf12"
+    finished = models / f"acme-{hex12}"
+    (finished / "policy").mkdir(parents=True)
+    (finished / "run.json").write_text("{}")
+    doomed = [models / f".acme-{hex12}.{hex32}.tmp", finished / f".run.json.{hex32}.tmp"]
+    doomed[0].mkdir()
+    (doomed[0] / "policy").mkdir()
+    doomed[1].write_text("half")
+    other = models / f".acme-eu-{hex12}.{hex32}.tmp"  # tenant acme-eu's run is writing it
+    other.mkdir()
+    with home_lock(tmp_path, "test", scope="acme"):
+        assert clean_leftovers(tmp_path, "acme") == sorted(doomed)
+    assert not any(p.exists() for p in doomed)
+    assert other.is_dir() and (finished / "run.json").read_text() == "{}"
+
+
 def test_tenant_locks_are_separate(tmp_path: Path) -> None:
     """Two tenants' runs hold their own locks at once, beside the ingest lock."""
     with (

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
+import shutil
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -84,7 +86,9 @@ def home_lock(
 
 def clean_leftovers(home: Path, scope: str | None = None) -> list[Path]:
     """Remove temp files a killed run left in what the lock of `scope` guards: half-written
-    Parquet of the shared tables (ingest), of one tenant's folders, or analytics copies.
+    Parquet of the shared tables (ingest), of one tenant's folders and its DPO policies
+    (`models/.<tenant>-<id>.<hex>.tmp` folders, `models/<tenant>-<id>/.run.json.<hex>.tmp`), or
+    analytics copies.
 
     Call only while holding that lock: then no writer of those files is alive to own them.
     Pack temp folders are cleaned by the publisher under each tenant's publish lock."""
@@ -97,9 +101,31 @@ def clean_leftovers(home: Path, scope: str | None = None) -> list[Path]:
         found = [*home.glob(".analytics.duckdb.*.tmp*")]
     else:
         found = [p for p in lake.glob(f"*/{TENANT_COLUMN}={scope}") for p in p.rglob(".*.tmp")]
+        found += _policy_leftovers(home / "models", scope)
     for path in found:
-        path.unlink(missing_ok=True)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     return sorted(found)
+
+
+def _policy_leftovers(models: Path, tenant: str) -> list[Path]:
+    """A killed policy write of `tenant` (pipeline/preference/dpo/training.py): exactly its own
+    policy ids (`<tenant>-<12 hex>`), never another tenant's whose name starts alike."""
+    policy = rf"{re.escape(tenant)}-[0-9a-f]{{12}}"
+    folder = re.compile(rf"\.{policy}\.[0-9a-f]{{32}}\.tmp")
+    run_file = re.compile(r"\.run\.json\.[0-9a-f]{32}\.tmp")
+    policies = re.compile(policy)
+    if not models.is_dir():
+        return []
+    found = []
+    for child in models.iterdir():
+        if folder.fullmatch(child.name):
+            found.append(child)
+        elif policies.fullmatch(child.name) and child.is_dir():
+            found += [p for p in child.iterdir() if run_file.fullmatch(p.name)]
+    return found
 
 
 @contextmanager
