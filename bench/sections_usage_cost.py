@@ -28,17 +28,13 @@ GOAL = 1.05  # receipts add at most 5 % to the incremental night
 STAGES = ("pack_usage", "pack_uplift")
 
 
-def _stages(night: dict[str, Any]) -> dict[str, float]:
-    totals = _step_totals(night)
-    return {stage: totals.get(stage, 0.0) for stage in STAGES}
-
-
 def _night(night: dict[str, Any]) -> dict[str, Any]:
+    totals = _step_totals(night)
     return {
         "seconds": night["seconds"],
         "load_avg_1min": night["load_avg_1min"],
-        "usage_stages_s": _stages(night),
-        "step_totals_s": _step_totals(night),
+        "usage_stages_s": {stage: totals.get(stage, 0.0) for stage in STAGES},
+        "step_totals_s": totals,
     }
 
 
