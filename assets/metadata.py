@@ -3,7 +3,9 @@ a table preview and the key figures."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
@@ -13,6 +15,32 @@ from pipeline import tables
 
 PREVIEW_ROWS = 5
 PREVIEW_CHARS = 80
+Redaction = Callable[[pl.DataFrame], pl.DataFrame]
+# How a preview's rows are redacted (SPEC §5 round 4: Dagster's metadata shows what the pack
+# shows): during a run, by the home's redactor (its key, cache and the tenants' names: set by
+# the `home` resource, assets/resources.py); outside one, by a redactor with a key of its own.
+_run_redaction: Redaction | None = None
+
+
+@contextmanager
+def previews_redacted_by(redact: Redaction) -> Iterator[None]:
+    """Previews made inside this context are redacted by `redact` (a run's home)."""
+    global _run_redaction
+    previous, _run_redaction = _run_redaction, redact
+    try:
+        yield
+    finally:
+        _run_redaction = previous
+
+
+def redacted_preview(frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows of a preview as a pack would hold them."""
+    if _run_redaction is not None:
+        return _run_redaction(frame)
+    from pipeline.pii.redactor import Redactor
+    from pipeline.publish.redaction import redact_rows
+
+    return redact_rows(Redactor(key=os.urandom(32)), frame)[0]
 
 
 def _short(value: Any) -> Any:
@@ -66,8 +94,9 @@ def _cell(value: Any) -> str | int | float | bool | None:
 
 
 def preview_table(frame: pl.DataFrame, rows: int = PREVIEW_ROWS) -> dg.TableMetadataValue:
-    """The first rows as a Dagster table (values cut to PREVIEW_CHARS, nested ones as text)."""
-    head = frame.head(rows)
+    """The first rows as a Dagster table, redacted (`redacted_preview`), values cut to
+    PREVIEW_CHARS after their redaction, nested ones as text."""
+    head = redacted_preview(frame.head(rows))
     schema = column_schema(head)
     records = [
         dg.TableRecord({k: _cell(v) for k, v in row.items()}) for row in head.iter_rows(named=True)

@@ -57,6 +57,7 @@ def _built(inputs: PackInputs, tenant: str) -> tuple[PackContent, dict[str, obje
         return build_tenant_pack(inputs, tenant), {}  # raises: a pack is never built unredacted
     seconds, analysed = redactor.seconds, redactor.analysed
     content = build_tenant_pack(inputs, tenant)
+    redactor.save_names(tenant, content.names)  # the snapshot redacts its rows with them
     return content, {
         "memories": content.frames["memories.parquet"].height,
         "redacted": content.redactions["total"],

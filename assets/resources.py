@@ -10,7 +10,10 @@ import dagster as dg
 import polars as pl
 from pydantic import PrivateAttr
 
+from assets.metadata import previews_redacted_by
 from pipeline.config import DEFAULT_HOME, Paths, scratch_in_local
+from pipeline.pii.redactor import Redactor
+from pipeline.publish.redaction import redact_rows
 from pipeline.settings import Settings
 from pipeline.storage.homelock import ANALYTICS, clean_leftovers, home_lock
 from pipeline.storage.lake import Lake
@@ -51,6 +54,7 @@ class MemorypackHome(dg.ConfigurableResource):
     home: str = DEFAULT_HOME
     landing: str = ""  # empty = <home>/landing (or MEMORYPACK_LANDING)
     _scope: str | None = PrivateAttr(default=None)
+    _redactor: Redactor | None = PrivateAttr(default=None)
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[MemorypackHome]:
@@ -70,7 +74,17 @@ class MemorypackHome(dg.ConfigurableResource):
             removed = clean_leftovers(home, self._scope) if taken else []
             if removed and log:
                 log.info(f"removed {len(removed)} leftover(s) of a killed run: {removed}")
-            yield self
+            with previews_redacted_by(self.redact_preview):
+                yield self
+
+    def redact_preview(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """A metadata preview's rows redacted as the pack redacts them: with the home's key and
+        cache and each tenant's names (one redactor for the run)."""
+        if self._redactor is None:
+            self._redactor = Redactor.for_home(self.paths)
+        redacted, _ = redact_rows(self._redactor, frame)
+        self._redactor.flush()
+        return redacted
 
     @property
     def tenant(self) -> str | None:

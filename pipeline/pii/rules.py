@@ -257,7 +257,7 @@ _PLACE_LISTS = ("cities", "city_names", "states", "provinces", "regions", "count
 
 
 @lru_cache(maxsize=1)
-def _faker_places() -> frozenset[str]:
+def faker_places() -> frozenset[str]:
     """One-word place names (cities, states, regions, countries) of Faker's address providers in
     every locale it ships: "Berlin", "Lyon", "Texas"."""
     import faker.providers.address as address
@@ -280,7 +280,7 @@ def may_hold_name(text: str) -> bool:
     text's analysis and most answers and many prompts have no such word. What this gives up: a
     name or place opening a sentence that no list knows ("Zorblatt called.")."""
     first, last = faker_names()
-    places = _faker_places()
+    places = faker_places()
     for match in WORD.finditer(text):
         word = match.group()
         if not _is_proper(word):

@@ -21,7 +21,11 @@ import pyarrow as pa
 
 from pipeline import tables
 from pipeline.config import Paths
+from pipeline.ingest.contracts import COMMENT_MAX_CHARS
+from pipeline.pii.redactor import Redactor
 from pipeline.publish.disk import fsync_path
+from pipeline.publish.redaction import redact_rows
+from pipeline.publish.snapshot_names import spread_in_snapshot
 from pipeline.publish.store import list_versions, tenant_folders
 from pipeline.storage.lake import Lake
 from pipeline.storage.warehouse import (
@@ -36,7 +40,7 @@ from pipeline.storage.warehouse import (
 from pipeline.tables import COMMENTS
 
 if TYPE_CHECKING:
-    from pipeline.pii.redactor import Redactor
+    from pipeline.pii.names import TenantNames
 
 # The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
 TABLES: dict[str, str] = {
@@ -166,11 +170,15 @@ def pack_versions_frame(paths: Paths) -> pl.DataFrame:
 
 def redacting(redactor: Redactor, found: Counter[str]) -> Callable[[pa.Table], pa.Table]:
     """The snapshot's PII redaction of rows, as in a pack (SPEC §5): text columns redacted,
-    PII-looking ids pseudonymized with the same key (so analysts can join them with the packs'
-    ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`); what it
-    finds is counted in `found`. Texts already seen by a pack or an earlier build come from the
-    redactor's cache, where each slice's new analyses go."""
-    from pipeline.publish.content import ENUM_COLUMNS, ID_COLUMNS, MACHINE_COLUMNS
+    identifiers and labels that hold PII pseudonymized with the same key (so analysts can join
+    them with the packs' ids), each tenant's names (the ones its last pack spread) redacted in
+    its rows, comments cut to their published length after redaction (never before: a cut value
+    is no longer found), raw line bytes of quarantined lines cleared (their text is redacted in
+    `raw`); what it finds is counted in `found`. Texts already seen by a pack or an earlier build
+    come from the redactor's cache, where each slice's new analyses go."""
+    from pipeline.publish.content import ENUM_COLUMNS, MACHINE_COLUMNS
+
+    names: dict[str, TenantNames] = {}
 
     def redact(rows: pa.Table) -> pa.Table:
         texts = [
@@ -185,8 +193,10 @@ def redacting(redactor: Redactor, found: Counter[str]) -> Callable[[pa.Table], p
             tenant = ["tenant_id"] if "tenant_id" in rows.column_names else []
             frame = pl.from_arrow(rows.select([*tenant, *texts]))
             assert isinstance(frame, pl.DataFrame)
-            redacted, counts = redactor.frame(frame, identifiers=ID_COLUMNS)
+            redacted, counts = redact_rows(redactor, frame, names)
             found.update(counts)
+            if "comment" in redacted.columns:
+                redacted = redacted.with_columns(pl.col("comment").str.slice(0, COMMENT_MAX_CHARS))
             for column in texts:
                 kind = rows.schema.field(column).type
                 rows = _set_column(rows, column, redacted[column].to_arrow().cast(kind))
@@ -214,8 +224,6 @@ def _redacted_base(paths: Paths, found: Counter[str]) -> Iterator[Warehouse]:
     warehouse (only what changed is loaded, so a night redacts only its new rows). A new
     detector, key or storage format makes a new base: its identity is kept next to it. Texts
     no pack analysed are analysed over every core (`AnalysisPool`) until the context ends."""
-    from pipeline.pii.redactor import Redactor
-
     redactor = Redactor.for_home(paths, workers=len(os.sched_getaffinity(0)))
     base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found), memory=BASE_MEMORY)
     key = hashlib.sha256(redactor.key).hexdigest()[:16]
@@ -286,6 +294,11 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
         con = duckdb.connect(str(temp), config=duckdb_config(paths))
         try:
             _drop_bookkeeping(con)
+            # Names found since a row entered the base leave it too (the base keeps old rows).
+            redactor = Redactor.for_home(paths)
+            tenants = Lake(paths).tenants("pii_cache")
+            found.update({"person": sum(spread_in_snapshot(con, redactor, tenants).values())})
+            found = +found  # nothing found is no key
             assert base.rows is not None
             con.register("_versions", base.rows(pack_versions_frame(paths).to_arrow()))
             _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')

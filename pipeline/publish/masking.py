@@ -12,8 +12,8 @@ import polars as pl
 from pipeline.pii import PLACEHOLDER, PSEUDONYM, pseudonym
 from pipeline.pii.guard import MAYBE_PII, candidates, find_spans, guard_version
 from pipeline.pii.redactor import Redactor
-from pipeline.publish.build import cut_long_texts
 from pipeline.publish.content import ENUM_COLUMNS, ID_COLUMNS, PackContent
+from pipeline.publish.redaction import cut_long_texts
 
 _TEXT_TYPES = (pl.String, pl.List(pl.String))
 _INNER = re.compile(r"\[(EMAIL|PHONE|CARD|IBAN|SSN|IP)\]")
