@@ -16,10 +16,15 @@ from pipeline import tables
 PREVIEW_ROWS = 5
 PREVIEW_CHARS = 80
 Redaction = Callable[[pl.DataFrame], pl.DataFrame]
-# How a preview's rows are redacted (SPEC §5 round 4: Dagster's metadata shows what the pack
-# shows): during a run, by the home's redactor (its key, cache and the tenants' names: set by
-# the `home` resource, assets/resources.py); outside one, by a redactor with a key of its own.
+# How a preview's rows are redacted (SPEC §5 round 4: Dagster's metadata shows no more than the
+# pack): during a run, by the home's redactor (its key, cache and the tenants' names: set by the
+# `home` resource, assets/resources.py); outside one, by a redactor with a key of its own. Both
+# are stricter than a pack's (`redact_rows(strict=True)`): a preview is made before tonight's
+# names are known.
 _run_redaction: Redaction | None = None
+# Lower-cased text derived from a memory (a conflict's subject): no detector finds a name in it,
+# so previews leave it out (the pack makes it again from the redacted text).
+DERIVED_LOWER_CASE = frozenset({"subject"})
 
 
 @contextmanager
@@ -40,7 +45,38 @@ def redacted_preview(frame: pl.DataFrame) -> pl.DataFrame:
     from pipeline.pii.redactor import Redactor
     from pipeline.publish.redaction import redact_rows
 
-    return redact_rows(Redactor(key=os.urandom(32)), frame)[0]
+    return redact_rows(Redactor(key=os.urandom(32)), frame, strict=True)[0]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def _replaced(value: Any, mapping: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return mapping.get(value, value)
+    if isinstance(value, dict):
+        return {_replaced(k, mapping): _replaced(v, mapping) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_replaced(item, mapping) for item in value]
+    return value
+
+
+def redacted_figure(value: Any) -> Any:
+    """A figure's strings (keys too: "acme/<skill id>") redacted as preview text."""
+    strings = sorted(set(_strings(value)))
+    if not strings:
+        return value
+    texts = redacted_preview(pl.DataFrame({"text": strings}))["text"].to_list()
+    return _replaced(value, dict(zip(strings, texts, strict=True)))
 
 
 def _short(value: Any) -> Any:
@@ -96,7 +132,8 @@ def _cell(value: Any) -> str | int | float | bool | None:
 def preview_table(frame: pl.DataFrame, rows: int = PREVIEW_ROWS) -> dg.TableMetadataValue:
     """The first rows as a Dagster table, redacted (`redacted_preview`), values cut to
     PREVIEW_CHARS after their redaction, nested ones as text."""
-    head = redacted_preview(frame.head(rows))
+    shown = frame.head(rows).drop(DERIVED_LOWER_CASE & set(frame.columns))
+    head = redacted_preview(shown)
     schema = column_schema(head)
     records = [
         dg.TableRecord({k: _cell(v) for k, v in row.items()}) for row in head.iter_rows(named=True)
@@ -124,7 +161,7 @@ def frame_metadata(
         elif isinstance(value, float):
             meta[key] = dg.MetadataValue.float(value)
         elif isinstance(value, dict | list):
-            meta[key] = dg.MetadataValue.json(value)
+            meta[key] = dg.MetadataValue.json(redacted_figure(value))
         else:
             meta[key] = dg.MetadataValue.text(str(value))
     return meta

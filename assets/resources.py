@@ -82,7 +82,7 @@ class MemorypackHome(dg.ConfigurableResource):
         cache and each tenant's names (one redactor for the run)."""
         if self._redactor is None:
             self._redactor = Redactor.for_home(self.paths)
-        redacted, _ = redact_rows(self._redactor, frame)
+        redacted, _ = redact_rows(self._redactor, frame, strict=True)
         self._redactor.flush()
         return redacted
 

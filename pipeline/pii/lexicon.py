@@ -174,3 +174,21 @@ def names_a_person(identifier: str) -> bool:
         if given_name(first.title()) and second.title() in faker_names()[1]:
             return True
     return False
+
+
+def preview_names(texts: pl.Series, labels: pl.Series) -> set[str]:
+    """Stricter than a tenant's names, for previews shown before tonight's names are known (the
+    Dagster UI's metadata): every capitalised word of `texts` that is a listed given or family
+    name or is used inside a sentence, and every capitalised word of `labels` (identifiers and
+    labels, whose words have no sentence around them), unless it is a common, calendar, role or
+    stop word."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    def words(values: pl.Series) -> dict[str, int]:
+        return counts(values.drop_nulls().str.extract_all(rf"\b{NAME_WORD}").explode())
+
+    inside = mid_sentence(texts)
+    candidates = {w for w in words(texts) if w in inside or listed(w)} | set(words(labels))
+    return {
+        w for w in candidates if len(w) >= 3 and w not in NOT_NAMES and w.lower() not in STOP_WORDS
+    }

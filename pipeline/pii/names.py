@@ -55,6 +55,9 @@ class TenantNames:
     # first name ("Priyanka Raghunathan" where "Priya Raghunathan" was found)
     surnames: frozenset[str] = frozenset()
 
+    def with_words(self, more: frozenset[str]) -> TenantNames:
+        return self if more <= self.words else TenantNames(self.words | more, self.surnames)
+
     def frame(self) -> pl.DataFrame:
         """The words as a table (word, surname), as they are kept beside the redaction cache."""
         words = sorted(self.words)

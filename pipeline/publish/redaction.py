@@ -11,6 +11,7 @@ import polars as pl
 
 from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
 from pipeline.pii.keys import PSEUDONYM, pseudonym
+from pipeline.pii.lexicon import preview_names
 from pipeline.pii.names import TenantNames, tenant_names
 from pipeline.pii.redactor import Redactor
 from pipeline.publish.content import (
@@ -102,28 +103,59 @@ def _pseudonymize_named(
 
 
 def redact_rows(
-    redactor: Redactor, frame: pl.DataFrame, names: dict[str, TenantNames] | None = None
+    redactor: Redactor,
+    frame: pl.DataFrame,
+    names: dict[str, TenantNames] | None = None,
+    strict: bool = False,
 ) -> tuple[pl.DataFrame, Counter[str]]:
     """Any table's rows redacted as a pack's files are, each tenant's rows with the names its
     last pack spread (`Redactor.names`; `names` memoizes them across calls): the analyst snapshot
     and the previews in Dagster's metadata. Enumerations and the pipeline's own digests,
-    versions and run ids stay as they are."""
+    versions and run ids stay as they are. Rows of no tenant get every memoized tenant's names.
+    `strict` (previews): also every capitalised word that may be a name (`preview_names`)."""
     names = {} if names is None else names
     redacted, found = redactor.frame(
         frame, identifiers=ID_COLUMNS, keep=ENUM_COLUMNS | MACHINE_COLUMNS
     )
-    if "tenant_id" not in redacted.columns or redacted.is_empty():
+    extra = frozenset(preview_names(*_strings(frame))) if strict else frozenset()
+    if redacted.is_empty():
         return redacted, found
+    if "tenant_id" not in redacted.columns:
+        spread, n = spread_names(redacted, _everyone(names).with_words(extra), redactor.key, "")
+        return spread, found + Counter({"person": n})
     parts = []
     for part in redacted.with_row_index("_row").partition_by("tenant_id", maintain_order=True):
         tenant = part["tenant_id"][0]
-        if tenant is not None:
-            if tenant not in names:
-                names[tenant] = redactor.names(tenant)
-            part, n = spread_names(part, names[tenant], redactor.key, tenant)
-            found.update({"person": n} if n else {})
+        if tenant is not None and tenant not in names:
+            names[tenant] = redactor.names(tenant)
+        own = names[tenant] if tenant is not None else _everyone(names)
+        part, n = spread_names(part, own.with_words(extra), redactor.key, tenant or "")
+        found += Counter({"person": n})
         parts.append(part)
     return pl.concat(parts).sort("_row").drop("_row"), found
+
+
+def _everyone(names: dict[str, TenantNames]) -> TenantNames:
+    return TenantNames(
+        frozenset().union(*(n.words for n in names.values())),
+        frozenset().union(*(n.surnames for n in names.values())),
+    )
+
+
+def _strings(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+    """Every free-text value of a frame, and every identifier and label value."""
+
+    def values(ids: bool) -> pl.Series:
+        columns = [
+            frame[c].explode() if t == STRINGS else frame[c]
+            for c, t in frame.schema.items()
+            if t in (STRING, STRINGS)
+            and c not in ENUM_COLUMNS | MACHINE_COLUMNS
+            and (c in ID_COLUMNS) == ids
+        ]
+        return pl.concat(columns) if columns else pl.Series("text", [], dtype=pl.String)
+
+    return values(ids=False), values(ids=True)
 
 
 def with_subject_side(conflicts: pl.DataFrame) -> pl.DataFrame:
