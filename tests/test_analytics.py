@@ -292,3 +292,29 @@ def test_a_build_redacts_only_what_changed_in_the_lake(tmp_path: Path) -> None:
 
     (paths.local / "analytics-base.duckdb.redaction").write_text("another detector")
     assert build_snapshot(paths).redactions == first
+
+
+def test_a_name_found_tonight_leaves_the_rows_of_earlier_nights(tmp_path: Path) -> None:
+    """The base redacts a row when it loads it; a name the tenant's pack found later is redacted
+    in the snapshot's old rows too (texts and ids holding it), and in rows of no tenant."""
+    from pipeline.pii.names import TenantNames
+    from pipeline.pii.redactor import Redactor
+    from pipeline.publish.snapshot_names import spread_in_snapshot
+
+    home = Paths.from_env(tmp_path / "home")
+    redactor = Redactor.for_home(home)
+    redactor.save_names("acme", TenantNames(frozenset({"Jolene"})))
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE interactions AS SELECT * FROM (VALUES "
+        "('acme', 'Jolene liked the bowl', 'jolene_h', 1), ('acme', 'no name here', 'c1', 2), "
+        "('globex', 'Jolene is another tenant''s word', 'c2', 3), "
+        "(NULL, 'raw line naming jolene', 'c3', 4)) t(tenant_id, input, contact_id, n)"
+    )
+    replaced = spread_in_snapshot(con, Redactor.for_home(home), ["acme", "globex"])
+    rows = con.execute("SELECT input, contact_id FROM interactions ORDER BY n").fetchall()
+    assert rows[0][0] == "[PERSON] liked the bowl" and rows[0][1].startswith("pii-")
+    assert rows[1] == ("no name here", "c1")
+    assert rows[2] == ("Jolene is another tenant's word", "c2")  # globex has no such name
+    assert rows[3] == ("raw line naming [PERSON]", "c3")
+    assert replaced == {"interactions": 3}

@@ -120,6 +120,16 @@ def mid_sentence(texts: pl.Series) -> dict[str, int]:
     return counts(words.str.replace(r"['’]s$", ""))
 
 
+_DETERMINED = rf"(?i:\b(?:the|a|an|this|that|these|those|our|your|their|its)\s+){NAME_WORD}"
+
+
+def determined(texts: pl.Series) -> dict[str, int]:
+    """Per capitalised word, its uses after a determiner: a thing's ("the Mercedes", "our
+    Jasper server", "an Alexa"), which a person's name rarely has."""
+    found = texts.drop_nulls().str.extract_all(_DETERMINED).explode()
+    return counts(found.str.extract(rf"({NAME_WORD})$"))
+
+
 def addressed(texts: pl.Series) -> dict[str, int]:
     """Per capitalised word, how often a text greets, thanks or bids farewell to it, or someone
     introduces themselves as it ("Hey Nate!", "Thanks, Jolene.", "I'm Priya")."""

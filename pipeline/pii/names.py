@@ -34,8 +34,10 @@ MAX_LOWER = 0.1
 MIN_CHARS = 3
 # A given name of the lists (`lexicon.given_names`) is one of the tenant's names once its texts
 # use it capitalised inside a sentence MIN_LIST_USES times ("… told Jolene …"), unless it is a
-# place ("Paris").
+# place ("Paris") or a thing: after a determiner in more than MAX_DETERMINED of those uses ("the
+# Mercedes plan", "an Alexa", "our Jasper server").
 MIN_LIST_USES = 2
+MAX_DETERMINED = 0.1
 # A word that opens texts as their speaker ("Jon: I'll call her", a transcript's turn) in at least
 # MIN_LABELS texts is a name however rarely the NER finds it there, if the NER found it as a person
 # MIN_FOUND times, it is a known given name or the texts address it ("Hey Nate!"): the NER misses
@@ -149,11 +151,13 @@ class TenantNames:
         return frozenset(w.lower() for w in self.words)
 
 
-def found_people(findings: pl.DataFrame) -> list[str]:
-    """The person values the detector found, one per finding, read off each text beside its
-    redaction (`text`, `redacted`, `kinds`: the redaction cache's rows), so the names themselves
-    are never stored: only the keyed hashes and redacted texts the cache already holds."""
-    rows = findings.filter(pl.col("kinds").list.contains("person")).select("text", "redacted")
+def found_people(findings: pl.DataFrame, kind: str = "person") -> list[str]:
+    """The values of a kind the detector found (people by default), one per finding, read off
+    each text beside its redaction (`text`, `redacted`, `kinds`: the redaction cache's rows), so
+    the names themselves are never stored: only the keyed hashes and redacted texts the cache
+    already holds."""
+    rows = findings.filter(pl.col("kinds").list.contains(kind)).select("text", "redacted")
+    placeholder = PLACEHOLDER[kind]
     people = []
     for text, redacted in rows.iter_rows():
         pieces = _PLACEHOLDERS.split(redacted)
@@ -161,7 +165,7 @@ def found_people(findings: pl.DataFrame) -> list[str]:
         match = re.fullmatch("(.+?)".join(re.escape(p) for p in pieces), text, re.DOTALL)
         if match is None:  # the redaction is not the text's (cannot be aligned): nothing to read
             continue
-        people += [v for v, k in zip(match.groups(), kinds, strict=True) if k == "[PERSON]"]
+        people += [v for v, k in zip(match.groups(), kinds, strict=True) if k == placeholder]
     return people
 
 
@@ -192,16 +196,22 @@ def tenant_names(
     texts = texts.drop_nulls()
     mid = lexicon.mid_sentence(texts)
     labels, called = lexicon.speaker_labels(texts), lexicon.addressed(texts)
+    determined = lexicon.determined(texts)
     given = {w for person in declared for w in WORD.findall(person) if w[:1].isupper()}
     given |= lexicon.identifier_names(identifiers)
-    places = faker_places()
+    # A place of the lists or of the detector's findings is no given name ("Paris", "Austin").
+    places = faker_places() | {
+        w for v in found_people(findings, "location") for w in WORD.findall(v)
+    }
 
     def by_detector(w: str) -> bool:
         n, confirmed = found[w], mid.get(w, 0) > 0 or lexicon.known_name(w)
         return (n >= MIN_FOUND or w in in_full) and n >= MIN_SHARE * counts.get(w, 0) and confirmed
 
     def by_list(w: str) -> bool:
-        return mid.get(w, 0) >= MIN_LIST_USES and lexicon.given_name(w) and w not in places
+        uses, things = mid.get(w, 0), determined.get(w, 0)
+        listed = lexicon.given_name(w) and w not in places
+        return uses >= MIN_LIST_USES and listed and things <= MAX_DETERMINED * uses
 
     def by_label(w: str) -> bool:
         vouched = found[w] >= MIN_FOUND or lexicon.known_name(w) or called.get(w, 0) > 0
