@@ -63,7 +63,7 @@ def test_uplift_is_pack_calls_minus_holdout_with_welch_interval() -> None:
     assert row["uplift_upper"] == pytest.approx(0.2 + Z * se)
 
 
-def test_item_effects_are_stratified_differences_shrunk_by_the_skills_prior() -> None:
+def test_raw_effects_are_stratified_differences_and_give_the_prior() -> None:
     rows = [
         ("p1", "s", "v1", ["good", "x", "s@2"], False),
         ("p2", "s", "v1", ["good", "good"], False),  # an id twice in one prompt is one use
@@ -83,10 +83,9 @@ def test_item_effects_are_stratified_differences_shrunk_by_the_skills_prior() ->
     # .12, .12, .16, .16: τ² = (0.36 + 0 + 0.16 + 0.16)/4 − (0.12 + 0.12 + 0.16 + 0.16)/4 = 0.03.
     assert good["raw_effect"] == pytest.approx(0.6) and ghost["raw_effect"] == pytest.approx(-0.4)
     assert good["tau2"] == pytest.approx(0.03)
-    assert good["effect"] == pytest.approx(0.6 * 0.03 / 0.15)
-    half = Z * math.sqrt(0.03 / 0.15 * 0.12)
-    assert good["effect_lower"] == pytest.approx(0.12 - half)
-    assert x["effect"] == pytest.approx(0.0) and good["verdict"] == "unclear"
+    # Four calls, one pack version: the joint model leaves most to the prior.
+    assert 0 < good["effect"] < 0.6 * 0.03 / 0.15 and good["verdict"] == "unclear"
+    assert {r["verdict"] for r in by_item.values()} == {"unclear"}
 
 
 def _experiment(n_with: int, n_without: int, effect: float, item: str, skill: str) -> list:
