@@ -1,20 +1,18 @@
 """The joint model of item effects (issue 52 item 2, SPEC §4.9 round 4) against an independent
-computation, on substitutes a with-versus-without difference gets wrong, and its large-skill
+computation, on substitutes a with-versus-without difference gets wrong, and its large-tenant
 path against the exact one."""
 
 import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.usage import USAGE_CONFIG, UsageConfig, calls, marginal_effects, pack_usage
-from pipeline.usage.joint import Skill, posterior
+from pipeline.usage import USAGE_CONFIG, UsageConfig, calls, pack_usage
+from pipeline.usage.joint import Calls, posterior
 from tests.test_usage import KNOWN, _interactions, _scores
 
-Z = USAGE_CONFIG.z
 
-
-def _random_skill(seed: int, n: int, p: int, strata: int, zipf: bool) -> tuple:
-    """Calls of one skill with up to 6 items each (uniform or Zipf-skewed) and planted effects."""
+def _random_calls(seed: int, n: int, p: int, strata: int, zipf: bool) -> tuple:
+    """Calls of one tenant with up to 6 items each (uniform or Zipf-skewed) and planted effects."""
     rng = np.random.default_rng(seed)
     stratum = rng.integers(0, strata, n)
     k = rng.integers(0, 7, n)
@@ -31,11 +29,11 @@ def _random_skill(seed: int, n: int, p: int, strata: int, zipf: bool) -> tuple:
 
 def test_the_posterior_is_the_ridge_with_free_pack_version_levels() -> None:
     """Profiling out the levels equals fitting them as columns with a flat prior."""
-    stratum, outcome, rows, cols, x = _random_skill(0, n=600, p=40, strata=3, zipf=False)
+    stratum, outcome, rows, cols, x = _random_calls(0, n=600, p=40, strata=3, zipf=False)
     tau2 = 0.02
-    skill = Skill(stratum, outcome, rows, cols, x.shape[1])
-    mean, sd = posterior(skill, tau2)
-    sigma2 = skill.noise_variance(USAGE_CONFIG)
+    calls = Calls(stratum, outcome, rows, cols, x.shape[1])
+    mean, sd = posterior(calls, tau2)
+    sigma2 = calls.noise_variance(USAGE_CONFIG)
     centred = outcome - np.array([outcome[stratum == s].mean() for s in range(3)])[stratum]
     assert sigma2 == pytest.approx(centred @ centred / (600 - 3))
     design = np.hstack([np.eye(3)[stratum], x])
@@ -46,15 +44,15 @@ def test_the_posterior_is_the_ridge_with_free_pack_version_levels() -> None:
     np.testing.assert_allclose(sd, np.sqrt(np.diag(covariance))[3:], atol=1e-10)
 
 
-def test_a_large_skill_keeps_exact_means_and_never_narrower_intervals() -> None:
-    stratum, outcome, rows, cols, x = _random_skill(1, n=8000, p=1500, strata=5, zipf=True)
-    skill = Skill(stratum, outcome, rows, cols, x.shape[1])
-    exact_mean, exact_sd = posterior(skill, 0.01, UsageConfig(exact_items=10_000))
-    mean, sd = posterior(skill, 0.01, UsageConfig(exact_items=100, dense_items=300))
+def test_a_large_tenant_keeps_exact_means_and_never_narrower_intervals() -> None:
+    stratum, outcome, rows, cols, x = _random_calls(1, n=8000, p=1500, strata=5, zipf=True)
+    calls = Calls(stratum, outcome, rows, cols, x.shape[1])
+    exact_mean, exact_sd = posterior(calls, 0.01, UsageConfig(exact_items=10_000))
+    mean, sd = posterior(calls, 0.01, UsageConfig(exact_items=100, dense_items=300))
     np.testing.assert_allclose(mean, exact_mean, atol=1e-7)
     # The hubs: items whose uses tell more than the prior (59 here, under the cap of 300).
-    sigma2 = skill.noise_variance(USAGE_CONFIG)
-    hubs = skill.diagonal() >= sigma2 / 0.01
+    sigma2 = calls.noise_variance(USAGE_CONFIG)
+    hubs = calls.diagonal() >= sigma2 / 0.01
     assert 20 <= hubs.sum() <= 300
     np.testing.assert_allclose(sd[hubs], exact_sd[hubs], rtol=1e-3)
     ratio = sd / exact_sd
@@ -77,7 +75,7 @@ def test_substitutes_are_told_apart_where_the_difference_in_means_is_not() -> No
     by_item = {r["item_id"]: r for r in pack_usage(receipts, KNOWN).iter_rows(named=True)}
     good, plain = by_item["good"], by_item["plain"]
     assert plain["raw_effect"] == pytest.approx(-0.4 * 200 / 300)  # good 200, holdout 100
-    old = marginal_effects(receipts).filter(pl.col("item_id") == "plain").row(0, named=True)
-    assert old["effect"] + Z * old["effect_sd"] < 0  # the round-3 rule demoted it
+    old = pack_usage(receipts, KNOWN, UsageConfig(joint=False))
+    assert old.filter(pl.col("item_id") == "plain")["verdict"].item() == "harmful"  # round 3
     assert plain["verdict"] == "unclear" and abs(plain["effect"]) < 0.03
     assert good["verdict"] == "helpful" and good["effect"] == pytest.approx(0.4, abs=0.03)

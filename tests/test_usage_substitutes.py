@@ -3,7 +3,6 @@ library's `prompt_context` (3 of a skill's 5 few-shot examples per prompt), effe
 the pack chose. Over several seeds the joint model demotes every harmful example and no neutral
 item, and keeps every helpful one; the with-versus-without rule it replaced demoted neutral ones."""
 
-
 import polars as pl
 import pytest
 
@@ -22,10 +21,10 @@ def loops(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Loop]:
     return {seed: loop(tmp_path_factory.mktemp(f"seed{seed}"), seed, calls=CALLS) for seed in SEEDS}
 
 
-def _judged(one: Loop) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _judged(one: Loop, config: usage.UsageConfig = usage.USAGE_CONFIG) -> tuple:
     receipts = usage.calls(one.interactions, one.scores)
     known = pl.DataFrame({"item_id": list(one.shifts), "item_kind": "interaction"})
-    return receipts, usage.pack_usage(receipts, known)
+    return receipts, usage.pack_usage(receipts, known, config)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -50,8 +49,6 @@ def test_the_difference_in_means_demoted_neutral_items_here(loops) -> None:
     shrunk) demotes a neutral example that displaced helpful ones in some of these seeds."""
     wrongly = 0
     for one in loops.values():
-        receipts, _ = _judged(one)
-        old = usage.marginal_effects(receipts)
-        harmful = old.filter(pl.col("effect") + usage.USAGE_CONFIG.z * pl.col("effect_sd") < 0)
-        wrongly += len(set(harmful["item_id"]) & one.items(0))
+        _, old = _judged(one, usage.UsageConfig(joint=False))
+        wrongly += len(set(usage.demoted(old)["item_id"]) & one.items(0))
     assert wrongly >= 2

@@ -7,8 +7,6 @@ pack_uplift) → actions (demote the harmful, boost the helpful)."""
 from pipeline.usage.actions import boosts, demoted
 from pipeline.usage.config import USAGE_CONFIG, UsageConfig
 from pipeline.usage.effects import calls, known_items, pack_uplift, pack_usage
-from pipeline.usage.joint import joint_effects
-from pipeline.usage.marginal import marginal_effects
 
 __all__ = [
     "USAGE_CONFIG",
@@ -16,9 +14,7 @@ __all__ = [
     "boosts",
     "calls",
     "demoted",
-    "joint_effects",
     "known_items",
-    "marginal_effects",
     "pack_uplift",
     "pack_usage",
 ]

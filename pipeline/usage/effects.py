@@ -22,9 +22,9 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline import tables
-from pipeline.usage.config import GROUP, STRATUM, USAGE_CONFIG, UsageConfig
+from pipeline.usage.config import STRATUM, USAGE_CONFIG, UsageConfig
 from pipeline.usage.joint import joint_effects
-from pipeline.usage.marginal import marginal_effects, used_items
+from pipeline.usage.marginal import marginal_effects, prior_variance, used_items
 
 # A template version's item (memorypack.receipt.template_item): `<skill>@<integer version>`.
 TEMPLATE_ITEM = r"^[^@]+@[0-9]+$"
@@ -76,16 +76,20 @@ def known_items(interactions: pl.LazyFrame, statements: pl.LazyFrame) -> pl.Data
 def pack_usage(
     receipts: pl.DataFrame, known: pl.DataFrame, config: UsageConfig = USAGE_CONFIG
 ) -> pl.DataFrame:
-    """Per item × skill: uses, outcomes of the calls that used it, and its effect estimated jointly
-    with the skill's other items. `receipts` is `calls(...)`; `known` (item_id, item_kind) names
-    the tenant's items, anything else is kind `unknown` (kept and counted, never an error). An
-    item without a comparable call (used in every scored call of its strata) has no effect."""
+    """Per item × skill: uses, outcomes of the calls that used it, and the item's effect, estimated
+    with every other item of the tenant's receipts in one model (the same on each of the item's
+    skill rows). `receipts` is `calls(...)`; `known` (item_id, item_kind) names the tenant's
+    items, anything else is kind `unknown` (kept and counted, never an error). A row without a
+    comparable call (the item was in every scored call of the skill's pack versions) has none."""
     used = used_items(receipts)
-    marginal = marginal_effects(receipts, config).select(
-        "tenant_id", *GROUP[1:], "item_id", "raw_effect", "n_compared", "tau2"
-    )
-    prior = marginal.select(*GROUP, "tau2")
-    joint = joint_effects(receipts, prior, config)
+    marginal = marginal_effects(receipts, config)
+    keys = ["tenant_id", "item_id", "skill_id"]
+    if config.joint:  # one model per tenant: an item's effect over every skill it served
+        prior = marginal.group_by("tenant_id").agg(prior_variance(config).alias("tau2"))
+        effects = joint_effects(receipts, prior, config).join(prior, on="tenant_id")
+    else:
+        effects = marginal.select(*keys, "effect", "effect_sd", "tau2")
+    marginal = marginal.select(*keys, "raw_effect", "n_compared")
     half = config.z * pl.col("effect_sd")
     totals = used.group_by("tenant_id", "item_id", "skill_id").agg(
         pl.len().alias("uses"),
@@ -94,10 +98,9 @@ def pack_usage(
         (pl.col("outcome") > 0).sum().alias("positive_calls"),
         pl.col("pack_version").n_unique().alias("pack_versions"),
     )
-    keys = ["tenant_id", "item_id", "skill_id"]
     out = (
         totals.join(marginal, on=keys, how="left")
-        .join(joint, on=keys, how="left")
+        .join(effects, on=[k for k in keys if k in effects.columns], how="left")
         .join(known.unique("item_id"), on="item_id", how="left")
         .with_columns(
             # No comparable call: the data say nothing of this item, whatever the prior says.

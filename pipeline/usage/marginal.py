@@ -10,7 +10,8 @@ method of moments: mean squared difference minus mean sampling variance, floored
 It is no longer the verdict: items compete for places in a prompt, so an item's presence is
 another's absence, and the difference charges an item for what it pushed out (round 4; the joint
 model in `joint.py` decides). `marginal_effects` still returns the round-3 verdict — the
-difference shrunk by the prior — as the baseline `bench/sections_usage_effects.py` compares with.
+difference shrunk by the prior — which `UsageConfig(joint=False)` makes the verdict again: the
+baseline `bench/sections_usage_effects.py` compares with.
 """
 
 from __future__ import annotations
@@ -42,10 +43,18 @@ def used_items(receipts: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def prior_variance(config: UsageConfig = USAGE_CONFIG) -> pl.Expr:
+    """τ², the spread of true item effects, by the method of moments over rows of raw effects:
+    their mean square less their mean sampling variance, at least `tau2_floor`."""
+    spread = pl.col("raw_effect").pow(2).mean() - pl.col("raw_variance").mean()
+    return spread.clip(lower_bound=config.tau2_floor)
+
+
 def marginal_effects(receipts: pl.DataFrame, config: UsageConfig = USAGE_CONFIG) -> pl.DataFrame:
     """Per tenant × skill × item with a comparison: raw_effect (stratified difference, with minus
     without), raw_variance, n_compared (scored calls of its strata without it), the skill's prior
-    tau2, and the round-3 verdict's effect and effect_sd (raw_effect shrunk by the prior)."""
+    tau2 (`prior_variance` over the skill's items), and the round-3 verdict's effect and effect_sd
+    (raw_effect shrunk by that prior)."""
     scored = receipts.filter(pl.col("outcome").is_not_null())
     keys = ["tenant_id", *STRATUM]
     per_stratum = (
@@ -71,13 +80,8 @@ def marginal_effects(receipts: pl.DataFrame, config: UsageConfig = USAGE_CONFIG)
         (1 / weight.sum()).alias("raw_variance"),
         pl.col("n_without").sum().alias("n_compared"),
     )
-    tau2 = (
-        (pl.col("raw_effect").pow(2).mean() - pl.col("raw_variance").mean())
-        .over(GROUP)
-        .clip(lower_bound=config.tau2_floor)
-    )
     shrink = pl.col("tau2") / (pl.col("tau2") + pl.col("raw_variance"))
-    return raw.with_columns(tau2.alias("tau2")).with_columns(
+    return raw.with_columns(prior_variance(config).over(GROUP).alias("tau2")).with_columns(
         (shrink * pl.col("raw_effect")).alias("effect"),
         (shrink * pl.col("raw_variance")).sqrt().alias("effect_sd"),
     )
