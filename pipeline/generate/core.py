@@ -214,12 +214,10 @@ class Generator:
         soon: list[bytes],
     ) -> None:
         rng, w = self.rng, self.w
-        skill = rng.choice(_SKILLS[system])
-        about = contact if rng.random() < 0.9 else None
+        skill, about = rng.choice(_SKILLS[system]), contact if rng.random() < 0.9 else None
         event, short = w.interaction(t, system, when, user, about, session, skill)
-        receipt = None
+        receipt, day = None, self.start + timedelta(days=d)
         if self.receipts:
-            day = self.start + timedelta(days=d)
             receipt = self.receipts.context(t, day, self.start, skill, about)
             if receipt is not None:
                 event["context"] = receipt

@@ -122,7 +122,8 @@ class Receipts:
     def context(
         self, t: Tenant, day: date, first: date, skill: str, contact: int | None
     ) -> dict[str, Any] | None:
-        """The call's receipt; None: the app reported none (it had no pack yet, or does not)."""
+        """The receipt of a call about `contact` (an index; None: about no one); None: the app
+        reported none (it had no pack yet, or does not)."""
         rng = self.rng
         full = len(self.examples[t.id]) == EXAMPLES
         full = full and len(self.planted_memories(t.id)) == len(PLANTED_MEMORIES)
