@@ -26,7 +26,7 @@ them, and each interval says how sure that share is.
 
 Solving. The items are columns of a sparse indicator matrix (one row per call). Up to
 `exact_items` items the normal equations are factored whole (Cholesky; the variances are the
-diagonal of the inverse, LAPACK `potri`): exact, and ~0.2 s at 1,000 items. The cost grows with
+squared column norms of the factor's inverse, LAPACK `trtri`): exact, and ~0.2 s at 1,000 items. The cost grows with
 the cube of the items (~3 s at 3,000 on 2 cores), so a tenant with more items is solved in two
 parts. Every mean stays exact (conjugate gradients on the whole system, a sparse product per
 step). The "hubs" — the items whose uses tell more than the prior (their diagonal of X̃'X̃ at least
@@ -106,12 +106,14 @@ class Calls:
 
 
 def _inverse_diagonal(matrix: np.ndarray) -> tuple[tuple[np.ndarray, bool], np.ndarray]:
-    """The Cholesky factor of an SPD `matrix` (overwritten) and the diagonal of its inverse."""
+    """The Cholesky factor L of an SPD `matrix` (overwritten) and the diagonal of its inverse: the
+    squared column norms of L⁻¹ (a triangular inverse, a third less work than the whole inverse)."""
     factor = linalg.cho_factor(matrix, lower=True, overwrite_a=True, check_finite=False)
-    inverse, info = linalg.lapack.dpotri(factor[0], lower=1)
+    inverse, info = linalg.lapack.dtrtri(factor[0], lower=1)
     if info != 0:
-        raise np.linalg.LinAlgError(f"potri failed ({info})")
-    return factor, np.diag(inverse).copy()
+        raise np.linalg.LinAlgError(f"trtri failed ({info})")
+    inverse = np.tril(inverse)  # the upper triangle holds what the factor left there
+    return factor, np.einsum("ij,ij->j", inverse, inverse)
 
 
 def _exact(calls: Calls, penalty: float) -> tuple[np.ndarray, np.ndarray]:
