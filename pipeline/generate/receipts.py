@@ -26,8 +26,8 @@ EXAMPLES_PER_CALL, MEMORIES_PER_CALL = 3, 2
 # examples among the first interactions, the memories among the regular contact's statements.
 PLANTED_EXAMPLES = {0: 0.3, 1: 0.3, 2: -0.3, 3: -0.3}
 PLANTED_MEMORIES = {0: 0.3, 1: -0.3}
-# The regular contact (its index): a share of the sessions; the statements are about them with a
-# high chance until the planted ones exist, then as about anyone else a little more often.
+# The regular contact (its index) and their share of the sessions; a statement is about them with
+# the first chance until the planted ones exist, then with the second (a few more memories).
 REGULAR, RETURNING = 0, 0.3
 ABOUT_REGULAR_FIRST, ABOUT_REGULAR_LATER = 0.5, 0.01
 TEMPLATE_SHIFT = -0.3  # a new template version `<skill>@2` in half its skill's calls

@@ -7,9 +7,9 @@ signal the product trusts (corrections, regenerates, ratings, not only thumbs), 
 positive-feedback indicator would throw away; a call nobody reacted to says nothing about its
 outcome and is left out of the effects (it still counts as a use).
 
-Item effect: one model of the outcome over every item of a skill's receipts (`joint.py`: a ridge
-regression on item indicators with pack-version levels, its penalty learnt from the data), so an
-item is not charged for what its presence pushed out of the prompt. `raw_effect` beside it is the
+Item effect: one model of the outcome over every item of a tenant's receipts (`joint.py`: a ridge
+regression on item indicators with skill × pack-version levels, its penalty learnt from the data),
+so an item is not charged for what its presence pushed out of the prompt. `raw_effect` beside it is the
 with-versus-without difference in means (`marginal.py`), kept for the analyst: where the two
 disagree, the item's neighbours in the prompt explain the difference.
 
