@@ -83,14 +83,14 @@ class Calls:
         return max(float(self.centred @ self.centred) / dof, config.variance_floor)
 
     def gram(self, columns: np.ndarray) -> np.ndarray:
-        """X̃'X̃ over `columns`, dense: co-uses less what the pack versions' means explain."""
+        """X̃'X̃ over `columns`, dense: co-uses less what the strata's means explain."""
         x = self.x[:, columns]
         counts = self.counts[:, columns]
         shared = counts.T @ sparse.diags(1 / self.per_stratum) @ counts
         return (x.T @ x - shared).toarray()
 
     def diagonal(self) -> np.ndarray:
-        """The diagonal of X̃'X̃: uses less their pack versions' share."""
+        """The diagonal of X̃'X̃: uses less their strata's share."""
         uses = np.asarray(self.counts.sum(axis=0)).ravel()
         return uses - self.counts.power(2).T @ (1 / self.per_stratum)
 
