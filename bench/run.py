@@ -186,6 +186,14 @@ SECTIONS: dict[str, Section] = {
             1800,
         ),
         Section(
+            "usage_effects",
+            "bench.sections_usage_effects:run",
+            "item effects when the pack's top k makes items substitutes: false demotions and "
+            "missed harmful, joint model vs difference in means; the usage stages' time with each",
+            300,
+            3600,
+        ),
+        Section(
             "usage_cost",
             "bench.sections_usage_cost:run",
             "what receipts cost: the scale_goal nights without receipts and with 90 % of calls "
@@ -209,6 +217,7 @@ QUICK_ORDER = [
     "conversations",
     "pack",
     "usage",
+    "usage_effects",
     "retrieval",
     "pii",
     "pii_per_kb",

@@ -40,6 +40,7 @@ ALLOWED = {
     ("pipeline/preference/dpo/report.py", "MEAN_FIGURES"): _STEP,
     ("assets/ingest.py", "INGEST_FIGURES"): _STEP,
     ("pipeline/examples/fewshot.py", "BOOST_SCHEMA"): _STEP,
+    ("pipeline/usage/joint.py", "EFFECT_SCHEMA"): _STEP,
 }
 
 
