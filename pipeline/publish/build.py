@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -255,8 +256,15 @@ def cut_long_texts(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
     return (frame.with_columns(cuts) if cuts else frame), counts
 
 
-def _redact(inputs: PackInputs, tenant: str, frames: dict[str, pl.DataFrame]) -> dict[str, Any]:
-    """Redact every file of the pack in place (`frames`) and say what was redacted."""
+def _redact(
+    inputs: PackInputs,
+    tenant: str,
+    frames: dict[str, pl.DataFrame],
+    report: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Redact every file of the pack in place (`frames`) and say what was redacted; a line to
+    `report` before and after each file (a tenant's memories may take minutes)."""
+    report = report or (lambda _line: None)
     by_kind: Counter[str] = Counter()
     by_file: dict[str, dict[str, int]] = {}
     truncated: dict[str, int] = {}
@@ -264,9 +272,13 @@ def _redact(inputs: PackInputs, tenant: str, frames: dict[str, pl.DataFrame]) ->
         raise ValueError("PackInputs.redactor is not set: build packs from load_inputs")
     findings: list[pl.DataFrame] = []
     for file_name in sorted(frames):
+        began = time.perf_counter()
+        report(f"{tenant}: redacting {file_name} ({frames[file_name].height} rows)")
         frames[file_name], found = inputs.redactor.frame(
             frames[file_name], identifiers=ID_COLUMNS, keep=ENUM_COLUMNS, findings=findings
         )
+        seconds = time.perf_counter() - began
+        report(f"{tenant}: {file_name} redacted in {seconds:.1f} s ({sum(found.values())} found)")
         by_kind.update(found)
         if found:
             by_file[file_name] = dict(sorted(found.items()))
@@ -291,8 +303,11 @@ def _redact(inputs: PackInputs, tenant: str, frames: dict[str, pl.DataFrame]) ->
     }
 
 
-def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
-    """Every file of one tenant's pack, only that tenant's rows, with PII redacted."""
+def build_pack(
+    inputs: PackInputs, tenant: str, progress: Callable[[str], None] | None = None
+) -> PackContent:
+    """Every file of one tenant's pack, only that tenant's rows, with PII redacted (what the
+    redaction is doing goes to `progress`)."""
     memories = pack_memories(inputs, tenant)
     frames: dict[str, pl.DataFrame] = {"memories.parquet": memories}
     frames["conflicts.parquet"] = _conflicts(inputs, tenant, memories)
@@ -300,7 +315,7 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         frames[file_name] = tenant_rows(inputs, table, tenant, schema).sort(keys, nulls_last=True)
     frames["vectors.parquet"] = _vectors(inputs, tenant)
 
-    redactions = _redact(inputs, tenant, frames)
+    redactions = _redact(inputs, tenant, frames, progress)
     embeddings, embedding_model = read_embeddings(
         inputs, tenant, frames["memories.parquet"], memories["text"]
     )

@@ -1,0 +1,91 @@
+"""Training progress as a line every few seconds (step, epoch, loss), so a person reading a run's log
+tells a policy that trains from one that hangs. Plain Python: the caller passes where lines go
+(the dpo_policy asset passes `context.log.info`, which puts them in Dagster's event log)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+# At most one line per this many seconds while a trainer steps (and one at its start and end).
+PROGRESS_EVERY_SECONDS = 10.0
+
+
+def reporter(progress: Progress | None) -> Progress:
+    """Where progress lines go: `progress`, else this module's log."""
+    return progress or log.info
+
+
+class TrainingProgress:
+    """What a trainer's events say, as lines: `begin`, `step` (each optimizer step; a line when
+    `every` seconds passed since the last), `logged` (the trainer's logged metrics: the loss) and
+    `end`. `clock` is the time source (seconds)."""
+
+    def __init__(
+        self,
+        report: Progress,
+        label: str,
+        every: float = PROGRESS_EVERY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.report, self.label, self.every, self.clock = report, label, every, clock
+        self.started = self.last = 0.0
+        self.loss: float | None = None
+
+    def begin(self, max_steps: int, epochs: float, examples: int) -> None:
+        self.started = self.last = self.clock()
+        self.report(f"{self.label}: {examples} examples, {max_steps} steps over {epochs:g} epochs")
+
+    def logged(self, metrics: dict[str, Any] | None) -> None:
+        if metrics and isinstance(metrics.get("loss"), int | float):
+            self.loss = float(metrics["loss"])
+
+    def step(self, step: int, max_steps: int, epoch: float | None) -> None:
+        now = self.clock()
+        if now - self.last >= self.every:
+            self.last = now
+            self.report(self._line(step, max_steps, epoch, now))
+
+    def end(self, step: int, max_steps: int, epoch: float | None) -> None:
+        self.report(self._line(step, max_steps, epoch, self.clock(), "done: "))
+
+    def _line(
+        self, step: int, max_steps: int, epoch: float | None, now: float, prefix: str = ""
+    ) -> str:
+        parts = [f"step {step}/{max_steps}"]
+        if epoch is not None:
+            parts.append(f"epoch {epoch:.2f}")
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.4f}")
+        parts.append(f"{now - self.started:.0f} s")
+        return f"{self.label}: {prefix}{', '.join(parts)}"
+
+
+def trainer_callback(progress: TrainingProgress) -> Any:
+    """A transformers `TrainerCallback` feeding `progress` (TRL's trainers are transformers')."""
+    from transformers import TrainerCallback
+
+    class _Callback(TrainerCallback):  # type: ignore[misc]
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            dataset = kwargs.get("train_dataloader")
+            examples = len(dataset.dataset) if dataset is not None else 0
+            progress.begin(state.max_steps, float(args.num_train_epochs), examples)
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
+        ) -> None:
+            progress.logged(logs)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            progress.step(state.global_step, state.max_steps, state.epoch)
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            progress.end(state.global_step, state.max_steps, state.epoch)
+
+    return _Callback()
