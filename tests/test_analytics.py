@@ -45,7 +45,11 @@ def _home(tmp_path: Path) -> Paths:
 
 def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
     paths = _home(tmp_path)
-    report = build_snapshot(paths)
+    lines: list[str] = []
+    report = build_snapshot(paths, lines.append)
+    # What the redaction does is reported as it goes (the asset's lines in the run's log).
+    assert lines and all(line.startswith("analytics: redacted ") for line in lines)
+    assert sum(int(line.split()[2]) for line in lines) >= sum(report.tables.values())
     assert report.tables["interactions"] == 8 and report.tables["pack_versions"] == 2
     missing = {
         "quarantine",
@@ -66,6 +70,16 @@ def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
             ).fetchall()
         )
         assert described["tenant_id"] == tables.table("events").description("tenant_id")
+        # Every column of every table and view of the snapshot is described (issue 54).
+        undescribed = con.execute(
+            "SELECT table_name, column_name FROM duckdb_columns()"
+            " WHERE database_name = 'analytics' AND coalesce(comment, '') = ''"
+        ).fetchall()
+        assert undescribed == []
+        n_columns = con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE database_name = 'analytics'"
+        ).fetchall()[0][0]
+        assert n_columns > 300
         view_comments = dict(
             con.execute(
                 "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal"
@@ -154,6 +168,8 @@ def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
     query = (
         "SELECT count(*) FROM duckdb_tables() WHERE comment IS NOT NULL;"
         " SELECT count(*) FROM duckdb_views() WHERE NOT internal AND comment IS NOT NULL;"
+        " SELECT count(*) FROM duckdb_columns() WHERE database_name = 'analytics'"
+        " AND coalesce(comment, '') = '';"
     )
     out = subprocess.run(
         [str(cli), "-readonly", "-csv", "-noheader", str(paths.analytics), "-c", query],
@@ -161,9 +177,10 @@ def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    tables, views = (int(n) for n in out.stdout.split())
+    tables, views, undescribed = (int(n) for n in out.stdout.split())
     assert tables == len(report.tables) + 1  # + the contents table
     assert views == len(report.views)
+    assert undescribed == 0  # the 1.x client reads the column comments too
 
 
 @pytest.mark.parametrize("rows_at_a_time", [3, 250_000])

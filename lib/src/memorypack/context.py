@@ -297,6 +297,28 @@ def _unique_lines(lines: list[str]) -> list[int]:
     return [i for i, line in enumerate(lines) if line not in lines[:i]]
 
 
+def _examples(
+    pack: MemoryPack,
+    system: str | None,
+    kind: str | None,
+    skill_id: str | None,
+    query: str | None,
+    query_vector: Sequence[float] | np.ndarray | None,
+    memories: list[ScoredMemory],
+    k: int,
+) -> list[FewShotExample]:
+    """`system`'s examples (of the skill, else any skill's when the skill has none left) that
+    repeat nothing (`distinct_examples`)."""
+    if system is None or k <= 0:
+        return []
+    asked = {"kind": kind, "k": 3 * k, "query": query, "query_vector": query_vector}
+    own = pack.few_shot(system, skill_id=skill_id, **asked)  # type: ignore[arg-type]
+    examples = distinct_examples(own, memories, k)
+    if not examples and skill_id is not None:
+        examples = distinct_examples(pack.few_shot(system, **asked), memories, k)  # type: ignore[arg-type]
+    return examples
+
+
 def prompt_context(
     pack: MemoryPack,
     contact_id: str | None,
@@ -340,14 +362,7 @@ def prompt_context(
         else []
     )
     memories = distinct_memories(memories, k_memories)
-    examples: list[FewShotExample] = []
-    if system is not None and k_examples > 0:
-        asked = {"kind": kind, "k": 3 * k_examples, "query": query, "query_vector": query_vector}
-        own = pack.few_shot(system, skill_id=skill_id, **asked)  # type: ignore[arg-type]
-        examples = distinct_examples(own, memories, k_examples)
-        if not examples and skill_id is not None:  # the skill has no examples of its own left
-            every = pack.few_shot(system, **asked)  # type: ignore[arg-type]
-            examples = distinct_examples(every, memories, k_examples)
+    examples = _examples(pack, system, kind, skill_id, query, query_vector, memories, k_examples)
     conflicts = pack.conflicts(contact_id) if contact_id is not None else []
     conflicts = [conflicts[i] for i in _unique_lines([conflict_line(c) for c in conflicts])]
     questions = questions_for(pack, contact_id, now)
