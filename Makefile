@@ -47,10 +47,14 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(PY) -m bench.run --quick
 
-# The instance `memorypack run` uses: DAGSTER_HOME, else <home>/dagster, with jobs/dagster.yaml (run queue)
+# The Dagster UI on the instance `memorypack run` uses (DAGSTER_HOME, else <home>/dagster):
+# `make ui HOST=0.0.0.0 PORT=3001`. Only HOST and PORT given on the command line count (a shell's
+# HOST names the machine). jobs/ui.py runs `dg dev` and stops it on SIGTERM/SIGINT (exec: a signal
+# to make's recipe reaches it).
+UI_HOST := $(if $(filter command line,$(origin HOST)),$(HOST),127.0.0.1)
+UI_PORT := $(if $(filter command line,$(origin PORT)),$(PORT),3000)
 ui: $(STAMP)
-	DAGSTER_HOME=$$($(PY) -m jobs.instance) && export DAGSTER_HOME && \
-	$(VENV)/bin/dagster dev -w workspace.yaml
+	exec $(PY) -m jobs.ui --host $(UI_HOST) --port $(UI_PORT)
 
 clean:
 	rm -rf $(VENV) data/landing data/lake data/packs data/models data/*.duckdb data/dagster
