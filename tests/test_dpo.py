@@ -195,6 +195,7 @@ def test_dpo_learns_the_planted_preference(tmp_path: Path) -> None:
     ]
     dpo = [line for line in lines if line.startswith("acme DPO: ")]
     assert dpo[0] == f"acme DPO: {train.height} examples, {run.steps} steps over 2 epochs"
+    assert all(" loss " in line for line in dpo[1:])  # each step line with its step's loss
     assert dpo[-1].startswith(f"acme DPO: done: step {run.steps}/{run.steps}, epoch 2.00, loss ")
     assert run.eval_accuracy is not None and run.eval_accuracy >= 0.8
     assert run.eval_margin is not None and run.eval_margin > 0

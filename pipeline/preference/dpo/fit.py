@@ -58,7 +58,7 @@ EXECUTION: dict[str, Any] = {
     "gradient_checkpointing": False,
     "report_to": [],
     "save_strategy": "no",
-    "logging_steps": 1,  # each step's loss reaches the progress lines (logging costs no step)
+    "logging_steps": 1,  # each step's loss reaches the progress lines (a log is no extra pass)
     "disable_tqdm": True,
     "dataloader_num_workers": 0,
 }

@@ -23,9 +23,9 @@ def reporter(progress: Progress | None) -> Progress:
 
 
 class TrainingProgress:
-    """What a trainer's events say, as lines: `begin`, `step` (each optimizer step; a line when
-    `every` seconds passed since the last), `logged` (the trainer's logged metrics: the loss) and
-    `end`. `clock` is the time source (seconds)."""
+    """What a trainer's events say, as lines: `begin`, `logged` (the metrics the trainer logs after
+    a step: its loss), `step` (after each step's log; a line when `every` seconds passed since the
+    last) and `end`. `clock` is the time source (seconds)."""
 
     def __init__(
         self,
@@ -75,14 +75,15 @@ def trainer_callback(progress: TrainingProgress) -> Any:
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             dataset = kwargs.get("train_dataloader")
             examples = len(dataset.dataset) if dataset is not None else 0
-            progress.begin(state.max_steps, float(args.num_train_epochs), examples)
+            # The epochs it will run (max_steps may end it before num_train_epochs).
+            epochs = getattr(state, "num_train_epochs", None) or args.num_train_epochs
+            progress.begin(state.max_steps, float(epochs), examples)
 
         def on_log(
             self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
         ) -> None:
+            # After a step's loss is logged (logging_steps 1), so a line pairs a step with its loss.
             progress.logged(logs)
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             progress.step(state.global_step, state.max_steps, state.epoch)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
