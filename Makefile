@@ -66,4 +66,4 @@ notebook: $(STAMP)
 	$(PY) -m jobs.notebook
 
 clean:
-	rm -rf $(VENV) data/landing data/lake data/packs data/models data/*.duckdb data/dagster
+	rm -rf $(VENV) data/landing data/lake data/packs data/models data/*.duckdb data/dagster data/notebooks

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import pyarrow as pa
 
 from pipeline import tables
 from pipeline.config import Paths
+from pipeline.progress import Heartbeat
 from pipeline.publish.disk import fsync_path
 from pipeline.publish.store import list_versions, tenant_folders
 from pipeline.storage.lake import Lake
@@ -197,16 +197,19 @@ def redacting(
     PII-looking ids pseudonymized with the same key (so analysts can join them with the packs'
     ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`); what it
     finds is counted in `found`. Texts already seen by a pack or an earlier build come from the
-    redactor's cache, where each slice's new analyses go. Each slice it redacts is a line to
-    `report` (rows, seconds, texts analysed: a first build redacts millions of rows)."""
+    redactor's cache, where each slice's new analyses go. Every PROGRESS_EVERY_SECONDS of it a
+    line goes to `report`: rows redacted so far, texts analysed (a first build redacts millions of
+    rows)."""
     from pipeline.publish.content import ENUM_COLUMNS, ID_COLUMNS, MACHINE_COLUMNS
 
+    beat, done, analysed = Heartbeat(), [0], redactor.analysed
+
     def redact(rows: pa.Table) -> pa.Table:
-        began, analysed = time.perf_counter(), redactor.analysed
         rows = _redacted(rows)
-        if report is not None and rows.num_rows:
+        done[0] += rows.num_rows
+        if report is not None and beat.due():
             report(
-                f"analytics: redacted {rows.num_rows} rows in {time.perf_counter() - began:.1f} s "
+                f"analytics: {done[0]} rows redacted in {beat.elapsed():.0f} s "
                 f"({redactor.analysed - analysed} texts analysed, the rest from the cache)"
             )
         return rows
@@ -327,8 +330,8 @@ def build_snapshot(paths: Paths, progress: Callable[[str], None] | None = None) 
     is a copy of the base (in a format 1.x clients read; only redacted rows, in its free blocks
     too, where a lake row leaves at most its 64-bit hash, the column dropped). An analyst
     holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
-    never opens the live file for writing, so it can never be blocked by one. What the
-    redaction does goes to `progress`, a line per slice.
+    never opens the live file for writing, so it can never be blocked by one. The redaction's
+    progress goes to `progress`, a line every PROGRESS_EVERY_SECONDS.
     """
     began = datetime.now(UTC)
     paths.local.mkdir(parents=True, exist_ok=True)

@@ -263,8 +263,10 @@ def _redact(
     report: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Redact every file of the pack in place (`frames`) and say what was redacted; a line to
-    `report` before and after each file (a tenant's memories may take minutes)."""
+    `report` before the files and after each (a tenant's memories may take minutes)."""
     report = report or (lambda _line: None)
+    rows = sum(frame.height for frame in frames.values())
+    report(f"{tenant}: redacting {len(frames)} files ({rows} rows)")
     by_kind: Counter[str] = Counter()
     by_file: dict[str, dict[str, int]] = {}
     truncated: dict[str, int] = {}
@@ -273,12 +275,13 @@ def _redact(
     findings: list[pl.DataFrame] = []
     for file_name in sorted(frames):
         began = time.perf_counter()
-        report(f"{tenant}: redacting {file_name} ({frames[file_name].height} rows)")
         frames[file_name], found = inputs.redactor.frame(
             frames[file_name], identifiers=ID_COLUMNS, keep=ENUM_COLUMNS, findings=findings
         )
-        seconds = time.perf_counter() - began
-        report(f"{tenant}: {file_name} redacted in {seconds:.1f} s ({sum(found.values())} found)")
+        seconds, n = time.perf_counter() - began, frames[file_name].height
+        report(
+            f"{tenant}: {file_name} redacted ({n} rows, {seconds:.1f} s, {sum(found.values())} found)"
+        )
         by_kind.update(found)
         if found:
             by_file[file_name] = dict(sorted(found.items()))

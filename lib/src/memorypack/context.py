@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -293,6 +293,21 @@ def distinct_examples(
     return kept
 
 
+def _memories(
+    pack: MemoryPack, contact_id: str | None, k: int, asked: dict[str, Any]
+) -> list[ScoredMemory]:
+    """`memories_for`'s k best with distinct texts: ranked as `memories_for(k)` ranks them, asked
+    again for twice as many while repeats left the list short (and the pack holds more)."""
+    fetch, kept = k, []
+    while k > 0:
+        ranked = pack.memories_for(contact_id, k=fetch, **asked)
+        kept = distinct_memories(ranked, k)
+        if len(kept) == k or len(ranked) < fetch:
+            break
+        fetch *= 2
+    return kept
+
+
 def _unique_lines(lines: list[str]) -> list[int]:
     return [i for i, line in enumerate(lines) if line not in lines[:i]]
 
@@ -347,21 +362,8 @@ def prompt_context(
         )
     now = now or datetime.now(UTC)
     template = _template(pack, skill_id, user_id, tags, system, kind)
-    # Asked for more than needed: what repeats is left out, and the list still holds k.
-    memories = (
-        pack.memories_for(
-            contact_id,
-            k=2 * k_memories,
-            tags=tags,
-            query=query,
-            query_vector=query_vector,
-            kind=kind,
-            now=now,
-        )
-        if k_memories > 0
-        else []
-    )
-    memories = distinct_memories(memories, k_memories)
+    asked = {"tags": tags, "query": query, "query_vector": query_vector, "kind": kind, "now": now}
+    memories = _memories(pack, contact_id, k_memories, asked)
     examples = _examples(pack, system, kind, skill_id, query, query_vector, memories, k_examples)
     conflicts = pack.conflicts(contact_id) if contact_id is not None else []
     conflicts = [conflicts[i] for i in _unique_lines([conflict_line(c) for c in conflicts])]

@@ -8,8 +8,9 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.preference.dpo.progress import Progress, TrainingProgress, trainer_callback
+from pipeline.preference.dpo.progress import TrainingProgress, trainer_callback
 from pipeline.preference.dpo.settings import DPOPolicyConfig, format_prompt
+from pipeline.progress import Progress
 
 # transformers 5 renamed gradient_checkpointing; TRL 1.16 still passes the old name on every run.
 warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)

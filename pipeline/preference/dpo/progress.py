@@ -4,22 +4,11 @@ tells a policy that trains from one that hangs. Plain Python: the caller passes 
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger(__name__)
-
-Progress = Callable[[str], None]
-
-# At most one line per this many seconds while a trainer steps (and one at its start and end).
-PROGRESS_EVERY_SECONDS = 10.0
-
-
-def reporter(progress: Progress | None) -> Progress:
-    """Where progress lines go: `progress`, else this module's log."""
-    return progress or log.info
+from pipeline.progress import PROGRESS_EVERY_SECONDS, Heartbeat, Progress
 
 
 class TrainingProgress:
@@ -34,12 +23,12 @@ class TrainingProgress:
         every: float = PROGRESS_EVERY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.report, self.label, self.every, self.clock = report, label, every, clock
-        self.started = self.last = 0.0
+        self.report, self.label = report, label
+        self.beat = Heartbeat(every, clock)
         self.loss: float | None = None
 
     def begin(self, max_steps: int, epochs: float, examples: int) -> None:
-        self.started = self.last = self.clock()
+        self.beat.restart()
         self.report(f"{self.label}: {examples} examples, {max_steps} steps over {epochs:g} epochs")
 
     def logged(self, metrics: dict[str, Any] | None) -> None:
@@ -47,23 +36,19 @@ class TrainingProgress:
             self.loss = float(metrics["loss"])
 
     def step(self, step: int, max_steps: int, epoch: float | None) -> None:
-        now = self.clock()
-        if now - self.last >= self.every:
-            self.last = now
-            self.report(self._line(step, max_steps, epoch, now))
+        if self.beat.due():
+            self.report(self._line(step, max_steps, epoch))
 
     def end(self, step: int, max_steps: int, epoch: float | None) -> None:
-        self.report(self._line(step, max_steps, epoch, self.clock(), "done: "))
+        self.report(self._line(step, max_steps, epoch, "done: "))
 
-    def _line(
-        self, step: int, max_steps: int, epoch: float | None, now: float, prefix: str = ""
-    ) -> str:
+    def _line(self, step: int, max_steps: int, epoch: float | None, prefix: str = "") -> str:
         parts = [f"step {step}/{max_steps}"]
         if epoch is not None:
             parts.append(f"epoch {epoch:.2f}")
         if self.loss is not None:
             parts.append(f"loss {self.loss:.4f}")
-        parts.append(f"{now - self.started:.0f} s")
+        parts.append(f"{self.beat.elapsed():.0f} s")
         return f"{self.label}: {prefix}{', '.join(parts)}"
 
 

@@ -21,7 +21,6 @@ import polars as pl
 
 from memorypack.fs import ObjectPath
 from pipeline.config import Paths
-from pipeline.preference.dpo.progress import Progress
 from pipeline.preference.dpo.runs import PolicyRun
 from pipeline.preference.dpo.settings import (
     POOLED_TENANT,
@@ -30,6 +29,7 @@ from pipeline.preference.dpo.settings import (
     DPOPolicyConfig,
 )
 from pipeline.preference.dpo.training import train_policies
+from pipeline.progress import Progress
 
 
 def store_of(paths: Paths) -> ObjectPath | None:

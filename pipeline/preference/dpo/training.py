@@ -21,7 +21,6 @@ from pipeline.errors import one_line
 from pipeline.preference.dpo.baselines import baseline_fields
 from pipeline.preference.dpo.fit import dpo_fit, supervised_fit
 from pipeline.preference.dpo.model import load_base, torch_setup, unpatch
-from pipeline.preference.dpo.progress import Progress, reporter
 from pipeline.preference.dpo.runs import (
     DPO_RUNS_SCHEMA,
     PolicyRun,
@@ -43,6 +42,7 @@ from pipeline.preference.dpo.settings import (
     DPOPolicyConfig,
     format_prompt,
 )
+from pipeline.progress import Progress, reporter
 
 log = logging.getLogger(__name__)
 
