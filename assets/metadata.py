@@ -116,10 +116,27 @@ def table_schema(table: tables.Table) -> dg.TableSchema:
     return dg.TableSchema(columns=columns, constraints=constraints)
 
 
+# Columns of the frames steps report that are no lake table's: memory_pack's per-tenant summary,
+# analytics_snapshot's table counts.
+SUMMARY_DESCRIPTIONS: dict[str, str] = tables.PACK_SUMMARY_DESCRIPTIONS | {
+    "table": "a table of the analytics snapshot",
+    "rows": "its rows",
+}
+
+
 def schema_columns(schema: Mapping[str, pl.DataType]) -> dg.TableSchema:
-    """A polars schema as a Dagster table schema, types named as polars names them."""
+    """A polars schema as a Dagster table schema, types named as polars names them; a column is
+    described as a step's summary says, else as the declared tables describe a column of its
+    name."""
     return dg.TableSchema(
-        columns=[dg.TableColumn(name, str(dtype)) for name, dtype in schema.items()]
+        columns=[
+            dg.TableColumn(
+                name,
+                str(dtype),
+                description=SUMMARY_DESCRIPTIONS.get(name) or tables.column_description(name),
+            )
+            for name, dtype in schema.items()
+        ]
     )
 
 

@@ -190,7 +190,8 @@ def dpo_policy(
     scores = feedback_scores.select("tenant_id", "memory_id", "quality_score").collect()
     sft = sft_examples_from(texts, scores, pairs)
     tenants = interaction_tenants(texts)
-    runs = train_shared(home.paths, pairs, sft, policy_config, tenants)
+    # Step, epoch and loss every few seconds of training, into the run's event log.
+    runs = train_shared(home.paths, pairs, sft, policy_config, tenants, context.log.info)
     current = runs_frame(runs)
     history, recorded = extend_history(home.table("dpo_runs"), current, datetime.now(UTC))
     if recorded or not home.lake.exists("dpo_runs"):

@@ -3,6 +3,7 @@
 import json
 from datetime import date
 from pathlib import Path
+from unittest.mock import patch
 
 import duckdb
 import polars as pl
@@ -10,6 +11,7 @@ import pytest
 
 from pipeline import tables
 from pipeline.config import Paths
+from pipeline.progress import Heartbeat
 from pipeline.publish.analytics import TABLES, VIEWS, WAREHOUSE_TABLES, build_snapshot
 from pipeline.publish.build import build_pack, load_inputs
 from pipeline.publish.writer import publish
@@ -45,7 +47,13 @@ def _home(tmp_path: Path) -> Paths:
 
 def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
     paths = _home(tmp_path)
-    report = build_snapshot(paths)
+    lines: list[str] = []
+    with patch("pipeline.publish.analytics.Heartbeat", lambda: Heartbeat(0.0)):  # each slice
+        report = build_snapshot(paths, lines.append)
+    # The redaction's progress, as the asset puts it in the run's log: rows so far, growing.
+    assert lines and all(line.startswith("analytics: ") for line in lines)
+    done = [int(line.split()[1]) for line in lines]
+    assert done == sorted(done) and done[-1] >= sum(report.tables.values())
     assert report.tables["interactions"] == 8 and report.tables["pack_versions"] == 2
     missing = {
         "quarantine",
@@ -66,6 +74,16 @@ def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
             ).fetchall()
         )
         assert described["tenant_id"] == tables.table("events").description("tenant_id")
+        # Every column of every table and view of the snapshot is described (issue 54).
+        undescribed = con.execute(
+            "SELECT table_name, column_name FROM duckdb_columns()"
+            " WHERE database_name = 'analytics' AND coalesce(comment, '') = ''"
+        ).fetchall()
+        assert undescribed == []
+        n_columns = con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE database_name = 'analytics'"
+        ).fetchall()[0][0]
+        assert n_columns > 300
         view_comments = dict(
             con.execute(
                 "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal"
@@ -154,6 +172,8 @@ def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
     query = (
         "SELECT count(*) FROM duckdb_tables() WHERE comment IS NOT NULL;"
         " SELECT count(*) FROM duckdb_views() WHERE NOT internal AND comment IS NOT NULL;"
+        " SELECT count(*) FROM duckdb_columns() WHERE database_name = 'analytics'"
+        " AND coalesce(comment, '') = '';"
     )
     out = subprocess.run(
         [str(cli), "-readonly", "-csv", "-noheader", str(paths.analytics), "-c", query],
@@ -161,9 +181,10 @@ def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    tables, views = (int(n) for n in out.stdout.split())
+    tables, views, undescribed = (int(n) for n in out.stdout.split())
     assert tables == len(report.tables) + 1  # + the contents table
     assert views == len(report.views)
+    assert undescribed == 0  # the 1.x client reads the column comments too
 
 
 @pytest.mark.parametrize("rows_at_a_time", [3, 250_000])

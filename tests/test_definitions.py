@@ -198,7 +198,9 @@ def test_every_asset_with_a_lake_table_shows_its_declared_columns_before_any_run
     runs = {c.name: c for c in shown["dpo_runs"].schema.columns}
     assert len(runs) == 24
     assert (runs["eval_accuracy"].type, runs["is_latest"].type) == ("Float64", "Boolean")
-    assert runs["length_rule_accuracy"].description == "the longer reply wins, a tie counts half"
+    assert runs["length_rule_accuracy"].description == (
+        "the longer reply wins, a tie counts half: 0 to 1"
+    )
     assert not runs["run_at"].constraints.nullable and runs["policy_id"].constraints.nullable
     assert shown["dpo_runs"].schema.constraints.other == ["primary key (tenant_id, run_at)"]
     assert shown["memory_audit"].schema.constraints.other == []  # findings: no key

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -188,8 +188,11 @@ def _models_and_metrics(
     return models, metrics
 
 
-def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
-    """Every file of one tenant's pack, only that tenant's rows, with PII redacted."""
+def build_pack(
+    inputs: PackInputs, tenant: str, progress: Callable[[str], None] | None = None
+) -> PackContent:
+    """Every file of one tenant's pack, only that tenant's rows, with PII redacted (what the
+    redaction is doing goes to `progress`)."""
     memories = pack_memories(inputs, tenant)
     frames: dict[str, pl.DataFrame] = {"memories.parquet": memories}
     frames["conflicts.parquet"] = with_subject_side(_conflicts(inputs, tenant, memories))
@@ -197,7 +200,7 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         frames[file_name] = tenant_rows(inputs, table, tenant, schema).sort(keys, nulls_last=True)
     frames["vectors.parquet"] = _vectors(inputs, tenant)
 
-    redactions, names = redact_pack(inputs, tenant, frames)
+    redactions, names = redact_pack(inputs, tenant, frames, progress)
     embeddings, embedding_model = read_embeddings(
         inputs, tenant, frames["memories.parquet"], memories["text"]
     )

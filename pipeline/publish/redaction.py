@@ -4,7 +4,9 @@ anywhere in the tenant); derived text made again from the redacted text; long te
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -207,10 +209,18 @@ def cut_long_texts(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
 
 
 def redact_pack(
-    inputs: PackInputs, tenant: str, frames: dict[str, pl.DataFrame]
+    inputs: PackInputs,
+    tenant: str,
+    frames: dict[str, pl.DataFrame],
+    report: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], TenantNames]:
     """Redact every file of the pack in place (`frames`); what was redacted, and the tenant's
-    names (kept by the publisher for the analyst snapshot: pipeline.pii.redactor.save_names)."""
+    names (kept by the publisher for the analyst snapshot: pipeline.pii.redactor.save_names).
+    A line goes to `report` before the files and after each (a tenant's memories may take
+    minutes)."""
+    report = report or (lambda _line: None)
+    rows = sum(frame.height for frame in frames.values())
+    report(f"{tenant}: redacting {len(frames)} files ({rows} rows)")
     redactor: Redactor | None = inputs.redactor
     if redactor is None:
         raise ValueError("PackInputs.redactor is not set: build packs from load_inputs")
@@ -220,8 +230,13 @@ def redact_pack(
     identifiers = people_ids(frames)
     findings: list[pl.DataFrame] = []
     for file_name in sorted(frames):
+        began = time.perf_counter()
         frames[file_name], found = redactor.frame(
             frames[file_name], identifiers=ID_COLUMNS, keep=ENUM_COLUMNS, findings=findings
+        )
+        seconds, n = time.perf_counter() - began, frames[file_name].height
+        report(
+            f"{tenant}: {file_name} redacted ({n} rows, {seconds:.1f} s, {sum(found.values())} found)"
         )
         by_kind.update(found)
         if found:

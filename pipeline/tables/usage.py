@@ -50,6 +50,7 @@ TABLES: tuple[Table, ...] = (
             "effect_lower": f"lower end of the effect's {_INTERVAL}",
             "effect_upper": f"upper end of the effect's {_INTERVAL}",
             "verdict": "harmful (interval below 0), helpful (above 0) or unclear",
+            "pack_versions": "pack versions whose receipts name the item",
         },
     ),
     Table(
@@ -72,9 +73,13 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "pack_version", "skill_id"),
         asset="pack_uplift",
         descriptions={
+            "n_pack_calls": "calls whose receipt names this pack version and used its content",
+            "n_holdout_calls": "holdout calls of this pack version (no pack content: the control)",
+            "pack_mean": "mean outcome (quality_score, −1 to 1) of the scored pack calls",
+            "holdout_mean": "mean outcome (quality_score, −1 to 1) of the scored holdout calls",
             "n_pack_scored": "pack calls with feedback (the outcome is their quality_score)",
             "n_holdout_scored": "holdout calls with feedback",
-            "uplift": "pack_mean − holdout_mean (null without scored calls on both sides)",
+            "uplift": "pack_mean − holdout_mean, −2 to 2 (null without scored calls on both sides)",
             "uplift_lower": f"lower end of the uplift's {_INTERVAL} (below 0: the pack is hurting)",
             "uplift_upper": f"upper end of the uplift's {_INTERVAL}",
         },

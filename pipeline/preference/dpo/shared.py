@@ -29,6 +29,7 @@ from pipeline.preference.dpo.settings import (
     DPOPolicyConfig,
 )
 from pipeline.preference.dpo.training import train_policies
+from pipeline.progress import Progress
 
 
 def store_of(paths: Paths) -> ObjectPath | None:
@@ -109,15 +110,16 @@ def train_shared(
     sft_examples: pl.DataFrame,
     config: DPOPolicyConfig,
     tenants: Sequence[str],
+    progress: Progress | None = None,
 ) -> list[PolicyRun]:
     """`train_policies` in the host's work folder, with the home's saved policies pulled first
-    and the ones trained here pushed after (on an object-store home)."""
+    and the ones trained here pushed after (on an object-store home); `progress` as there."""
     store = store_of(paths)
     if store is not None:
         drop_withdrawn(paths)
         owners = [POOLED_TENANT] if config.pooled else [*tenants, *pairs["tenant_id"].unique()]
         pull_policies(store, paths.models, owners)
-    runs = train_policies(pairs, sft_examples, config, paths.models, tenants=tenants)
+    runs = train_policies(pairs, sft_examples, config, paths.models, tenants, progress)
     if store is not None:
         trained = {r.policy_id for r in runs if r.status == STATUS_TRAINED and not r.reused}
         for policy_id in sorted(p for p in trained if p):
