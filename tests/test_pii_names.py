@@ -188,3 +188,25 @@ def test_locomo_speaker_names_are_found_in_the_texts_alone() -> None:
     assert mentions > 3000 and left <= 0.01 * mentions, (left, mentions)
     # No greeting, interjection or nationality became a name (the lexicon's look-alike guards).
     assert not names.words & {"Yeah", "Aww", "Woah", "Yep", "Agreed", "German", "English", "Fri"}
+
+
+def test_a_conflicts_subject_is_made_again_from_the_redacted_text() -> None:
+    """Issue 50: `subject` read "cc [PERSON] oyelaran [PERSON] on invoices" when it was derived
+    from the original text and then redacted; made from the redacted text, nothing is left."""
+    from pipeline.publish.redaction import _subjects_again, with_subject_side
+
+    conflicts = pl.DataFrame(
+        {
+            "text_a": ["Always cc Xiomara Oyelaran on invoices", "a"],
+            "text_b": ["Never cc Xiomara Oyelaran on invoices", "b"],
+            "subject": ["cc xiomara oyelaran on invoices", "set by hand"],
+        }
+    )
+    sided = with_subject_side(conflicts).with_columns(
+        pl.col("text_a").str.replace("Xiomara Oyelaran", "[PERSON]"),
+        pl.col("text_b").str.replace("Xiomara Oyelaran", "[PERSON]"),
+    )
+    assert _subjects_again(sided)["subject"].to_list() == [
+        "cc person on invoices",
+        "set by hand",  # made of neither side: kept, redacted as text like any other
+    ]

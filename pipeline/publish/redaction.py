@@ -161,11 +161,15 @@ def _strings(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
 
 
 def with_subject_side(conflicts: pl.DataFrame) -> pl.DataFrame:
-    """Which side's text the subject was made of (a, else b), before the texts are redacted."""
-    made_of_a = subject(pl.col("text_a")) == pl.col("subject")
-    return conflicts.with_columns(
-        pl.when(made_of_a).then(pl.lit("a")).otherwise(pl.lit("b")).alias(_SUBJECT_SIDE)
+    """Which side's text the subject was made of (a or b; null: neither, the subject stays as
+    redacted text), before the texts are redacted."""
+    side = (
+        pl.when(subject(pl.col("text_a")) == pl.col("subject"))
+        .then(pl.lit("a"))
+        .when(subject(pl.col("text_b")) == pl.col("subject"))
+        .then(pl.lit("b"))
     )
+    return conflicts.with_columns(side.alias(_SUBJECT_SIDE))
 
 
 def _subjects_again(conflicts: pl.DataFrame) -> pl.DataFrame:
@@ -173,8 +177,14 @@ def _subjects_again(conflicts: pl.DataFrame) -> pl.DataFrame:
     redacted text, never redact a derived one), so no piece of a name is left in it."""
     if _SUBJECT_SIDE not in conflicts.columns:
         return conflicts
-    side = pl.when(pl.col(_SUBJECT_SIDE) == "a").then(pl.col("text_a")).otherwise(pl.col("text_b"))
-    made = pl.when(pl.col("subject").is_null()).then(None).otherwise(subject(side))
+    side = pl.col(_SUBJECT_SIDE)
+    made = (
+        pl.when(side == "a")
+        .then(subject(pl.col("text_a")))
+        .when(side == "b")
+        .then(subject(pl.col("text_b")))
+        .otherwise(pl.col("subject"))
+    )
     return conflicts.with_columns(made.alias("subject")).drop(_SUBJECT_SIDE)
 
 
