@@ -16,6 +16,8 @@ from multiprocessing import get_context
 from typing import Any
 
 from pipeline.lifeline import die_with
+from pipeline.pii.normalise import normalise
+from pipeline.pii.postcodes import widen
 from pipeline.pii.rules import (
     CONTEXT_CHECKED,
     ID_ENTITIES,
@@ -49,6 +51,8 @@ class Span:
 
 
 _NER_KINDS = {"person", "location"}
+_NER_ENTITIES = {"PERSON", "LOCATION"}  # the NER's and the name list's (rules.KIND)
+_PLACE_KINDS = {"address", "location"}
 
 
 def _merge(text: str, spans: list[Span]) -> list[Span]:
@@ -76,7 +80,9 @@ def _merge(text: str, spans: list[Span]) -> list[Span]:
 
 
 def _findings(text: str, results: Iterable[Any]) -> list[Span]:
-    """The results our rules keep, as spans (not yet merged)."""
+    """The results our rules keep, as spans (not yet merged). The NER's and the name list's
+    people and places must hold a capitalised word; names in other scripts or in lower case
+    (pipeline.pii.scripts, `SCRIPT_PERSON`) have their own rules."""
     spans = []
     for result in results:
         kind = KIND.get(result.entity_type)
@@ -86,12 +92,24 @@ def _findings(text: str, results: Iterable[Any]) -> list[Span]:
             continue
         if kind == "phone" and not plausible_phone(text[result.start : result.end]):
             continue
-        if kind in _NER_KINDS and not has_proper_word(text[result.start : result.end]):
+        value = text[result.start : result.end]
+        if result.entity_type in _NER_ENTITIES and not has_proper_word(value):
             continue
-        if kind == "person" and not known_if_alone(text[result.start : result.end]):
+        if result.entity_type == "PERSON" and not known_if_alone(value):
             continue
         spans.append(Span(result.start, result.end, kind, float(result.score)))
     return spans
+
+
+def _with_postcodes(text: str, spans: list[Span]) -> list[Span]:
+    """Merged spans with each address or place widened over a postcode beside it
+    (pipeline.pii.postcodes), merged again."""
+    taken = [(s.start, s.end) for s in spans]
+    widened = [
+        Span(*widen(text, s.start, s.end, taken), s.kind, s.score) if s.kind in _PLACE_KINDS else s
+        for s in spans
+    ]
+    return _merge(text, widened) if widened != spans else spans
 
 
 def _apply(text: str, spans: list[Span]) -> str:
@@ -169,9 +187,24 @@ def _docs(nlp: Any, texts: list[str], ner: bool) -> Iterator[Any]:
 
 def detect(texts: list[str], ner: bool = True) -> list[list[Span]]:
     """The PII spans of each text; `ner=False` (identifiers) skips the NER and the name and
-    address kinds. Texts, and pieces of long texts (`pieces`), that cannot hold PII
-    (`may_hold_pii`) are not analysed."""
-    candidates = list(dict.fromkeys(text for text in texts if may_hold_pii(text, names=ner)))
+    address kinds. Every detector reads the text normalised (pipeline.pii.normalise: NFKC, no
+    format characters, percent escapes decoded); a span found there is mapped back to the
+    characters that wrote it and merged again over the original's words."""
+    normals = {text: normalise(text) for text in dict.fromkeys(texts)}
+    found = _detect_normal(list(dict.fromkeys(n.text for n in normals.values())), ner)
+    spans: dict[str, list[Span]] = {}
+    for text, normal in normals.items():
+        spans[text] = found.get(normal.text, [])
+        if normal.starts is not None and spans[text]:
+            mapped = [Span(*normal.span(s.start, s.end), s.kind, s.score) for s in spans[text]]
+            spans[text] = _merge(text, mapped)
+    return [spans[text] for text in texts]
+
+
+def _detect_normal(texts: list[str], ner: bool) -> dict[str, list[Span]]:
+    """The merged spans of each (normalised) text that may hold PII. Texts, and pieces of long
+    texts (`pieces`), that cannot hold PII (`may_hold_pii`) are not analysed."""
+    candidates = [text for text in texts if may_hold_pii(text, names=ner)]
     windows = [
         (text, piece)
         for text in candidates
@@ -187,8 +220,7 @@ def detect(texts: list[str], ner: bool = True) -> list[list[Span]]:
             for s in found
             if piece.own_start <= s.start + piece.start < piece.own_end
         ]
-    merged = {text: _merge(text, found) for text, found in spans.items()}
-    return [merged.get(text, []) for text in texts]
+    return {text: _with_postcodes(text, _merge(text, found)) for text, found in spans.items()}
 
 
 def _analysed(texts: list[str], ner: bool) -> Iterator[list[Span]]:
