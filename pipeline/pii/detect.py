@@ -16,6 +16,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from pipeline.lifeline import die_with
+from pipeline.pii.national_ids import names_an_id
 from pipeline.pii.normalise import normalise
 from pipeline.pii.postcodes import widen
 from pipeline.pii.rules import (
@@ -32,6 +33,7 @@ from pipeline.pii.rules import (
     not_pii_before,
     plausible_phone,
 )
+from pipeline.pii.scripts import in_word
 
 
 def analysis_engine() -> tuple[Any, Any]:
@@ -58,17 +60,18 @@ _PLACE_KINDS = {"address", "location"}
 def _merge(text: str, spans: list[Span]) -> list[Span]:
     """Overlapping findings become one span (their union; the kind of a validated pattern over
     the NER's guess, then of the surest), widened to whole words so no half of a value is left
-    beside its placeholder. Linear in the text: a span widens only over characters no earlier
+    beside its placeholder (`in_word`: not into the next word of a script written without
+    spaces, "请把合同发给张伟"). Linear in the text: a span widens only over characters no earlier
     merged span covers (the end of a merged span is never followed by a letter or digit)."""
     merged: list[Span] = []
     for span in sorted(spans, key=lambda s: (s.start, -s.end)):
         start, end = span.start, span.end
         last = merged[-1] if merged else None
         if last is None or start >= last.end:
-            while start > 0 and text[start - 1].isalnum():
+            while start > 0 and in_word(text[start - 1]):
                 start -= 1
         if last is None or end > last.end:
-            while end < len(text) and text[end].isalnum():
+            while end < len(text) and in_word(text[end]):
                 end += 1
         span = Span(start, end, span.kind, span.score)
         if last is not None and start < last.end:
@@ -95,7 +98,7 @@ def _findings(text: str, results: Iterable[Any]) -> list[Span]:
         value = text[result.start : result.end]
         if result.entity_type in _NER_ENTITIES and not has_proper_word(value):
             continue
-        if result.entity_type == "PERSON" and not known_if_alone(value):
+        if result.entity_type == "PERSON" and (not known_if_alone(value) or names_an_id(value)):
             continue
         spans.append(Span(result.start, result.end, kind, float(result.score)))
     return spans

@@ -154,6 +154,15 @@ def find_national_ids(text: str) -> list[tuple[int, int, str]]:
     return sorted(found)
 
 
+def names_an_id(value: str) -> bool:
+    """Whether `value` is nothing but the name of an id ("My National Insurance", "Steuer-ID"),
+    which the NER sometimes takes for a person."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    words = " ".join(w for w in value.split() if w.lower() not in STOP_WORDS)
+    return _CONTEXT.fullmatch(words) is not None
+
+
 def formats() -> list[str]:
     """The formats covered, by name (`cc.id`)."""
     return [f.name for f in FORMATS]

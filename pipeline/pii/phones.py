@@ -100,7 +100,13 @@ def fitting_regions(runs: Iterable[str]) -> list[str]:
     ranks: set[int] = set()
     for digits in set().union(*(_numbers(run) for run in runs)):
         for rank, pattern, prefix in index.get(len(digits), ()):
-            fits = digits.startswith(prefix) and pattern.fullmatch(digits[len(prefix) :])
+            # as `keeps` takes them: with the trunk prefix, or long enough for a mobile without
+            long_enough = prefix or len(digits) >= PLAIN_PHONE_MIN_DIGITS
+            fits = (
+                long_enough
+                and digits.startswith(prefix)
+                and pattern.fullmatch(digits[len(prefix) :])
+            )
             if rank not in ranks and fits:
                 ranks.add(rank)
     regions = more_regions()

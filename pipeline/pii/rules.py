@@ -357,8 +357,10 @@ _PARTICLES = frozenset(
 def known_if_alone(candidate: str) -> bool:
     """A one-word person is a known first or last name ("Priya"), not any capitalised word the
     NER guessed ("fails Luhn"); a longer one has no lower-case word but a particle (not the
-    NER's "Tôi đã", Vietnamese for "I have")."""
-    words = candidate.split()
+    NER's "Tôi đã", Vietnamese for "I have"). Stop words do not count ("My Aadhaar" is one word)."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    words = [w for w in candidate.split() if w.lower() not in STOP_WORDS] or [""]
     first, last = faker_names()
     if len(words) > 1:
         return all(w[:1].isupper() or w in _PARTICLES for w in words)

@@ -58,6 +58,16 @@ def script_of(char: str) -> str:
     return "HAN" if word == "CJK" else word
 
 
+# Scripts written without spaces between words: a value's word ends where its characters do.
+_NO_SPACES = {"HAN", "HIRAGANA", "KATAKANA", "HANGUL", "THAI", "LAO", "KHMER", "MYANMAR"}
+
+
+def in_word(char: str) -> bool:
+    """Whether a span beside `char` widens over it to keep a word whole: a letter or digit of a
+    script that separates words with spaces."""
+    return char.isalnum() and (char.isascii() or script_of(char) not in _NO_SPACES)
+
+
 @dataclass(frozen=True)
 class NameLists:
     first: dict[str, frozenset[str]]  # script -> first names (one word each)
