@@ -132,8 +132,9 @@ def _counts(form: IdFormat, candidate: str, text: str, start: int, end: int) -> 
     return _context_near(text, start, end)
 
 
-# Two digits together, or apart by one character: every format has them (a cheap test first).
-_DIGITS = re.compile(r"\d\D?\d")
+# Six digits at most three characters apart, or a PAN's four: every format has them (a cheap test
+# first: most texts hold no number that long).
+_DIGITS = re.compile(r"\d(?:\D{0,3}\d){5}|[A-Z]{5}\d{4}")
 
 
 def find_national_ids(text: str) -> list[tuple[int, int, str]]:

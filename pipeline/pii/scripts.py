@@ -28,6 +28,10 @@ _LIST = re.compile(
 _HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
 _HAN_RUN = re.compile(f"[{_HAN}]+")
 _TOKEN = re.compile(r"\S+")
+# Each word and the word after it, one space apart (the second read ahead, so pairs overlap).
+_WORD_PAIR = re.compile(r"(?<![^\W\d_])([^\W\d_]+) (?=([^\W\d_]+)(?![^\W\d_]))")
+# A letter of a script other than Latin: Greek to Mongolian, then CJK, kana and Hangul.
+_OTHER_SCRIPT = re.compile("[\u0370-\u1dff\u2e80-\ud7ff\uf900-\ufaff]")
 # Scripts whose names are found elsewhere: Latin (the NER and rules.NAME_PAIR; lower case here),
 # Han and Hangul (written without a space between surname and given name).
 _UNSPACED = {"HAN", "HANGUL", "HIRAGANA", "KATAKANA"}
@@ -78,6 +82,9 @@ class NameLists:
     hangul_surnames: frozenset[str]
     hangul_given: frozenset[str]
     common: frozenset[str]  # lower-cased common words of every language Faker has lorem for
+    # Latin first and last names (rules.faker_names) in lower case, common words left out
+    lower_first: frozenset[str]
+    lower_last: frozenset[str]
 
 
 def _provider_lists(package: str) -> Iterator[tuple[str, list[str]]]:
@@ -117,6 +124,8 @@ def name_lists() -> NameLists:
             if " " not in name and script not in ("", "LATIN"):
                 into.setdefault(script, set()).add(name)
     han_given = frozenset(first.get("HAN", set()))
+    common = _common_words()
+    latin_first, latin_last = faker_names()
     return NameLists(
         first={s: frozenset(v) for s, v in first.items()},
         last={s: frozenset(v) for s, v in last.items()},
@@ -125,8 +134,15 @@ def name_lists() -> NameLists:
         han_given_chars=frozenset(c for name in han_given if len(name) == 2 for c in name),
         hangul_surnames=frozenset(last.get("HANGUL", set())),
         hangul_given=frozenset(first.get("HANGUL", set())),
-        common=_common_words(),
+        common=common,
+        lower_first=_lower_names(latin_first, common),
+        lower_last=_lower_names(latin_last, common),
     )
+
+
+def _lower_names(names: frozenset[str], common: frozenset[str]) -> frozenset[str]:
+    lower = (name.lower() for name in names if len(name) >= MIN_LATIN)
+    return frozenset(name for name in lower if name not in common)
 
 
 def _words(text: str) -> list[tuple[int, int, bool, bool]]:
@@ -188,18 +204,11 @@ def _spaced(text: str, lists: NameLists) -> Iterator[tuple[int, int]]:
 def _lower_case(text: str, lists: NameLists) -> Iterator[tuple[int, int]]:
     """Two lower-case Latin words that are a known first name then a known last name, neither a
     common word of any language ("sarah connor"; not "will smith", "rose hill")."""
-    first, last = faker_names()
-    words = _words(text)
-    for (s1, e1, _, cut1), (s2, e2, cut2, _) in itertools.pairwise(words):
-        one, two = text[s1:e1], text[s2:e2]
-        if cut1 or cut2 or text[e1:s2] != " " or not (one.islower() and two.islower()):
-            continue
-        if min(len(one), len(two)) < MIN_LATIN or not (one + two).isalpha():
-            continue
-        if script_of(one[0]) != "LATIN" or lists.common & {one, two}:
-            continue
-        if one.capitalize() in first and two.capitalize() in last:
-            yield s1, e2
+    pairs = _WORD_PAIR.findall(text)  # in C: most texts hold no pair of names
+    if any(one in lists.lower_first and two in lists.lower_last for one, two in pairs):
+        for match in _WORD_PAIR.finditer(text):
+            if match.group(1) in lists.lower_first and match.group(2) in lists.lower_last:
+                yield match.start(), match.end(1) + 1 + len(match.group(2))
 
 
 def _han_name(run: str, lists: NameLists, titled: bool) -> bool:
@@ -294,6 +303,6 @@ def find_names(text: str) -> tuple[tuple[int, int], ...]:
     characters). Cached for the last texts: the PII gate asks first, the recognizer then."""
     lists = name_lists()
     found = list(_lower_case(text, lists))
-    if not text.isascii():
+    if _OTHER_SCRIPT.search(text):
         found += [*_spaced(text, lists), *_han(text, lists), *_hangul(text, lists)]
     return tuple(sorted(found))
