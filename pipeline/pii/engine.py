@@ -125,7 +125,8 @@ class Emails(EmailRecognizer):  # type: ignore[misc]
         return results
 
 
-def all_kept(region: str, match: Any) -> bool:
+def _any_number(region: str, match: Any) -> bool:
+    """Every number phonenumbers finds in `PHONE_REGIONS` counts (`plausible_phone` later)."""
     return True
 
 
@@ -137,7 +138,10 @@ class Phones(PhoneRecognizer):  # type: ignore[misc]
 
     def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> Any:
         results: list[Any] = []
-        masked = self._matched(text, text, self.supported_regions, results, all_kept)
+        masked = text
+        for start, end, _ in find_national_ids(text):  # explained: no region need try them
+            masked = masked[:start] + " " * (end - start) + masked[end:]
+        masked = self._matched(text, masked, self.supported_regions, results, _any_number)
         if digit_runs(masked):  # every other region, where a run left could be one of its numbers
             self._matched(text, masked, fitting_regions(phone_runs(masked)), results, keeps)
         return results
