@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import importlib.metadata
 import ipaddress
 import re
 import sys
@@ -175,12 +176,13 @@ def candidates(series: pl.Series) -> pl.Series:
 
 @lru_cache(maxsize=1)
 def guard_version() -> str:
-    """Names this detector: its code, the shared rules it applies and the Python it runs on
-    (`re`, `ipaddress`). A text it found clean is remembered under this name
-    (pipeline.publish.masking), and the redactor's identifiers are cached under it too, so a changed
-    detector scans every text again."""
+    """Names this detector: its code, the shared rules it applies, python-stdnum's version
+    (national ids) and the Python it runs on (`re`, `ipaddress`, `unicodedata`). A text it found
+    clean is remembered under this name (pipeline.publish.masking), and the redactor's identifiers
+    are cached under it too, so a changed detector scans every text again."""
     digest = hashlib.sha256(Path(__file__).read_bytes())
     for module in (rules, normalise, national_ids):
-        digest.update(Path(module.__file__).read_bytes())
+        digest.update(Path(str(module.__file__)).read_bytes())
+    digest.update(importlib.metadata.version("python-stdnum").encode())
     code = digest.hexdigest()[:12]
     return f"guard-{code}-py{sys.version_info.major}.{sys.version_info.minor}"
