@@ -80,12 +80,12 @@ def _corpus_figures() -> list[Figure]:
 def _world_figure() -> Figure:
     """Issue 50: the look-alikes beyond English kept unchanged, and what a text of the
     multilingual corpus (national ids, 13 scripts, obfuscated values) costs to analyse."""
-    from pipeline.generate.pii_corpus import LOOK_ALIKES_KEPT, _world, look_alikes_world
+    from pipeline.generate.pii_corpus import LOOK_ALIKES_KEPT, look_alikes_world, world_rows
     from pipeline.pii import analyse
 
     look_alikes = [r.text for r in look_alikes_world()]
     kept = sum(r == t for t, (r, _) in zip(look_alikes, analyse(look_alikes), strict=True))
-    texts = [r.text for r in _world()] + look_alikes
+    texts = [r.text for r in world_rows()] + look_alikes
     start = time.perf_counter()
     analyse(texts)
     per_text = (time.perf_counter() - start) / len(texts) * 1000

@@ -13,9 +13,9 @@ from stdnum.us import ssn as us_ssn
 from pipeline.generate.pii_corpus import (
     GUARD_KINDS,
     LOOK_ALIKES_KEPT,
-    _world,
     evaluate,
     look_alikes_world,
+    world_rows,
 )
 from pipeline.pii import analyse, detect, redact_text
 from pipeline.pii.guard import MAYBE_PII, find_pii, find_spans
@@ -59,7 +59,7 @@ def test_the_text_issue_50_found_unread_is_redacted_whole(text: str, expected: s
 def test_every_planted_value_beyond_english_is_redacted() -> None:
     """Recall 1.0 per kind on the national ids (26 formats), names in 13 scripts and in lower
     case, postcodes beside places, Chinese mobiles and every obfuscation."""
-    rows = _world()
+    rows = world_rows()
     found = [[(s.start, s.end, s.kind) for s in spans] for spans in detect([r.text for r in rows])]
     table = evaluate(rows, found)
     planted = {kind: row["planted"] for kind, row in table.items() if row["planted"]}
@@ -82,7 +82,7 @@ def test_the_look_alikes_beyond_english_are_kept() -> None:
 
 
 def test_the_guard_finds_the_shaped_kinds_beyond_english() -> None:
-    rows = [r for r in _world() if r.values[0][0] in GUARD_KINDS]
+    rows = [r for r in world_rows() if r.values[0][0] in GUARD_KINDS]
     table = evaluate(rows, [find_spans(r.text) for r in rows], GUARD_KINDS)
     assert {k: v["recall"] for k, v in table.items() if v["planted"]} == {
         "email": 1.0,

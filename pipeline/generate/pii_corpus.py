@@ -214,12 +214,12 @@ def corpus() -> list[Labelled]:
         for i, value in enumerate(values)
         for template in (TEMPLATES[kind][(i + 1) % len(TEMPLATES[kind])],)
     ]
-    rows += _world()
+    rows += world_rows()
     rows += [Labelled(text, ()) for text in LOOK_ALIKES]
     return rows
 
 
-def _world() -> list[Labelled]:
+def world_rows() -> list[Labelled]:
     """The rows of `pipeline.generate.pii_world` (not its look-alikes: `look_alikes_world`)."""
     rows = [
         Labelled(template.format(label=label, v=value), (("national_id", value),))
@@ -248,6 +248,7 @@ def _world() -> list[Labelled]:
 
 
 def look_alikes_world() -> list[Labelled]:
+    """The look-alikes beyond English, as rows without values (`LOOK_ALIKES_KEPT` must stay)."""
     return [Labelled(text, ()) for text in world.LOOK_ALIKES_WORLD]
 
 
