@@ -44,6 +44,7 @@ from pipeline.pii.rules import (
     faker_names,
     ipv4_padded,
     is_name,
+    listed_places,
     phone_runs,
 )
 from pipeline.pii.scripts import find_names, name_lists
@@ -205,6 +206,16 @@ class PostcodePlaces(EntityRecognizer):  # type: ignore[misc]
         return [RecognizerResult("POSTCODE_PLACE", s, e, 0.7) for s, e in postcode_places(text)]
 
 
+class ListedPlaces(EntityRecognizer):  # type: ignore[misc]
+    """A place of the lists where a place goes (pipeline.pii.rules.listed_places)."""
+
+    def load(self) -> None:
+        pass
+
+    def analyze(self, text: str, entities: list[str], nlp_artifacts: Any) -> list[Any]:
+        return [RecognizerResult("LISTED_PLACE", s, e, 0.6) for s, e in listed_places(text)]
+
+
 class PaddedIpv4(PatternRecognizer):  # type: ignore[misc]
     """An IPv4 address with zero-padded octets ("192.168.001.010"), which presidio's own
     recognizer leaves (`ipaddress` refuses it)."""
@@ -240,6 +251,7 @@ def _recognizers() -> list[Any]:
         ScriptNames(supported_entities=["SCRIPT_PERSON"], name="ScriptNameRecognizer"),
         NationalIds(supported_entities=["NATIONAL_ID", "US_SSN"], name="NationalIdRecognizer"),
         PostcodePlaces(supported_entities=["POSTCODE_PLACE"], name="PostcodePlaceRecognizer"),
+        ListedPlaces(supported_entities=["LISTED_PLACE"], name="ListedPlaceRecognizer"),
         PatternRecognizer(
             "STREET_ADDRESS",
             name="StreetAddressRecognizer",

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 import polars as pl
 
 from pipeline.pii import lexicon
-from pipeline.pii.rules import COMMON_WORD_NAMES, PLACEHOLDER, WORD, faker_names, faker_places
+from pipeline.pii.rules import (
+    COMMON_WORD_NAMES,
+    PLACEHOLDER,
+    WORD,
+    faker_names,
+    faker_places,
+    world_places,
+)
 
 _PLACEHOLDERS = re.compile("|".join(re.escape(p) for p in PLACEHOLDER.values()))
 _POSSESSIVE = re.compile(r"['’]s$")
@@ -169,6 +176,17 @@ def found_people(findings: pl.DataFrame, kind: str = "person") -> list[str]:
     return people
 
 
+def _people_called_places(findings: pl.DataFrame) -> list[str]:
+    """Full names the NER called places: two or more capitalised words, none of them a place of
+    the lists ("Olusegun Adeyemi" is no place): taken as a person's full name."""
+    return [
+        value
+        for value in found_people(findings, "location")
+        if len(words := WORD.findall(value)) > 1
+        and all(w[:1].isupper() and w not in world_places() for w in words)
+    ]
+
+
 def tenant_names(
     findings: pl.DataFrame,
     texts: pl.Series,
@@ -186,12 +204,14 @@ def tenant_names(
     found: Counter[str] = Counter()
     in_full: set[str] = set()  # words of a full name found with a known name in it
     leading: set[str] = set()  # words found first in a value ("Priya" of "Priya Raghunathan")
-    for value in found_people(findings):
+    called_places = _people_called_places(findings)
+    for value in found_people(findings) + called_places:
         words = [_POSSESSIVE.sub("", w) for w in WORD.findall(value)]
         words = [w for w in words if w[:1].isupper() and w[1:] == w[1:].lower()]
         found.update(words)
         leading.update(words[:1])
-        if len(words) > 1 and any(map(lexicon.listed, words)):  # not "Whispering Pines"
+        named = any(map(lexicon.listed, words)) or value in called_places  # not "Whispering Pines"
+        if len(words) > 1 and named:
             in_full.update(words)
     texts = texts.drop_nulls()
     mid = lexicon.mid_sentence(texts)

