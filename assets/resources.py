@@ -15,6 +15,7 @@ from pipeline.settings import Settings
 from pipeline.storage.homelock import (
     ANALYTICS,
     clean_leftovers,
+    held_if_free,
     home_lock,
     scope_tenant,
     training_scope,
@@ -79,6 +80,10 @@ class MemorypackHome(dg.ConfigurableResource):
             removed = clean_leftovers(home, self._scope) if taken else []
             if removed and log:
                 log.info(f"removed {len(removed)} leftover(s) of a killed run: {removed}")
+            if taken and self._scope not in (None, ANALYTICS) and self.tenant == self._scope:
+                # a tenant's run also cleans a killed policy write, unless a training is writing
+                with held_if_free(home, command, training_scope(self._scope)):
+                    pass
             yield self
 
     @property

@@ -144,8 +144,9 @@ def test_leftovers_of_a_killed_run_are_removed_under_the_lock(tmp_path: Path) ->
 def test_a_killed_policy_write_is_cleaned_by_its_tenant_only(tmp_path: Path) -> None:
     """A training killed while saving a tenant's DPO policy leaves `models/.<policy id>.<hex>.tmp`
     (and a model's `.run.json.<hex>.tmp`); the next holder of the tenant's training lock removes
-    them, never the tenant's pack run (a training may be writing beside it), never another
-    tenant's whose name starts alike, never a finished policy."""
+    them (a tenant's run takes it for that when no training holds it; its own lock does not
+    cover them: a training may be writing beside it), never another tenant's whose name starts
+    alike, never a finished policy."""
     from pipeline.storage.homelock import clean_leftovers, training_scope
 
     models = tmp_path / "models"
