@@ -288,6 +288,7 @@ def run_nightly(
                 trainings[tenant] = _start_training(slots, call, workers, instance)
         final = _analytics(paths, landing, log_level, workers, instance)
         outcome.trainings = {t: _trained(pending) for t, pending in trainings.items()}
+    outcome.results += [r for training in outcome.trainings.values() for r in training.results]
     outcome.step_seconds |= final.step_seconds
     outcome.results += final.results
     if not final.success:
