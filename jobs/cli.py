@@ -130,6 +130,12 @@ def _run(
     slowest = sorted(outcome.step_seconds.items(), key=lambda kv: -kv[1])[:3]
     if slowest:
         print("memorypack: slowest steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in slowest))
+    for tenant, training in outcome.trainings.items():
+        state = "trained" if training.success else f"not trained: {training.error}"
+        print(
+            f"memorypack: {tenant}: next DPO policy {state} after its pack published",
+            file=sys.stdout if training.success else sys.stderr,
+        )
     for tenant, reason in outcome.not_published.items():
         print(f"memorypack: {tenant}: {reason}", file=sys.stderr)
     return EXIT_NOT_PUBLISHED if outcome.not_published else 0

@@ -387,15 +387,19 @@ def test_an_unknown_loss_is_one_clear_error() -> None:
 
 def test_a_field_added_at_its_default_keeps_the_policy_ids_of_saved_policies() -> None:
     """Policies saved before `simpo_gamma` existed, and before the trainer knobs took TRL's names,
-    keep their id: an upgrade alone retrains no tenant; a changed loss (or gamma) does."""
+    keep their id: an upgrade alone retrains no tenant; a changed loss (or gamma) does. When a
+    policy trains (`first_max_steps`) is never part of what it is."""
     train = planted_pairs(20)
     renamed = {"sft_num_train_epochs": "sft_epochs", "num_train_epochs": "epochs"}
     renamed |= {"per_device_train_batch_size": "batch_size"}
     renamed |= {"precompute_ref_log_probs": "precompute_ref"}
     before = {
-        renamed.get(k, k): v for k, v in asdict(DPOPolicyConfig()).items() if k != "simpo_gamma"
+        renamed.get(k, k): v
+        for k, v in asdict(DPOPolicyConfig()).items()
+        if k not in ("simpo_gamma", "first_max_steps")
     }
     assert DPOPolicyConfig().identity() == before
+    assert DPOPolicyConfig(first_max_steps=0).identity() == before
     assert {"epochs", "sft_epochs", "batch_size", "precompute_ref"} <= set(before)
     ids = {
         policy_id_for("acme", train, c)

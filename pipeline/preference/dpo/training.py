@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,11 @@ from pipeline.preference.dpo.baselines import baseline_fields
 from pipeline.preference.dpo.fit import dpo_fit, supervised_fit
 from pipeline.preference.dpo.model import load_base, torch_setup, unpatch
 from pipeline.preference.dpo.runs import (
-    DPO_RUNS_SCHEMA,
     PolicyRun,
     consistent_sample,
-    newest_run,
     policy_id_for,
-    saved_run,
+    reusable_run,
+    run_of,
 )
 from pipeline.preference.dpo.scorer import PolicyScorer
 from pipeline.preference.dpo.settings import (
@@ -39,6 +39,7 @@ from pipeline.preference.dpo.settings import (
     STATUS_FAILED,
     STATUS_SKIPPED,
     STATUS_TRAINED,
+    TRAINED_AT,
     DPOPolicyConfig,
     format_prompt,
 )
@@ -107,25 +108,15 @@ def train_policy(
             n_eval=n_eval,
         )
     mined = n_train  # the growth rule compares what was mined, not the capped sample
+    saved = reusable_run(tenant_id, train, config, models_dir)
+    if saved is not None:
+        return run_of(_with_baselines(saved, config), tenant_id, models_dir)
     train = consistent_sample(train, config.max_train_pairs)
     eval_pairs = consistent_sample(eval_pairs, config.max_eval_pairs)
     if sft_examples.height > config.max_sft_examples:
         sft_examples = sft_examples.sample(config.max_sft_examples, seed=config.seed)
     policy_id = policy_id_for(tenant_id, train, config)
     model_dir = Path(models_dir) / policy_id
-    saved = saved_run(model_dir) or newest_run(tenant_id, config, models_dir)
-    if saved is not None and mined < saved.get(MINED, saved["n_train"]) * (
-        1 + config.retrain_growth
-    ):
-        saved = _with_baselines(saved, config)
-        fields = {k: saved[k] for k in DPO_RUNS_SCHEMA if k in saved}
-        # where it is on this host (another host, or another home folder, may have trained it)
-        fields["model_dir"] = str(Path(models_dir) / saved["policy_id"])
-        growth = (
-            f"{mined} mined train pairs; retrained once they grow by {config.retrain_growth:.0%}"
-        )
-        report(f"{tenant_id}: policy {saved['policy_id']} reused ({growth})")
-        return PolicyRun(**{**fields, "tenant_id": tenant_id, "reused": True})
     started = time.perf_counter()
     sizes = f"{train.height} train pairs and {sft_examples.height} SFT examples"
     report(f"{tenant_id}: training policy {policy_id} on {sizes}")
@@ -155,6 +146,7 @@ def train_policy(
         **run.row(),
         MINED: mined,
         HELD_OUT: sorted(eval_pairs["pair_id"].to_list()),
+        TRAINED_AT: datetime.now(UTC).isoformat(),
         "max_length": config.max_length,
         "config": config.identity(),
         "loss_type": config.loss_type,
