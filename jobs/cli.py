@@ -13,6 +13,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
+from jobs.cli_generate import check_receipts, cmd_generate, progress, show_packs
 from jobs.cli_people import add_people_commands
 from memorypack import PackError
 from memorypack.fs import Location
@@ -35,10 +36,6 @@ def _date(text: str) -> str:
         return date.fromisoformat(text).isoformat()
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text} is not a date (expected YYYY-MM-DD)") from None
-
-
-def _progress(message: str) -> None:
-    print(f"  {message}", flush=True)
 
 
 def _landing_dates(landing: Path) -> list[str]:
@@ -186,50 +183,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
-    from pipeline.generate import FEEDBACK_PER_INTERACTION, generate
-
-    for flag, value in [
-        ("days", args.days),
-        ("tenants", args.tenants),
-        ("interactions", args.interactions),
-    ]:
-        if value < 1:
-            raise UserError(f"--{flag} must be at least 1 (got {value})")
-    feedback = args.feedback_per_interaction or FEEDBACK_PER_INTERACTION
-    if feedback < FEEDBACK_PER_INTERACTION:
-        raise UserError(f"--feedback-per-interaction must be at least {FEEDBACK_PER_INTERACTION:g}")
-    _check_receipts(args.receipts)
-    out = Path(args.out)
-    print(
-        f"memorypack: generating {args.interactions} interactions over {args.days} days into {out}"
-    )
-    truth = generate(
-        out,
-        days=args.days,
-        interactions=args.interactions,
-        tenants=args.tenants,
-        seed=args.seed,
-        start=date.fromisoformat(args.start),
-        progress=_progress,
-        feedback_per_interaction=feedback,
-        receipts=args.receipts,
-    )
-    ingest = truth.get("ingest", {})
-    print(
-        f"memorypack: wrote {ingest.get('lines_read', '?')} lines "
-        f"({ingest.get('quarantined', '?')} planted bad lines); answers in {out / 'truth.json'}"
-    )
-    return 0
-
-
-def _check_receipts(share: float) -> None:
-    if not 0.0 <= share <= 1.0:
-        raise UserError(f"--receipts must lie in [0, 1] (got {share})")
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    _check_receipts(args.receipts)
+    check_receipts(args.receipts)
     paths = Paths.from_env(args.home)
     landing = paths.landing
     end = DEMO_START + timedelta(days=args.days - 1)
@@ -244,7 +199,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             tenants=3,
             seed=args.seed,
             start=DEMO_START,
-            progress=_progress,
+            progress=progress,
             receipts=args.receipts,
         )
     else:
@@ -267,20 +222,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("  Dagster UI        make ui   (then open http://localhost:3000; PORT=… for another)")
     print(f"  DuckDB            make duckdb   (.venv/bin/duckdb -readonly {paths.analytics})")
     print("  notebook          make notebook   (its plots as PNG beside the executed notebook)")
-    _show_packs(paths)
+    show_packs(paths)
     return code
-
-
-def _show_packs(paths: Paths) -> None:
-    try:
-        showcase = importlib.import_module("pipeline.publish.showcase")
-    except ImportError:
-        return
-    from pipeline.publish.store import tenants
-
-    for tenant in tenants(paths.packs)[:1]:  # one tenant is enough for a first look
-        print()
-        print(showcase.describe_pack(paths.packs / tenant))
 
 
 class _Parser(argparse.ArgumentParser):

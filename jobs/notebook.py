@@ -44,8 +44,8 @@ def render(home: Path, out: Path, notebook: Path = NOTEBOOK) -> Rendered:
         )
     document = nbformat.read(notebook, as_version=4)
     # The notebook reads MEMORYPACK_HOME; the kernel must be this interpreter (first on PATH).
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, "MEMORYPACK_HOME": str(home), "PATH": path}
+    env = {**os.environ, "MEMORYPACK_HOME": str(home)}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     client = NotebookClient(
         document,
         kernel_name="python3",

@@ -26,7 +26,7 @@ POLICY_WITHDRAWALS = "policy_withdrawals"
 WITHDRAWAL_SCHEMA = tables.schema(POLICY_WITHDRAWALS)
 # Lake tables the erasure rewrites together (a removed line stays counted, see `_erased_rows`).
 INGEST_TABLES = ("events", "quarantine", "ingest_stats")
-CACHES = ("pii_cache", "embedding_cache")
+CACHES = ("pii_cache", "pii_names", "embedding_cache")
 
 
 # --- the lake ---------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def sweep_names(paths: Paths, tenant_id: str) -> int:
     from pipeline.pii.redactor import NAMES_FILE
     from pipeline.pii.rules import WORD
 
-    path = paths.lake / "pii_cache" / f"{TENANT_COLUMN}={tenant_id}" / NAMES_FILE
+    path = paths.lake / "pii_names" / f"{TENANT_COLUMN}={tenant_id}" / NAMES_FILE
     if not path.is_file():
         return 0
     names = TenantNames.of_frame(read_file(path))
