@@ -48,7 +48,9 @@ def _home(tmp_path: Path) -> Paths:
 def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
     paths = _home(tmp_path)
     lines: list[str] = []
-    with patch("pipeline.publish.snapshot_redaction.Heartbeat", lambda: Heartbeat(0.0)):  # each slice
+    with patch(
+        "pipeline.publish.snapshot_redaction.Heartbeat", lambda: Heartbeat(0.0)
+    ):  # each slice
         report = build_snapshot(paths, lines.append)
     # The redaction's progress, as the asset puts it in the run's log: rows so far, growing.
     assert lines and all(line.startswith("analytics: ") for line in lines)

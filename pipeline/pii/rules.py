@@ -361,20 +361,3 @@ def known_if_alone(candidate: str) -> bool:
 # would be a bare run shorter than `PLAIN_PHONE_MIN_DIGITS` (`_bare_run_holds_no_phone`), and no
 # IBAN, e-mail or IP address fits. Most ids of a night are of these shapes.
 PLAIN_ID = re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+|[A-Za-z]+_[0-9]{1,9}")
-
-
-def may_hold_pii(text: str, names: bool = True) -> bool:
-    """Whether any recognizer could find something `_findings` keeps: every card, IBAN, SSN,
-    phone, IPv4 and street address holds a digit, an e-mail an @, an IPv6 address a colon, a
-    person or place a proper word (`may_hold_name`; `names=False` for identifiers), and a plain
-    identifier (`PLAIN_ID`) none of them. The rest ("Thank them for the feedback.") skip presidio altogether: its recognizers and context
-    words cost ~0.3 ms a text for nothing."""
-    if not names and PLAIN_ID.fullmatch(text):  # as free text, "Maria123" may still be a name
-        return False
-    if "@" in text or ":" in text or any(char.isdigit() for char in text):
-        return True
-    if not names:
-        return False
-    from pipeline.pii.scripts import find_names  # it reads the lists of this module
-
-    return may_hold_name(text) or bool(find_names(text))

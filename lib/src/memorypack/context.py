@@ -26,15 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from memorypack.reads import Pack
 from memorypack.receipt import Receipt, in_holdout, receipt
 from memorypack.results import Conflict, FewShotExample, ScoredMemory, Template
-
-if TYPE_CHECKING:
-    from memorypack.loader import MemoryPack
 
 # Seed 004, hygiene rule 4: "if acting on memory > 6 months old, mention it" (the pack's `stale`
 # flag, as of its publication; the age is checked again as of `now`).
@@ -205,7 +203,7 @@ def fit(candidates: dict[str, list[str]], budget_chars: int) -> tuple[dict[str, 
     return kept, _render(chosen)
 
 
-def questions_for(pack: MemoryPack, contact_id: str | None, now: datetime) -> list[Question]:
+def questions_for(pack: Pack, contact_id: str | None, now: datetime) -> list[Question]:
     """What to ask the person about their memories: each open conflict, then each active memory
     the audit flags (needs reconfirmation, or older than six months), then each promotion
     candidate; a memory is asked about once (seed 004: never ask about the same thing twice)."""
@@ -237,7 +235,7 @@ def questions_for(pack: MemoryPack, contact_id: str | None, now: datetime) -> li
 
 
 def _template(
-    pack: MemoryPack,
+    pack: Pack,
     skill_id: str | None,
     user_id: str | None,
     tags: Sequence[str] | None,
@@ -294,7 +292,7 @@ def distinct_examples(
 
 
 def _memories(
-    pack: MemoryPack, contact_id: str | None, k: int, asked: dict[str, Any]
+    pack: Pack, contact_id: str | None, k: int, asked: dict[str, Any]
 ) -> list[ScoredMemory]:
     """`memories_for`'s k best with distinct texts: ranked as `memories_for(k)` ranks them, asked
     again for twice as many while repeats left the list short (and the pack holds more)."""
@@ -313,7 +311,7 @@ def _unique_lines(lines: list[str]) -> list[int]:
 
 
 def _examples(
-    pack: MemoryPack,
+    pack: Pack,
     system: str | None,
     kind: str | None,
     skill_id: str | None,
@@ -335,7 +333,7 @@ def _examples(
 
 
 def prompt_context(
-    pack: MemoryPack,
+    pack: Pack,
     contact_id: str | None,
     query: str | None,
     system: str | None,
