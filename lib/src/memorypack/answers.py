@@ -10,10 +10,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from memorypack.context import (
-    STALE_AFTER_DAYS,
-)
 from memorypack.indexes import TENANT_PRIOR_VOTES, UNKNOWN_SKILL_CONFIDENCE
+from memorypack.questions import STALE_AFTER_DAYS
 from memorypack.ranking import Ranking
 from memorypack.results import Conflict, FewShotExample, SkillChoice, Template
 from memorypack.tables import EMPTY, column_values, has_text

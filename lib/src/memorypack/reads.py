@@ -18,6 +18,7 @@ class Pack(Protocol):
 
     tenant_id: str
     version: str
+    holdout_share: float
 
     def conflicts(self, contact_id: str | None = None) -> list[Conflict]: ...
     def contact_memories(self, *args: Any, **kwargs: Any) -> pa.Table: ...
