@@ -61,7 +61,7 @@ def render(home: Path, out: Path, notebook: Path = NOTEBOOK) -> Rendered:
     executed = out / notebook.name
     nbformat.write(document, executed)
     outputs = [o for c in document.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-    plots = []
+    plots: list[Path] = []
     for o in outputs:
         png = o.get("data", {}).get("image/png")
         if png:
