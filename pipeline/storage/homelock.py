@@ -22,7 +22,9 @@ from pipeline.config import TENANT_COLUMN
 from pipeline.errors import UserError
 
 LOCK_NAME = ".memorypack.lock"  # ingest and whole-home commands
-ANALYTICS = "analytics"
+# The analytics build's scope: a name no tenant id can be (a dot is outside the pattern), so a
+# tenant called `analytics` has its own lock and its own view of the home.
+ANALYTICS = ".analytics"
 
 _held: set[Path] = set()  # lock files this process holds: taking one again is a no-op
 _held_guard = threading.Lock()
