@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memorypack.arguments import vector, whole
 from memorypack.receipt import Receipt, in_holdout, receipt
 from memorypack.results import Conflict, FewShotExample, ScoredMemory, Template
 
@@ -270,6 +271,9 @@ def prompt_context(
     holdout_share: float = 0.0,
 ) -> PromptContext:
     """See `MemoryPack.prompt_context`."""
+    budget_chars = whole(budget_chars, "budget_chars")
+    k_memories, k_examples = whole(k_memories, "k_memories"), whole(k_examples, "k_examples")
+    query_vector = vector(query_vector)
     if budget_chars < 0:
         raise ValueError(f"budget_chars must be ≥ 0, not {budget_chars}")
     if in_holdout(session_id, contact_id, holdout_share):  # the control: no pack content
