@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,7 +19,8 @@ import dagster as dg
 
 from assets.handoffs import resources
 from assets.resources import TENANTS_NAME, MemorypackHome
-from jobs.instance import dagster_home
+from jobs import stopping
+from jobs.instance import PROCESS_TAG, dagster_home
 from memorypack.fs import ObjectPath
 from pipeline.config import Paths, offline_environment
 from pipeline.errors import one_line
@@ -37,6 +38,9 @@ class RunOutcome:
     # Tenants whose pack failed a guard, its build or its run: they keep their previous pack.
     not_published: dict[str, str] = field(default_factory=dict)
     tenants: dict[str, RunOutcome] = field(default_factory=dict)  # each tenant's run
+    # What ingest could not read or do, one line each for a person: landing files not read (a
+    # FIFO, a symlink leaving the folder, a damaged gzip), erasure requests that failed.
+    notices: list[str] = field(default_factory=list)
     # The Dagster results of the runs made in this process (ingest, tenants with workers=0,
     # analytics), for callers that read their events.
     results: list[dg.ExecuteInProcessResult] = field(default_factory=list, repr=False)
@@ -56,6 +60,27 @@ def _not_published(result: dg.ExecuteInProcessResult) -> dict[str, str]:
     found = result.asset_materializations_for_node("memory_pack")
     value = found[0].metadata.get("not_published") if found else None
     return dict(value.value) if value is not None else {}  # type: ignore[arg-type]
+
+
+def ingest_notices(result: dg.ExecuteInProcessResult) -> tuple[list[str], dict[str, str]]:
+    """From ingest's metadata: a line per landing file not read (assets/ingest.py
+    FILES_NOT_READ) and tenant → why its erasure request failed (its pack is withheld)."""
+    from assets.ingest import ERASURES_FAILED, FILES_NOT_READ
+
+    lines: dict[str, None] = {}
+    failed: dict[str, str] = {}
+    for found in result.asset_materializations_for_node("raw_events"):
+        files: dict[str, str] = _json(found, FILES_NOT_READ)
+        for file, why in files.items():
+            lines[f"landing file {found.partition}/{file} not read: {why}"] = None
+        erasures: dict[str, list[str]] = _json(found, ERASURES_FAILED)
+        failed |= {tenant: why[0] for tenant, why in erasures.items()}
+    return list(lines), failed
+
+
+def _json(materialization: dg.AssetMaterialization, name: str) -> Any:
+    value = materialization.metadata.get(name)
+    return value.value if value is not None else {}
 
 
 def failure_cause(data: Any) -> str:
@@ -120,7 +145,7 @@ def _execute(
             instance.add_dynamic_partitions(TENANTS_NAME, [tenant])  # another instance's ingest
         result = defs.resolve_job_def(job_name).execute_in_process(
             instance=instance,
-            tags=tags,
+            tags={**tags, PROCESS_TAG: str(os.getpid())},
             resources=resources(MemorypackHome(home=str(paths.home), landing=str(landing))),
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}, **run_config},
             raise_on_error=False,
@@ -199,6 +224,24 @@ def _forked(args: tuple[Any, ...]) -> RunOutcome:
     return outcome
 
 
+_UNFINISHED = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def _fail_runs_of(home: str, pids: list[int], why: str) -> None:
+    """Runs the processes `pids` left unfinished, recorded as failed with `why`, so that the UI
+    and the daemon's sensors do not wait on them forever."""
+    with _instance(Paths.from_env(home)) as instance:
+        for pid in pids:
+            tagged = dg.RunsFilter(tags={PROCESS_TAG: str(pid)}, statuses=_UNFINISHED)
+            for record in instance.get_runs(tagged):
+                instance.report_run_failed(record, message=why)
+
+
 def _in_worker(
     run: Callable[..., RunOutcome],
     call: tuple[Any, ...],
@@ -210,18 +253,29 @@ def _in_worker(
     one-process pool, as a dead worker breaks its pool and every run still pending in it."""
     asker = (threads, dict(os.environ), os.getcwd())
     # The worker dies with this process (forked by the fork server, which ends with this process:
-    # the kernel's parent-death signal, and a watchdog on this process; pipeline/lifeline.py).
-    with ProcessPoolExecutor(
-        1,
-        mp_context=_fork_server(),
-        max_tasks_per_child=1,
-        initializer=die_with,
-        initargs=(os.getpid(),),
-    ) as pool:
+    # the kernel's parent-death signal, and a watchdog on this process; pipeline/lifeline.py), and
+    # when the run is stopped (jobs/stopping.py).
+    with (
+        ProcessPoolExecutor(
+            1,
+            mp_context=_fork_server(),
+            max_tasks_per_child=1,
+            initializer=die_with,
+            initargs=(os.getpid(),),
+        ) as pool,
+        stopping.tracked(pool),
+    ):
+        future = pool.submit(_forked, (run, call, *asker))
+        pids = stopping.pids(pool)
         try:
-            return pool.submit(_forked, (run, call, *asker)).result()
+            return stopping.result(future, pool)
         except Exception as error:  # the worker process died
+            _fail_runs_of(call[0], pids, f"its process died: {one_line(error)}")
             return died(f"its run's process died: {one_line(error)}")
+        except BaseException as error:  # stopped (in the main thread): the pool must not wait
+            stopping.stop_workers()
+            _fail_runs_of(call[0], pids, str(error) or "stopped")
+            raise
 
 
 def _tenant_died(tenant: str, why: str) -> RunOutcome:
@@ -246,8 +300,14 @@ def _tenant_runs(
             slots.submit(_in_worker, run, call, threads, partial(_tenant_died, call[2])): call[2]
             for call in calls
         }
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+        try:
+            for future in stopping.as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:  # stopped: no run starts, the running ones end, then it unwinds
+            for future in futures:
+                future.cancel()
+            stopping.stop_workers()
+            raise
 
 
 def run_analytics(home: str, landing: Path, log_level: str) -> RunOutcome:
@@ -281,6 +341,8 @@ def run_nightly(
     from jobs.nightly import ANALYTICS_JOB, INGEST_JOB
 
     paths = Paths.from_env(home)
+    stopping.begin()
+    stopping.phase("ingest")
     if workers > 0:
         _fork_server()  # its imports overlap ingest
     tags = (
@@ -291,9 +353,11 @@ def run_nightly(
             "dagster/asset_partition_range_end": end,
         }
     )
-    _, outcome = _execute(paths, landing, INGEST_JOB, tags, {}, log_level, instance)
+    ingested, outcome = _execute(paths, landing, INGEST_JOB, tags, {}, log_level, instance)
+    stopping.check()  # Dagster took the signal while it ran ingest: a failed step, or none
     if not outcome.success:
         return outcome
+    outcome.notices, outcome.not_published = ingest_notices(ingested)
     # What ingest changed and what earlier nights left owed (pipeline/storage/owed.py): ingest records
     # each change there before writing it.
     debts = owed(paths)
@@ -303,6 +367,7 @@ def run_nightly(
         for tenant, dates in sorted(debts.items())
     ]
     # A tenant's run settles what it owed once its pack is published or verified unchanged.
+    stopping.phase("the tenant runs")
     for tenant, tenant_outcome in _tenant_runs(calls, workers, instance):
         outcome.tenants[tenant] = tenant_outcome
         outcome.results += tenant_outcome.results
@@ -314,6 +379,7 @@ def run_nightly(
             outcome.error = tenant_outcome.error
         if on_tenant is not None:
             on_tenant(tenant, tenant_outcome)
+    stopping.phase("the analytics build")
     if workers > 0:  # forked like the tenants' runs: the PII engine is loaded there already
         final = _in_worker(
             run_analytics,
@@ -323,6 +389,7 @@ def run_nightly(
         )
     else:
         _, final = _execute(paths, landing, ANALYTICS_JOB, {}, {}, log_level, instance)
+    stopping.check()
     outcome.step_seconds |= final.step_seconds
     outcome.results += final.results
     if not final.success:
