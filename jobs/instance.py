@@ -19,6 +19,10 @@ CONFIG = Path(__file__).with_name("dagster.yaml")
 HOME_TAG = "memorypack/home"
 TENANT_TAG = "memorypack/tenant"
 ANALYTICS_TAG = "memorypack/analytics"
+# The process a run ran in, set by `memorypack run` (jobs/runner.py) on the runs it makes itself:
+# a worker killed mid-run leaves its run "started", which the parent then records as failed; and
+# the sensors leave such a night's events to it.
+PROCESS_TAG = "memorypack/process"
 
 
 def workers() -> int:
