@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,7 +26,6 @@ ERASED = "[erased]"
 # A landing line longer than this is not checked line by line: its file is reported, not rewritten
 # (ingest cut any such line to its first characters anyway).
 SCRUB_MAX_LINE_BYTES = 64 << 20
-_CONTENT = re.compile(rb"\S")
 
 
 @dataclass
@@ -103,7 +101,7 @@ def _lines(path: Path) -> Iterator[bytes]:
 
 def _kept(block: bytes, theirs: Callable[[list[bytes]], list[bool]]) -> tuple[bytes, int]:
     """The block without the person's lines, and how many it dropped."""
-    if not _CONTENT.search(block):
+    if not block.strip():  # blank lines only
         return block, 0
     lines = block.split(b"\n")
     last = lines.pop()  # b"" after a final newline, else a last line without one

@@ -55,15 +55,25 @@ def _rows(frame: pl.DataFrame, rows: pl.Series) -> pl.DataFrame:
     return frame.select(pl.all().gather(rows))
 
 
-def conflict_rows(conflicts: pl.DataFrame, load_date: date) -> pl.DataFrame:
-    """Conflicting events as quarantine rows, their raw text still to be filled in
-    (`pipeline.ingest.quarantined.with_raw_text`: the lines are not held meanwhile)."""
+def conflict_rows(
+    conflicts: pl.DataFrame, load_date: date, lines: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Conflicting events as quarantine rows, with their raw text from `lines` (the batch they
+    came in); without it (conflicts with other partitions, found once the whole folder is read)
+    the text is filled in later (`pipeline.ingest.quarantined.with_raw_text`)."""
+    if lines is not None:
+        conflicts = conflicts.join(
+            lines.select(pl.col("file").alias("source_file"), "line_no", "raw"),
+            on=["source_file", "line_no"],
+            how="left",
+        )
+    raw = pl.col("raw") if "raw" in conflicts.columns else pl.lit(None, dtype=pl.String)
     return conflicts.select(
         pl.lit(load_date, dtype=pl.Date).alias("load_date"),
         pl.col("source_file").alias("file"),
         "line_no",
         pl.lit(Reason.CONFLICTING_DUPLICATE.value).alias("reason"),
-        pl.lit(None, dtype=pl.String).alias("raw"),
+        raw.alias("raw"),
         pl.lit(None, dtype=pl.Binary).alias("raw_bytes"),
         "tenant_id",
         "event_id",

@@ -91,7 +91,6 @@ class _Outcome:
 
     events: list[pl.DataFrame] = field(default_factory=list)  # kept: one copy of each key
     keys: list[pl.DataFrame] = field(default_factory=list)  # their KEY_COLUMNS
-    conflicts: list[pl.DataFrame] = field(default_factory=list)
     quarantine: QuarantineRows = field(default_factory=QuarantineRows)
     erasures: list[tuple[str, str]] = field(default_factory=list)
     duplicates: int = 0
@@ -100,7 +99,6 @@ class _Outcome:
     def merge(self, other: _Outcome) -> None:
         self.events += other.events
         self.keys += other.keys
-        self.conflicts += other.conflicts
         self.quarantine.merge(other.quarantine)
         self.erasures += other.erasures
         self.duplicates += other.duplicates
@@ -222,13 +220,10 @@ class _Reader:
         kept, conflicts, duplicates = deduplicate(valid, _known_keys(known))
         into.events.append(kept)
         into.keys.append(kept.select(KEY_COLUMNS))
-        into.conflicts.append(conflicts.select(CONFLICT_COLUMNS))
+        into.quarantine.add(conflict_rows(conflicts, self.load_date, lines))
         into.quarantine.add(rejected)
         into.erasures += erasures
         into.duplicates += duplicates
-
-
-CONFLICT_COLUMNS = ["source_file", "line_no", "tenant_id", "event_id"]
 
 
 def _known_keys(outcomes: list[_Outcome]) -> pl.LazyFrame | None:
@@ -268,8 +263,7 @@ def ingest_folder(
     done = reader.done
     events = pl.concat([pl.DataFrame(schema=EVENT_SCHEMA), *done.events])
     kept, conflicts, duplicates = deduplicate(events, existing)
-    conflicts = pl.concat([*done.conflicts, conflicts.select(CONFLICT_COLUMNS)])
-    done.quarantine.add(conflict_rows(conflicts, load_date))
+    done.quarantine.add(conflict_rows(conflicts, load_date))  # with other partitions' events
     quarantine = with_raw_text(done.quarantine.frame(), folder)
     return IngestResult(
         load_date=load_date,

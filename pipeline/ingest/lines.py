@@ -9,7 +9,6 @@ verified) or drops them at `REVOKE` (the member was corrupt)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ BOM = "\ufeff".encode()
 BATCH_LINES = 200_000
 BATCH_BYTES = 64 << 20
 EXAMPLE_LINES = 5  # line numbers kept of lines that are counted, not stored one by one
-_CONTENT = re.compile(rb"\S")  # a byte other than ASCII whitespace
+_LOOKED_AT = 1024  # lines starting with whitespace checked one by one, at most, per chunk
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[list(b" \t\n\r\x0b\x0c")] = True
 
@@ -180,18 +179,15 @@ class _Splitter:
         """Whole lines (`data` ends with a newline): blank ones counted, long ones cut, the rest
         rows."""
         first = self.line_no + 1
-        if not _CONTENT.search(data):  # only blank lines: the common case of a flood
-            count = data.count(b"\n")
+        count = data.count(b"\n")
+        if count == len(data) or not data.strip():  # only blank lines: a flood's common case
             self.open[1].add(range(first, first + count))
             self.line_no += count
             return
         buf = np.frombuffer(data, dtype=np.uint8)
         ends = np.flatnonzero(buf == ord("\n"))
         offsets = np.concatenate(([0], ends + 1)).astype(np.int64)
-        content = np.concatenate(
-            (np.zeros(1, np.int32), np.cumsum(~_WHITESPACE[buf], dtype=np.int32))
-        )
-        blank = content[offsets[1:]] == content[offsets[:-1]]
+        blank = _blank(data, buf, offsets, ends)
         numbers = np.arange(first, first + len(ends), dtype=np.int64)
         self.line_no += len(ends)
         self.open[1].add(numbers[blank])
@@ -255,6 +251,22 @@ class _Splitter:
         row = {"file": self.label, "line_no": line_no + 1, "raw": detail}
         row |= {"raw_bytes": tail or None, "damage": damage.reason.value}
         return pl.DataFrame([row], schema=LINES_SCHEMA)
+
+
+def _blank(data: bytes, buf: np.ndarray, offsets: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per line: nothing but ASCII whitespace. Only an empty line or one that starts with
+    whitespace can be; those few are looked at one by one (a log line starts with `{`)."""
+    starts = offsets[:-1]
+    empty = ends == starts
+    first = buf[np.minimum(starts, len(buf) - 1)]
+    maybe = np.flatnonzero(~empty & _WHITESPACE[first])
+    if maybe.size > _LOOKED_AT:  # many: count content bytes per line instead (one pass)
+        content = np.concatenate(([0], np.cumsum(~_WHITESPACE[buf], dtype=np.int64)))
+        return np.asarray(content[offsets[1:]] == content[starts])
+    blank = empty.copy()
+    for i in maybe.tolist():
+        blank[i] = not data[starts[i] : ends[i]].strip()
+    return blank
 
 
 def _rows(

@@ -92,10 +92,12 @@ class QuarantineRows:
 
 
 def with_raw_text(rows: pl.DataFrame, folder: Path) -> pl.DataFrame:
-    """Rows whose raw text was not kept while the folder was read (conflicting duplicates: only
-    their file and line are known when the folder's last event has been seen) get it, read again
-    from their landing files."""
-    missing = rows.filter(pl.col("reason") == Reason.CONFLICTING_DUPLICATE.value)
+    """Rows whose raw text was not kept while the folder was read (duplicates conflicting with
+    another partition's event: found once the folder's last event has been seen) get it, read
+    again from their landing files (only the files that hold one)."""
+    missing = rows.filter(
+        (pl.col("reason") == Reason.CONFLICTING_DUPLICATE.value) & pl.col("raw").is_null()
+    )
     if missing.is_empty():
         return rows
     found = []

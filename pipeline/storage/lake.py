@@ -22,9 +22,8 @@ from pipeline import tables
 from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.tables import HIVE_TYPES, PARTITION_COLUMNS
 
-# Folder values typed as declared: a tenant `007` or `2026-1-1` stays that text. (Hive's null,
-# `__HIVE_DEFAULT_PARTITION__`, is no tenant id: pipeline.ingest.tenant_ids.)
-HIVE_SCHEMA = pl.Schema(HIVE_TYPES)
+# Folder values are read as their declared types (HIVE_TYPES): a tenant `007` or `2026-1-1` stays
+# that text. (Hive's null, `__HIVE_DEFAULT_PARTITION__`, is no tenant id: ingest.tenant_ids.)
 
 # Beside a source partition: which version of it each consumer (e.g. "typed") was built from.
 DERIVED_MARKER = "_derived_by_{consumer}"
@@ -76,7 +75,7 @@ def read_file(
     return pl.read_parquet(
         path,
         hive_partitioning=hive,
-        hive_schema=HIVE_SCHEMA if hive else None,
+        hive_schema=HIVE_TYPES if hive else None,
         columns=list(columns) if columns else None,
     )
 
@@ -85,7 +84,7 @@ def scan_file(path: Location, hive: bool = False) -> pl.LazyFrame:
     """A lazy scan of one lake file (an object is read whole: object stores have no mmap)."""
     if isinstance(path, ObjectPath):
         return read_file(path, hive).lazy()
-    return pl.scan_parquet(path, hive_partitioning=hive, hive_schema=HIVE_SCHEMA if hive else None)
+    return pl.scan_parquet(path, hive_partitioning=hive, hive_schema=HIVE_TYPES if hive else None)
 
 
 def scan_files(paths: Sequence[Location], columns: Sequence[str] | None = None) -> pl.LazyFrame:
@@ -99,9 +98,9 @@ def scan_files(paths: Sequence[Location], columns: Sequence[str] | None = None) 
 
 
 def _hive_value(column: str, text: str) -> pl.Expr:
-    """A folder's value as its column's declared type (`HIVE_SCHEMA`), as polars reads a local
+    """A folder's value as its column's declared type (`HIVE_TYPES`), as polars reads a local
     lake's folders, so a table reads the same from a local lake and from an object store."""
-    kind = HIVE_SCHEMA.get(column, pl.String())
+    kind = HIVE_TYPES.get(column, pl.String())
     if kind == pl.Date():
         return pl.lit(date.fromisoformat(text), dtype=pl.Date)
     return pl.lit(text, dtype=pl.String).cast(kind)
