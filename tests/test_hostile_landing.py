@@ -168,6 +168,18 @@ def test_blank_lines_are_one_counted_row_per_file(landing: Path) -> None:
     assert sorted(result.events["event_id"].to_list()) == ["i1", "i2"]
 
 
+def test_gzip_members_larger_than_a_read_chunk_are_all_read(landing: Path) -> None:
+    """Members whose output passes the decompressed chunk (4 MiB), back to back: each is read
+    from where the last ended."""
+    folder = landing / LOAD_DATE
+    folder.mkdir(parents=True)
+    member = gzip.compress(b"\n" * (10 << 20) + json.dumps(interaction("i1")).encode() + b"\n")
+    (folder / "members.jsonl.gz").write_bytes(member * 3)
+    result = _ingest(folder)
+    assert result.events["event_id"].to_list() == ["i1"] and result.duplicates == 2
+    assert result.quarantine.rows() and result.quarantine["lines"].to_list() == [3 * (10 << 20)]
+
+
 def test_identical_rejected_lines_are_counted_distinct_ones_kept(landing: Path) -> None:
     folder = landing / LOAD_DATE
     flood = ['{"event_id": "x"}'] * 100_000  # missing_field:tenant_id, the same line again

@@ -187,7 +187,10 @@ def _member(source: _Compressed) -> Generator[Piece, None, Damage | None]:
             return Damage(
                 Reason.CORRUPT_GZIP, source.offset + at, f"corrupt gzip stream ({exc})", True
             )
-        source.consume(len(chunk) - len(member.unconsumed_tail) - len(member.unused_data))
+        # At the member's end zlib leaves what follows it in both `unused_data` and
+        # `unconsumed_tail`; before it, all of the chunk was taken.
+        rest = member.unused_data if member.eof else member.unconsumed_tail
+        source.consume(len(chunk) - len(rest))
     return None
 
 
