@@ -153,3 +153,11 @@ def test_importing_a_tree_2000_levels_deep_is_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"memorypack: {source}:2: not a JSON line (too_deep")
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_every_reason_is_in_the_documented_table() -> None:
+    from pipeline.ingest.contracts import Reason
+    from tests.conftest import ROOT
+
+    table = (ROOT / "docs" / "INPUT.md").read_text().split("## Quarantine reasons")[1]
+    assert [r.value for r in Reason if f"`{r.value}" not in table] == []
