@@ -27,6 +27,17 @@ def as_quarantine(rows: pl.DataFrame) -> pl.DataFrame:
     ).select([pl.col(c).cast(t) for c, t in QUARANTINE_SCHEMA.items()])
 
 
+def with_counts(rows: pl.DataFrame) -> pl.DataFrame:
+    """Quarantine rows of a partition written before rows were counted (no `lines`, `line_nos`,
+    or nulls there): one line each, as they were."""
+    first = pl.concat_list(pl.col("line_no").cast(pl.Int64))
+    for name, value in (("lines", pl.lit(1, dtype=pl.Int64)), ("line_nos", first)):
+        rows = rows.with_columns(
+            pl.coalesce(pl.col(name), value) if name in rows.columns else value.alias(name)
+        )
+    return rows
+
+
 def counted(rows: pl.DataFrame) -> pl.DataFrame:
     """Rows alike (`_SAME`, with a text) counted as one: the first line's number, the sum of
     their `lines`, the first EXAMPLE_LINES of their line numbers; sorted by file and line."""
