@@ -122,6 +122,19 @@ def stop_workers(grace: float = STOP_GRACE_SECONDS) -> list[int]:
     return signalled
 
 
+def end_fork_server() -> None:
+    """End the fork server the workers are made from: once this process is gone it would still
+    finish importing its preloads (half a minute) before it noticed."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid:
+        _signal(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
 def _signal(pid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # ended already
         os.kill(pid, signum)
@@ -151,6 +164,8 @@ class SignalStop:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.signum is not None:
+            end_fork_server()
         SignalStop.current = None
         signal.set_wakeup_fd(self._previous_fd)
         for signum, handler in self._previous.items():
