@@ -106,7 +106,7 @@ def _run(
         with stopping.SignalStop(), home_lock(local, command, wait=wait, on_busy=busy):
             outcome, began = _night(home, landing, start, end, workers, fast)
     except stopping.RunStopped as stop:
-        return _stopped(Paths.from_env(home), stop)
+        return stopping.reported(Paths.from_env(home), stop)
     if not outcome.success and not outcome.not_published:  # nothing ran, or the analytics build
         raise UserError(
             f"run {outcome.run_id} failed at {outcome.failed_step or 'an unknown step'}: {outcome.error}"
@@ -145,20 +145,6 @@ def _night(
         home, landing, start, end, workers=workers, on_tenant=_tenant_done, fast=fast
     )
     return outcome, began
-
-
-def _stopped(paths: Paths, stop: Any) -> int:
-    """One line for a run a signal stopped, and what the next run will do for it."""
-    from pipeline.storage.owed import owed
-
-    debts = owed(paths)
-    owes = "; ".join(f"{t} {', '.join(d)}" for t, d in sorted(debts.items())) or "nothing"
-    print(
-        f"memorypack: {stop} (workers ended, lock released); packs still owe: {owes}"
-        " — the next run does them",
-        file=sys.stderr,
-    )
-    return int(stop.exit_code)
 
 
 def _tenant_done(tenant: str, outcome: Any) -> None:

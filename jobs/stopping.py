@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -23,6 +24,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TypeVar
+
+from pipeline.config import Paths
+from pipeline.storage.owed import owed
 
 T = TypeVar("T")
 
@@ -208,3 +212,15 @@ def check() -> None:
     """Stop now if a signal came (after a job Dagster ran in this process)."""
     if SignalStop.current is not None:
         SignalStop.current.check()
+
+
+def reported(paths: Paths, stop: RunStopped) -> int:
+    """One line for a run a signal stopped and what the next run will do for it; the exit code."""
+    debts = owed(paths)
+    owes = "; ".join(f"{t} {', '.join(d)}" for t, d in sorted(debts.items())) or "nothing"
+    print(
+        f"memorypack: {stop} (workers ended, lock released); packs still owe: {owes}"
+        " — the next run does them",
+        file=sys.stderr,
+    )
+    return stop.exit_code

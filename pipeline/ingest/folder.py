@@ -24,20 +24,17 @@ from pipeline.ingest.contracts import (
     EventType,
 )
 from pipeline.ingest.dedup import KEY_COLUMNS, conflict_rows, deduplicate
-from pipeline.ingest.lines import BATCH_LINES, BOM, Lines, Revoke, file_lines, refused_lines
-from pipeline.ingest.listing import LANDING_PATTERNS, landing_entries, landing_files
+from pipeline.ingest.lines import BATCH_LINES, Lines, Revoke, file_lines, refused_lines
+from pipeline.ingest.listing import landing_entries
 from pipeline.ingest.quarantined import QuarantineRows, as_quarantine, blank_rows, with_raw_text
 from pipeline.ingest.rules import validate_lines
 from pipeline.ingest.tombstones import Tombstones, erased_quarantine_rows, json_field
 
 __all__ = [
-    "BOM",
-    "LANDING_PATTERNS",
     "TYPED_TABLES",
     "IngestResult",
     "deduplicate",
     "ingest_folder",
-    "landing_files",
     "typed_tables",
     "validate_lines",
 ]

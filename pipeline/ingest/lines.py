@@ -105,13 +105,21 @@ def refused_lines(label: str, reason: Reason, detail: str) -> Lines:
 
 
 def read_lines(path: Path, name: str | None = None) -> tuple[pl.DataFrame, BlankLines]:
-    """A whole (small) file's non-blank lines and its blank lines counted (tests, tools)."""
-    frames, blank = [], BlankLines()
+    """A whole (small) file's non-blank lines and its blank lines counted, as ingest takes them
+    (lines a REVOKE withdraws left out): tests, tools."""
+    kept: list[Lines] = []
+    pending: list[Lines] = []
     for batch in file_lines(path, name):
-        if isinstance(batch, Lines):
-            frames.append(batch.frame)
-            blank.merge(batch.blank)
-    return pl.concat([pl.DataFrame(schema=LINES_SCHEMA), *frames]), blank
+        if isinstance(batch, Revoke):
+            pending = []
+            continue
+        pending.append(batch)
+        if batch.exact:
+            kept, pending = kept + pending, []
+    blank = BlankLines()
+    for batch in kept:
+        blank.merge(batch.blank)
+    return pl.concat([pl.DataFrame(schema=LINES_SCHEMA), *(b.frame for b in kept)]), blank
 
 
 class _Splitter:
