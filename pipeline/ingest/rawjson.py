@@ -64,7 +64,9 @@ def read_json(text: str, max_bytes: int = LINE_MAX_BYTES, max_depth: int = MAX_J
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise RawJsonError(Reason.LINE_TOO_LONG, f"{size} bytes, over {max_bytes}")
-    depth = json_depth(text)
+    # Counting brackets is C-fast; only a text with more of them than the limit can nest past it.
+    deep = text.count("[") + text.count("{") > max_depth
+    depth = json_depth(text) if deep else 0
     if depth > max_depth:
         raise RawJsonError(Reason.TOO_DEEP, f"nested {depth} deep, over {max_depth}")
     try:

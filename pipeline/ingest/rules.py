@@ -129,10 +129,19 @@ def _identifier_rules(f: Field, applies: pl.Expr | None = None) -> list[tuple[pl
     applies = _present(f) if applies is None else applies & _present(f)
     value = pl.col(f.name)
     if f.kind is JsonKind.STRING_LIST:  # checked where it is a list of strings
-        strings = pl.when(pl.col(f"{f.name}__all_str")).then(value)
-        items = strings.str.json_decode(pl.List(pl.String))
-        control = items.list.eval(pl.element().str.contains(CONTROL_CHARACTERS)).list.any()
-        spoofed = items.list.eval(pl.element().str.contains(PSEUDONYM)).list.any()
+        # Its JSON text shows a raw format character and a whole pseudonym as they are; only a
+        # text with an escape (`\u0000`) needs decoding, item by item.
+        escaped = pl.col(f"{f.name}__all_str") & value.str.contains("\\", literal=True)
+        items = pl.when(escaped).then(value).str.json_decode(pl.List(pl.String))
+        control = pl.when(escaped).then(
+            items.list.eval(pl.element().str.contains(CONTROL_CHARACTERS)).list.any()
+        )
+        control = control.otherwise(value.str.contains(CONTROL_CHARACTERS))
+        spoofed = pl.when(escaped).then(
+            items.list.eval(pl.element().str.contains(PSEUDONYM)).list.any()
+        )
+        whole = '"' + PSEUDONYM.strip("^$") + '"'
+        spoofed = spoofed.otherwise(value.str.contains(whole))
     else:
         control, spoofed = value.str.contains(CONTROL_CHARACTERS), value.str.contains(PSEUDONYM)
     return [
