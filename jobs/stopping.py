@@ -1,9 +1,9 @@
 """A run stops the same way on SIGTERM and SIGINT, whatever it is doing: ingest in this process,
-the tenants' runs or the analytics build in worker processes. The workers are ended (SIGTERM,
-which their Dagster run records as a failure, then SIGKILL after STOP_GRACE_SECONDS), the run's
-locks are released as the stack unwinds, and nothing owed is lost: ingest records what each
-tenant's pack owes before it writes, and only a published pack settles it (pipeline/storage/owed.py),
-so the next run does what this one did not.
+the tenants' runs, the analytics build or the trainings in worker processes. The workers are
+ended (SIGTERM, which their Dagster run records as a failure, then SIGKILL after
+STOP_GRACE_SECONDS), the run's locks are released as the stack unwinds, and nothing owed is
+lost: ingest records what each tenant's pack owes before it writes, and only a published pack
+settles it (pipeline/storage/owed.py), so the next run does what this one did not.
 
 Dagster replaces the signal handlers while it runs a job in this process (ingest) and turns a
 signal into a failed step; the signal is still written to a wakeup file descriptor, which
@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TypeVar
 
+from jobs.instance import PROCESS_TAG, dagster_home
 from pipeline.config import Paths
 from pipeline.storage.owed import owed
 
@@ -124,6 +125,33 @@ def stop_workers(grace: float = STOP_GRACE_SECONDS) -> list[int]:
     for pid in signalled:
         _signal(pid, signal.SIGKILL)
     return signalled
+
+
+def stopped(futures: Iterable[Future[Any]]) -> None:
+    """The run stops: `futures` not started never start, and the workers end (once a run)."""
+    for future in futures:
+        future.cancel()
+    if not _stopped.is_set():
+        stop_workers()
+
+
+def fail_runs_left_by(home: str, pids: list[int], why: str) -> None:
+    """Runs the worker processes `pids` left unfinished (killed, or stopped before their run
+    could say so), recorded as failed with `why`: the UI and the sensors never wait on them."""
+    import dagster as dg
+
+    unfinished = [
+        dg.DagsterRunStatus.NOT_STARTED,
+        dg.DagsterRunStatus.STARTING,
+        dg.DagsterRunStatus.STARTED,
+        dg.DagsterRunStatus.CANCELING,
+    ]
+    local = Paths.from_env(home).local
+    with dg.DagsterInstance.from_config(str(dagster_home(local))) as instance:
+        for pid in pids:
+            tagged = dg.RunsFilter(tags={PROCESS_TAG: str(pid)}, statuses=unfinished)
+            for record in instance.get_runs(tagged):
+                instance.report_run_failed(record, message=why)
 
 
 def end_fork_server() -> None:

@@ -320,3 +320,23 @@ def test_a_quarantine_partition_written_before_rows_were_counted_is_scrubbed(
     assert scrub_lake(paths, Needles("acme", ids=frozenset({"zelda-42"}))) == {"quarantine": 1}
     rows = pl.read_parquet(path).sort("line_no").select("reason", "lines", "line_nos").rows()
     assert rows == [("erased_contact", 1, [3]), ("invalid_json", 1, [4])]
+
+
+def test_the_erased_persons_names_leave_the_tenants_lexicon(tmp_path: Path) -> None:
+    """The names the snapshot redacts with are kept beside the redaction cache; after an erasure
+    only those a text or id of the tenant still holds stay."""
+    from pipeline.erasure.lake import sweep_names
+    from pipeline.pii.names import TenantNames
+    from pipeline.pii.redactor import Redactor
+    from pipeline.storage.lake import write_parquet_atomic
+
+    paths = Paths.from_env(tmp_path / "home")
+    write_parquet_atomic(
+        pl.DataFrame({"input": ["Ask Jolene", None], "contact_id": ["c1", "nate_k"]}),
+        paths.for_tenant("acme").table("interactions"),
+    )
+    redactor = Redactor.for_home(paths)
+    redactor.save_names("acme", TenantNames(frozenset({"Jolene", "Nate", "Zelda"})))
+    assert sweep_names(paths, "acme") == 1
+    assert redactor.names("acme").words == {"Jolene", "Nate"}
+    assert sweep_names(paths, "globex") == 0  # no lexicon: nothing to do

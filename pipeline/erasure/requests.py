@@ -19,7 +19,7 @@ from pipeline.erasure.person import forget
 from pipeline.erasure.scrub import Needles, scrub_frame
 from pipeline.errors import UserError, one_line
 from pipeline.ingest.tombstones import Tombstones, tombstone_hash
-from pipeline.storage.homelock import ANALYTICS, tenant_locks
+from pipeline.storage.homelock import ANALYTICS, tenant_locks, training_scope
 from pipeline.storage.lake import Lake
 from pipeline.storage.withheld import withheld, withhold
 
@@ -51,8 +51,9 @@ def carry_out_erasures(
         request = tombstone_hash(done.key, tenant, "contact", contact)
         if done.erased(tenant, contact) and request not in withheld(paths, tenant):
             continue
+        scopes = (tenant, training_scope(tenant), ANALYTICS)  # no policy trains meanwhile
         try:
-            with tenant_locks(paths.local, "erasure request", tenant, ANALYTICS):
+            with tenant_locks(paths.local, "erasure request", *scopes):
                 report = forget(paths, tenant, contact, source="log", landing=landing)
         except Exception as error:  # this request only: the other requests and tenants go on
             why = str(error) if isinstance(error, UserError) else one_line(error)

@@ -20,6 +20,7 @@ from pipeline.ingest.contracts import (
     FUTURE_TOLERANCE_DAYS,
     ID_MAX_CHARS,
     MEMORY_CATEGORIES,
+    NOTE_MAX_CHARS,
     SUPPORTED_SCHEMA_VERSIONS,
     TENANT_ID_PATTERN,
     EventType,
@@ -133,15 +134,17 @@ def _identifier_rules(f: Field, applies: pl.Expr | None = None) -> list[tuple[pl
         # text with an escape (`\u0000`) needs decoding, item by item.
         escaped = pl.col(f"{f.name}__all_str") & value.str.contains("\\", literal=True)
         items = pl.when(escaped).then(value).str.json_decode(pl.List(pl.String))
-        control = pl.when(escaped).then(
-            items.list.eval(pl.element().str.contains(CONTROL_CHARACTERS)).list.any()
-        )
-        control = control.otherwise(value.str.contains(CONTROL_CHARACTERS))
-        spoofed = pl.when(escaped).then(
-            items.list.eval(pl.element().str.contains(PSEUDONYM)).list.any()
-        )
         whole = '"' + PSEUDONYM.strip("^$") + '"'
-        spoofed = spoofed.otherwise(value.str.contains(whole))
+        control = (
+            pl.when(escaped)
+            .then(items.list.eval(pl.element().str.contains(CONTROL_CHARACTERS)).list.any())
+            .otherwise(value.str.contains(CONTROL_CHARACTERS))
+        )
+        spoofed = (
+            pl.when(escaped)
+            .then(items.list.eval(pl.element().str.contains(PSEUDONYM)).list.any())
+            .otherwise(value.str.contains(whole))
+        )
     else:
         control, spoofed = value.str.contains(CONTROL_CHARACTERS), value.str.contains(PSEUDONYM)
     return [
@@ -354,7 +357,9 @@ def validate_lines(lines: pl.DataFrame, load_date: date) -> tuple[pl.DataFrame, 
         pl.col("ts_parsed").alias("ts"),
         load.alias("load_date"),
         pl.col("schema_version").cast(pl.Int32, strict=False).fill_null(1),
-        comment.str.slice(0, COMMENT_MAX_CHARS),
+        # Kept whole (to NOTE_MAX_CHARS): cut to its published length after redaction, never
+        # before (a value cut in two is no longer found: pipeline.publish.analytics).
+        comment.str.slice(0, NOTE_MAX_CHARS),
         (comment.str.len_chars() > COMMENT_MAX_CHARS).fill_null(False).alias("comment_truncated"),
         pl.col("file").alias("source_file"),
     )

@@ -12,17 +12,21 @@ from typing import Any
 import numpy as np
 
 
-def whole(value: Any, name: str) -> int:
+def whole(value: Any, name: str, low: int | None = None) -> int:
     """A count (`k`, `budget_chars`): an integer, or a float that is one (3.0); not a bool, NaN
-    or infinity."""
+    or infinity; at least `low` when given."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a whole number, not {value!r}")
     if isinstance(value, numbers.Integral):
-        return int(value)
-    as_float = float(value)
-    if not math.isfinite(as_float) or not as_float.is_integer():
-        raise ValueError(f"{name} must be a whole number, not {value!r}")
-    return int(as_float)
+        count = int(value)
+    else:
+        as_float = float(value)
+        if not math.isfinite(as_float) or not as_float.is_integer():
+            raise ValueError(f"{name} must be a whole number, not {value!r}")
+        count = int(as_float)
+    if low is not None and count < low:
+        raise ValueError(f"{name} must be ≥ {low}, not {count}")
+    return count
 
 
 def number(value: Any, name: str, low: float | None = None, high: float | None = None) -> float:
