@@ -87,12 +87,14 @@ def _run(
     exit code (0, or EXIT_NOT_PUBLISHED with a line per such tenant) or raises a one-line error
     (also when another run holds the home and `wait` is off)."""
     offline_environment()
-    try:  # Dagster is only loaded when a run is asked for
-        from jobs import instance, runner
+    try:  # Dagster is only loaded when a run is asked for: its dependencies checked here
+        from jobs import runner  # noqa: F401
     except ImportError as error:
         raise UserError(
             f"running the pipeline needs its dependencies ({error}): pip install memorypack-pipeline"
         ) from None
+    from jobs import stopping
+
     command = f"memorypack run --date {start}" if start == end else f"memorypack run {start}..{end}"
 
     def busy(holder: str) -> None:
@@ -100,30 +102,22 @@ def _run(
 
     local = Paths.from_env(home).local  # locks are local files (one host; see README)
     scratch_in_local(Paths.from_env(home))
-    with home_lock(local, command, wait=wait, on_busy=busy):
-        leftovers = clean_leftovers(local)
-        if leftovers:
-            print(f"memorypack: removed {len(leftovers)} leftover(s) of a killed run")
-            log.info("removed %s", ", ".join(map(str, leftovers)))
-        began = time.perf_counter()
-        workers = workers or int(instance.workers())
-        job = "tenant_nightly_fast" if fast else "tenant_nightly"
-        print(
-            f"memorypack: ingesting, then each changed tenant ({job}, {workers} at once)",
-            flush=True,
-        )
-        outcome = runner.run_nightly(
-            home, landing, start, end, workers=workers, on_tenant=_tenant_done, fast=fast
-        )
+    try:
+        with stopping.SignalStop(), home_lock(local, command, wait=wait, on_busy=busy):
+            outcome, began = _night(home, landing, start, end, workers, fast)
+    except stopping.RunStopped as stop:
+        return stopping.reported(Paths.from_env(home), stop)
     if not outcome.success and not outcome.not_published:  # nothing ran, or the analytics build
         raise UserError(
             f"run {outcome.run_id} failed at {outcome.failed_step or 'an unknown step'}: {outcome.error}"
         )
+    published = [t for t in outcome.tenants if t not in outcome.not_published]
     print(
         f"memorypack: night succeeded in {time.perf_counter() - began:.1f}s: "
-        f"{len(outcome.tenants) - len(outcome.not_published)} of {len(outcome.tenants)} changed "
-        "tenant(s) published"
+        f"{len(published)} of {len(outcome.tenants)} changed tenant(s) published"
     )
+    for notice in outcome.notices:
+        print(f"memorypack: {notice}", file=sys.stderr)
     slowest = sorted(outcome.step_seconds.items(), key=lambda kv: -kv[1])[:3]
     if slowest:
         print("memorypack: slowest steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in slowest))
@@ -136,6 +130,27 @@ def _run(
     for tenant, reason in outcome.not_published.items():
         print(f"memorypack: {tenant}: {reason}", file=sys.stderr)
     return EXIT_NOT_PUBLISHED if outcome.not_published else 0
+
+
+def _night(
+    home: Location, landing: Path, start: str, end: str, workers: int | None, fast: bool
+) -> tuple[Any, float]:
+    """The night itself, under the lock: leftovers of a killed run removed, then the run."""
+    from jobs import instance, runner
+
+    local = Paths.from_env(home).local
+    leftovers = clean_leftovers(local)
+    if leftovers:
+        print(f"memorypack: removed {len(leftovers)} leftover(s) of a killed run")
+        log.info("removed %s", ", ".join(map(str, leftovers)))
+    began = time.perf_counter()
+    workers = workers or int(instance.workers())
+    job = "tenant_nightly_fast" if fast else "tenant_nightly"
+    print(f"memorypack: ingesting, then each changed tenant ({job}, {workers} at once)", flush=True)
+    outcome = runner.run_nightly(
+        home, landing, start, end, workers=workers, on_tenant=_tenant_done, fast=fast
+    )
+    return outcome, began
 
 
 def _tenant_done(tenant: str, outcome: Any) -> None:

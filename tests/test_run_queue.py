@@ -100,6 +100,7 @@ def test_schedule_and_sensor_runs_carry_the_home_tag(
 ) -> None:
     monkeypatch.setenv("MEMORYPACK_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MEMORYPACK_LANDING", str(tmp_path / "landing"))
+    monkeypatch.setenv("MEMORYPACK_SENSORS_CATCH_UP", "1")  # its first tick acts on the folders
     for day in DATES:
         (tmp_path / "landing" / day).mkdir(parents=True)
         (tmp_path / "landing" / day / "a.jsonl").write_text("{}\n")

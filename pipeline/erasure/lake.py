@@ -17,6 +17,7 @@ from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.erasure.scrub import Needles, scrub_frame
 from pipeline.erasure.subject import Subject
 from pipeline.ingest.contracts import QUARANTINE_SCHEMA
+from pipeline.ingest.quarantined import with_counts
 from pipeline.ingest.tombstones import TOMBSTONES, erased_quarantine_rows
 from pipeline.storage.lake import Lake, parquet_files, read_file, write_parquet_atomic
 from pipeline.storage.warehouse import Warehouse
@@ -55,7 +56,7 @@ def _scrub_ingest_partition(lake: Lake, key: str, needles: Needles) -> dict[str,
                 )
             )
     quarantine = (
-        read_file(quarantine_path)
+        with_counts(read_file(quarantine_path))
         if quarantine_path.exists()
         else pl.DataFrame(schema=QUARANTINE_SCHEMA)
     )

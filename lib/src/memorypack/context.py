@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from memorypack.arguments import vector, whole
 from memorypack.questions import (
     STALE_AFTER_DAYS,
     Question,
@@ -289,8 +290,8 @@ def prompt_context(
     `.receipt` is what the app logs with the call: `event["context"] =
     ctx.receipt.as_context()`. A call whose session (else contact) falls in the holdout
     (`holdout_share`) gets an empty context and a receipt with `holdout: True`."""
-    if budget_chars < 0:
-        raise ValueError(f"budget_chars must be ≥ 0, not {budget_chars}")
+    budget_chars, query_vector = whole(budget_chars, "budget_chars", low=0), vector(query_vector)
+    k_memories, k_examples = whole(k_memories, "k_memories"), whole(k_examples, "k_examples")
     if in_holdout(session_id, contact_id, pack.holdout_share):  # the control: no pack content
         empty = receipt(pack.tenant_id, pack.version, holdout=True)
         return PromptContext(

@@ -190,12 +190,20 @@ class MemoryPack(Answers):
     def receipt(
         self,
         *,
-        template: Template | None = None,
+        template: Template | str | None = None,
         memories: Sequence[ScoredMemory] = (),
         examples: Sequence[FewShotExample] = (),
         holdout: bool = False,
     ) -> Receipt:
-        """The receipt (SPEC §2 `context`) of a prompt an app built from these pieces itself."""
+        """The receipt (SPEC §2 `context`) of a prompt an app built from these pieces itself.
+        `template` may name a skill (its current template); one the pack does not hold, or any
+        piece that is not what the pack answered, is a ValueError."""
+        if isinstance(template, str):
+            found = self.template(template)
+            if found is None:
+                known = ", ".join(self.skills()[:20]) or "none"
+                raise ValueError(f"no template {template!r:.60} in this pack (skills: {known})")
+            template = found
         return receipt(
             self.tenant_id,
             self.version,
