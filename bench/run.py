@@ -154,6 +154,14 @@ SECTIONS: dict[str, Section] = {
             1800,
         ),
         Section(
+            "merges",
+            "bench.sections_merges:run",
+            "statement merges: the learned judgement vs the distance rule (STS-B sample, the "
+            "generator's paraphrases) and consolidation's time with each",
+            300,
+            1800,
+        ),
+        Section(
             "conversations",
             "bench.sections_conversations:run",
             "evidence recall on LoCoMo conversations (search, memories_for, prompt_context) vs "
@@ -206,6 +214,7 @@ QUICK_ORDER = [
     "ingest",
     "embed",
     "paraphrase",
+    "merges",
     "conversations",
     "pack",
     "usage",

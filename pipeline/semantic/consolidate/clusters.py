@@ -3,17 +3,20 @@ how many others repeat each statement."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import polars as pl
 
 from pipeline import tables
 from pipeline.frames import codes, group_bounds
-from pipeline.semantic.consolidate.clustering import cluster_labels
+from pipeline.semantic.consolidate.clustering import Distances, cluster_labels
 from pipeline.semantic.consolidate.members import (
     REINFORCEMENT_SCHEMA,
     SUMMARY_SCHEMA,
     ConsolidationConfig,
 )
+from pipeline.semantic.judgement import PairTexts, judged_distances, shipped
 from pipeline.storage.vectors import TextVectors
 
 
@@ -57,6 +60,12 @@ def _group_links(
     return np.stack([i, j], axis=1).astype(np.int64)
 
 
+def _judged(texts: PairTexts, start: int, config: ConsolidationConfig) -> Distances:
+    """The judged distances of one group's rows (local indices from `start`)."""
+    distances = partial(judged_distances, texts, shipped(), config.candidate_distance)
+    return lambda local: distances(local + start)
+
+
 def label_groups(
     members: pl.DataFrame,
     keys: list[str],
@@ -69,14 +78,25 @@ def label_groups(
     """Adds `cluster` (a global integer) to members, clustering within each group of `keys`.
 
     With `dedupe`, identical texts are trivially one cluster: only distinct texts are clustered.
-    Otherwise (statements) the cannot-link rules of `_group_links` apply.
+    Otherwise (statements) the cannot-link rules of `_group_links` apply, and with
+    `config.judged_merges` pairs merge by the judgement (`threshold` is then unused).
     """
     units = members.unique([*keys, "text_hash"], keep="first") if dedupe else members
     units = units.sort(*keys, "memory_id", nulls_last=True)
     rows = vectors.rows(units["text_hash"])
+    judge = None
+    if not dedupe and config.judged_merges:
+        threshold = 1.0 - config.merge_probability
+        judge = PairTexts(units["text"], vectors.matrix[rows])
     if not dedupe:
         polarity = units["polarity"].to_numpy()
-        digits = codes(units["subject_numbers"])
+        # The judgement weighs numbers itself (a number on one side only may be one statement,
+        # two numbers never are): the digits rule is the distance rule's.
+        digits = (
+            np.zeros(units.height, np.int64)
+            if judge is not None
+            else codes(units["subject_numbers"])
+        )
         speakers = codes(units["speaker"].fill_null(""))
         links = _cannot_links(units, conflicts).to_numpy().reshape(-1, 2)
     labels = np.empty(units.height, dtype=np.int64)
@@ -87,7 +107,14 @@ def label_groups(
             next_label += 1
             continue
         cannot = None if dedupe else _group_links(start, end, polarity, digits, speakers, links)
-        sub = cluster_labels(vectors.matrix[rows[start:end]], threshold, cannot, config.max_block)
+        sub = cluster_labels(
+            vectors.matrix[rows[start:end]],
+            threshold,
+            cannot,
+            config.max_block,
+            judged=_judged(judge, start, config) if judge is not None else None,
+            candidate_distance=config.candidate_distance,
+        )
         labels[start:end] = sub + next_label
         next_label += int(sub.max()) + 1
     labelled = units.with_columns(pl.Series("cluster", labels))

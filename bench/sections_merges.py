@@ -1,0 +1,171 @@
+"""Statement merges: the learned judgement beside the distance rule before it, in one run.
+
+Precision and recall of "these two statements merge" on the STS-B sample (480 pairs people scored,
+≥ 4 = same meaning; disjoint from the train file the judgement learned from), on the generator's
+planted paraphrases against every other memory it writes about one person, and the consolidation
+of statements (pipeline.semantic.consolidate.label_groups, the step the judgement changes) timed
+with each rule on the same contacts, interleaved. Both rules keep consolidation's cannot-link rules
+(opposite polarity, other numbers). No MRPC-style set is measured: MRPC itself is under Microsoft
+Research's terms (as are STS-B's MSR rows, left out of the sample), and no openly licensed set of
+that kind is in shared/.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from bench.common import Figure, Sizes, interleaved, rounded
+from bench.sections_paraphrase import SAMPLE, generator_pairs, load_sample, pair_distances
+
+CONTACTS = 200  # contacts of the timed consolidation, each with every statement of one person
+
+
+def _scores(merged: np.ndarray, same: np.ndarray) -> dict[str, Any]:
+    true = int((merged & same).sum())
+    return {
+        "precision": rounded(true / max(int(merged.sum()), 1), 4),
+        "recall": rounded(true / max(int(same.sum()), 1), 4),
+        "merged": int(merged.sum()),
+        "true_merges": true,
+        "same": int(same.sum()),
+    }
+
+
+def _decisions(a: pl.Series, b: pl.Series, model: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair (a[k], b[k]): merged by the judgement, merged by the distance rule."""
+    from pipeline.semantic.consolidate import ConsolidationConfig
+    from pipeline.semantic.embed import encode, normalise_text
+    from pipeline.semantic.judgement import PairTexts, shipped
+
+    config = ConsolidationConfig()
+    distance, cannot = pair_distances(a, b, model, guard=True)
+    texts = pl.concat([a, b])
+    vectors = encode(texts.to_frame("t").select(normalise_text(pl.col("t")))["t"], model=model)
+    pairs, rows = PairTexts(texts, vectors), np.arange(len(a))
+    features = pairs.features(rows, rows + len(a))
+    judged = (
+        (shipped().probability(features) >= config.merge_probability)
+        & ~pairs.other_value(rows, rows + len(a), features)
+        & (distance <= config.candidate_distance)
+        & ~cannot
+    )
+    return judged, (distance <= config.statement_distance) & ~cannot
+
+
+def _members(model: Any) -> tuple[pl.DataFrame, Any]:
+    """CONTACTS contacts, each with every statement the generator writes about one person."""
+    from pipeline.semantic.conflicts import numbers, polarity, subject
+    from pipeline.semantic.embed import encode, normalise_text, text_hashes
+    from pipeline.storage.vectors import TextVectors
+
+    a, b, _ = generator_pairs()
+    texts = pl.Series("text", list(dict.fromkeys([*a, *b])))
+    frame = pl.DataFrame({"text": texts}).with_columns(
+        text_hashes(texts.to_frame().select(normalise_text(pl.col("text")))["text"])
+    )
+    vectors = encode(frame.select(normalise_text(pl.col("text")))["text"], model=model)
+    members = (
+        pl.DataFrame({"contact_id": [f"c{k:04d}" for k in range(CONTACTS)]})
+        .join(frame, how="cross")
+        .with_row_index("n")
+        .select(
+            tenant_id=pl.lit("bench"),
+            contact_id="contact_id",
+            memory_id=pl.format("m{}", "n"),
+            text="text",
+            text_hash="text_hash",
+            polarity=polarity(pl.col("text")),
+            subject_numbers=numbers(subject(pl.col("text"))),
+            speaker=pl.lit(None, pl.String),
+        )
+    )
+    return members, TextVectors.from_frame(
+        frame.select("text_hash", embedding=pl.Series(vectors.astype(np.float32)))
+    )
+
+
+def _timed(model: Any, reps: int) -> dict[str, Any]:
+    from pipeline.semantic.consolidate import ConsolidationConfig, label_groups
+
+    members, vectors = _members(model)
+    keys = ["tenant_id", "contact_id"]
+
+    def run(judged: bool) -> Any:
+        config = ConsolidationConfig(judged_merges=judged)
+        return label_groups(
+            members, keys, config.statement_distance, pl.DataFrame(), config, False, vectors
+        )
+
+    timed = interleaved({"judged": lambda: run(True), "distance": lambda: run(False)}, reps)
+    clusters = {k: int(v[2]["cluster"].n_unique()) for k, v in timed.items()}
+    return {
+        "statements": members.height,
+        "contacts": CONTACTS,
+        "seconds": {k: round(v[0], 3) for k, v in timed.items()},
+        "repetitions": {k: v[1] for k, v in timed.items()},
+        "clusters": clusters,
+    }
+
+
+def run(sizes: Sizes) -> list[Figure]:
+    from pipeline.semantic.embed import EmbedConfig, available_backend, load_model
+
+    backend = available_backend(EmbedConfig.backend)
+    with tempfile.TemporaryDirectory(prefix="bench-merges-") as export_dir:
+        model = load_model(None, backend, export_dir)
+        a, b, same = generator_pairs()
+        judged, by_distance = _decisions(a, b, model)
+        cost = _timed(model, sizes.reps)
+        figures = [
+            Figure(
+                name="statement merges by the judgement: the generator's planted paraphrases vs "
+                "every other memory it writes about one person",
+                value=_scores(judged, same)["precision"],
+                unit="precision",
+                baseline_name="the distance rule (0.15)",
+                baseline_value=_scores(by_distance, same)["precision"],
+                goal="reported",
+                details={"judged": _scores(judged, same), "distance": _scores(by_distance, same)},
+            ),
+            Figure(
+                name="statement consolidation seconds, judgement vs distance rule",
+                value=cost["seconds"]["judged"],
+                unit="s",
+                baseline_name="the distance rule",
+                baseline_value=cost["seconds"]["distance"],
+                goal="reported (the added cost per night)",
+                details=cost,
+            ),
+        ]
+        if not SAMPLE.exists():
+            return figures
+        sample = load_sample()
+        judged, by_distance = _decisions(sample["sentence1"], sample["sentence2"], model)
+    same = (sample["score"] >= 4.0).to_numpy()
+    test = (sample["split"] == "test").to_numpy()
+    details = {
+        rule: {
+            "all": _scores(merged, same),
+            "dev": _scores(merged[~test], same[~test]),
+            "test": _scores(merged[test], same[test]),
+        }
+        for rule, merged in (("judged", judged), ("distance", by_distance))
+    }
+    whole = details["judged"]["all"]
+    return [
+        *figures,
+        Figure(
+            name="statement merges by the judgement on the STS-B sample (held out)",
+            value=whole["recall"],
+            unit="recall",
+            baseline_name="the distance rule (0.15)",
+            baseline_value=details["distance"]["all"]["recall"],
+            goal="precision ≥ 0.9 with recall ≥ 0.75",
+            goal_met=bool(whole["precision"] >= 0.9 and whole["recall"] >= 0.75),
+            details={"backend": backend, **details},
+        ),
+    ]
