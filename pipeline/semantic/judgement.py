@@ -4,6 +4,7 @@ and the rule that one subject with another value is never one statement (SPEC §
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -65,6 +66,11 @@ class Judgement:
         if list(data["features"]) != list(FEATURES):
             raise ValueError(f"{path} was trained on other features: train it again")
         return cls(np.array(data["coefficients"], np.float64), float(data["intercept"]), data)
+
+    @property
+    def fingerprint(self) -> str:
+        """Which judgement this is: last night's clusters are reused only under the same one."""
+        return hashlib.sha256(json.dumps(self.source, sort_keys=True).encode()).hexdigest()[:16]
 
     def probability(self, features: np.ndarray) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-(features @ self.coefficients + self.intercept)))
