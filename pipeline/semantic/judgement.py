@@ -48,6 +48,7 @@ MAX_OTHER_WORDS = 1
 
 FUNCTION_ONLY = rf"^(?:{FUNCTION_WORDS})$"
 STEM = 5
+PAIR_CHUNK = 8_192
 OTHER = FEATURES.index(f"other_{CLASSES[0]}")
 
 
@@ -98,9 +99,21 @@ class PairTexts:
         self.values = value_matrix(texts)
         self.texts, self.vectors = texts, vectors
 
-    def features(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        """(pairs × FEATURES) for the row pairs (i[k], j[k])."""
-        cosine = np.einsum("ij,ij->i", self.vectors[i].astype(np.float64), self.vectors[j])
+    def cosines(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """The vectors' cosines of the row pairs, PAIR_CHUNK pairs at a time (never all the
+        pairs' vectors gathered at once: 330k pairs of 384 floats would be 1 GB)."""
+        cosine = np.empty(len(i))
+        for begin in range(0, len(i), PAIR_CHUNK):
+            a, b = i[begin : begin + PAIR_CHUNK], j[begin : begin + PAIR_CHUNK]
+            cosine[begin : begin + len(a)] = np.einsum("ij,ij->i", self.vectors[a], self.vectors[b])
+        return cosine
+
+    def features(
+        self, i: np.ndarray, j: np.ndarray, cosine: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(pairs × FEATURES) for the row pairs (i[k], j[k]); `cosine`: their vectors' cosines
+        when the caller has them (the candidate search does)."""
+        cosine = self.cosines(i, j) if cosine is None else cosine.astype(np.float64)
         shared = np.asarray(self.words[i].multiply(self.words[j]).sum(axis=1)).ravel()
         sizes = np.asarray(self.words.sum(axis=1)).ravel()
         only_i, only_j = sizes[i] - shared, sizes[j] - shared
@@ -130,6 +143,22 @@ class PairTexts:
         return never | (substituted & few)
 
 
+def pair_probabilities(
+    texts: PairTexts,
+    judgement: Judgement,
+    i: np.ndarray,
+    j: np.ndarray,
+    cosine: np.ndarray | None = None,
+) -> np.ndarray:
+    """P(same statement) of the row pairs (i[k], j[k]): 0 for one subject with another value."""
+    if not len(i):
+        return np.zeros(0)
+    features = texts.features(i, j, cosine)
+    same = judgement.probability(features)
+    same[texts.other_value(i, j, features)] = 0.0
+    return same
+
+
 def judged_distances(
     texts: PairTexts, judgement: Judgement, candidate_distance: float, rows: np.ndarray
 ) -> np.ndarray:
@@ -138,11 +167,9 @@ def judged_distances(
     one subject with another value."""
     vectors = texts.vectors[rows]
     distance = np.ones((len(rows), len(rows)))
-    i, j = np.nonzero(np.triu(vectors @ vectors.T >= 1.0 - candidate_distance, k=1))
-    if len(i):
-        features = texts.features(rows[i], rows[j])
-        same = judgement.probability(features)
-        same[texts.other_value(rows[i], rows[j], features)] = 0.0
-        distance[i, j] = distance[j, i] = 1.0 - same
+    similarity = vectors @ vectors.T
+    i, j = np.nonzero(np.triu(similarity >= 1.0 - candidate_distance, k=1))
+    same = pair_probabilities(texts, judgement, rows[i], rows[j], similarity[i, j])
+    distance[i, j] = distance[j, i] = 1.0 - same
     np.fill_diagonal(distance, 0.0)
     return distance
