@@ -153,3 +153,22 @@ def test_the_judgement_file_names_its_source() -> None:
     source = shipped().source
     assert source["trained_on"]["file"] == "stsb_train.tsv" and source["trained_on"]["pairs"] > 0
     assert Path(TRAIN_FILE).name == "stsb_train.tsv"
+
+
+def test_pairs_judged_for_all_groups_at_once_equal_those_judged_per_group(model: Any) -> None:
+    """Consolidation judges every proposed pair of a night in one call (JudgedPairs); each group's
+    distances are those the judgement gives that group alone."""
+    from pipeline.semantic.consolidate.clusters import JudgedPairs
+
+    texts = [t.format(n=n) for n in NAMES for pair in SUBJECTS[:6] for t in pair]
+    pairs, _ = judged(texts, model)
+    size = len(texts) // len(NAMES)
+    bounds = [(k * size, (k + 1) * size) for k in range(len(NAMES))]
+    together = JudgedPairs.of(pairs, bounds, CONFIG)
+    assert len(together.i) > len(NAMES)  # pairs are proposed in every group
+    for start, end in bounds:
+        alone = judged_distances(pairs, shipped(), CONFIG.candidate_distance, np.arange(start, end))
+        local = np.arange(end - start)
+        assert np.allclose(together.distances(start, end)(local), alone, atol=1e-6)
+        subset = local[::2]  # a block of a large group: its rows only
+        assert np.allclose(together.distances(start, end)(subset), alone[np.ix_(subset, subset)])
