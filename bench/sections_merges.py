@@ -22,6 +22,9 @@ from bench.common import Figure, Sizes, interleaved, rounded
 from bench.sections_paraphrase import SAMPLE, generator_pairs, load_sample, pair_distances
 
 CONTACTS = 200  # contacts of the timed consolidation, each with every statement of one person
+# The generator's names measured for the judgement's dependence on the person's name: every 20th
+# of the 400 `texts.person` makes.
+NAME_INDICES = range(0, 400, 20)
 
 
 def _scores(merged: np.ndarray, same: np.ndarray) -> dict[str, Any]:
@@ -54,6 +57,51 @@ def _decisions(a: pl.Series, b: pl.Series, model: Any) -> tuple[np.ndarray, np.n
         & ~cannot
     )
     return judged, (distance <= config.statement_distance) & ~cannot
+
+
+def _mask_shared_names(a: pl.Series, b: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Each pair with the capitalised words both sides hold (stop words aside: here the people's
+    names) written "someone" on both sides: the judgement then sees what is said, not who."""
+    import re
+
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    def names(text: str) -> set[str]:
+        return {w for w in re.findall(r"\b[A-Z][a-z]+\b", text) if w.lower() not in STOP_WORDS}
+
+    masked = []
+    for x, y in zip(a.to_list(), b.to_list(), strict=True):
+        shared = "|".join(sorted(names(x) & names(y)))
+        run = rf"\b(?:{shared})\b(?:\s+\b(?:{shared})\b)*"
+        masked.append((re.sub(run, "someone", x), re.sub(run, "someone", y)) if shared else (x, y))
+    return pl.Series([m[0] for m in masked]), pl.Series([m[1] for m in masked])
+
+
+def _by_name(model: Any) -> dict[str, Any]:
+    """Per generator name: planted pairs merged and other pairs merged by the judgement, as the
+    names are, and with the shared name masked on both sides (the same judgement)."""
+    rows = []
+    for k in NAME_INDICES:
+        a, b, same = generator_pairs(k)
+        judged, _ = _decisions(a, b, model)
+        masked, _ = _decisions(*_mask_shared_names(a, b), model)
+        rows.append(
+            {
+                "person": k,
+                "planted_merged": int((judged & same).sum()),
+                "other_merged": int((judged & ~same).sum()),
+                "masked_planted_merged": int((masked & same).sum()),
+                "masked_other_merged": int((masked & ~same).sum()),
+            }
+        )
+    frame = pl.DataFrame(rows)
+    return {
+        "names": len(rows),
+        "planted_pairs": int(same.sum()),
+        **{f"{c}_min": int(frame[c].min()) for c in frame.columns[1:]},  # type: ignore[arg-type]
+        **{f"{c}_max": int(frame[c].max()) for c in frame.columns[1:]},  # type: ignore[arg-type]
+        "per_name": rows,
+    }
 
 
 def _members(model: Any) -> tuple[pl.DataFrame, Any]:
@@ -120,6 +168,7 @@ def run(sizes: Sizes) -> list[Figure]:
         a, b, same = generator_pairs()
         judged, by_distance = _decisions(a, b, model)
         cost = _timed(model, sizes.reps)
+        names = _by_name(model)
         figures = [
             Figure(
                 name="statement merges by the judgement: the generator's planted paraphrases vs "
@@ -130,6 +179,17 @@ def run(sizes: Sizes) -> list[Figure]:
                 baseline_value=_scores(by_distance, same)["precision"],
                 goal="reported",
                 details={"judged": _scores(judged, same), "distance": _scores(by_distance, same)},
+            ),
+            Figure(
+                name="the generator's planted paraphrase pairs the judgement merges, fewest over "
+                f"{names['names']} generator names (of {names['planted_pairs']})",
+                value=names["planted_merged_min"],
+                unit="pairs",
+                baseline_name="the same judgement with the shared name masked, fewest",
+                baseline_value=names["masked_planted_merged_min"],
+                goal="reported: the same for every name",
+                goal_met=names["planted_merged_min"] == names["planted_merged_max"],
+                details=names,
             ),
             Figure(
                 name="statement consolidation seconds, judgement vs distance rule",
