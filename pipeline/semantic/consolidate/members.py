@@ -34,8 +34,10 @@ class ConsolidationConfig:
     candidate_distance: float = 0.5
     # Merge when P(same) ≥ this at even odds: a wrong merge hides a fact behind another, a missed
     # one leaves a repeat that search still finds, so a wrong merge is taken to cost twice a
-    # missed one (odds 2 : 1). On the held-out STS-B sample (480 pairs): precision 0.904, recall
-    # 0.788 (the distance rule below: 0.948 / 0.608 on its test half).
+    # missed one (odds 2 : 1). On the held-out STS-B sample (480 pairs, `python -m bench.run
+    # --only merges`, 2026-11-29): precision 0.909, recall 0.750 (the distance rule below: 0.925 /
+    # 0.617). It leans on a shared person's name: bench/README.md "merges: the judgement and the
+    # person's name".
     merge_probability: float = 2 / 3
     # With `judged_merges` off, the rule before: complete linkage on cosine distance, calibrated on
     # paraphrases judged by people, not on the generator's own phrasings
