@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install pretrained demo test lint typecheck unit bench bench-quick ui clean
+.PHONY: install pretrained demo test lint typecheck unit bench bench-quick ui duckdb notebook clean
 
 $(STAMP): pyproject.toml lib/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -47,10 +47,23 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(PY) -m bench.run --quick
 
-# The instance `memorypack run` uses: DAGSTER_HOME, else <home>/dagster, with jobs/dagster.yaml (run queue)
+# The Dagster UI on the instance `memorypack run` uses (DAGSTER_HOME, else <home>/dagster):
+# `make ui HOST=0.0.0.0 PORT=3001`. Only HOST and PORT given on the command line count (a shell's
+# HOST names the machine). jobs/ui.py runs `dg dev` and stops it on SIGTERM/SIGINT (exec: a signal
+# to make's recipe reaches it).
+UI_HOST := $(if $(filter command line,$(origin HOST)),$(HOST),127.0.0.1)
+UI_PORT := $(if $(filter command line,$(origin PORT)),$(PORT),3000)
 ui: $(STAMP)
-	DAGSTER_HOME=$$($(PY) -m jobs.instance) && export DAGSTER_HOME && \
-	$(VENV)/bin/dagster dev -w workspace.yaml
+	exec $(PY) -m jobs.ui --host $(UI_HOST) --port $(UI_PORT)
+
+# The analyst snapshot in the venv's DuckDB CLI (1.x), read-only: it never blocks a run.
+duckdb: $(STAMP)
+	exec $(VENV)/bin/duckdb -readonly "$$($(PY) -c 'from pipeline.config import Paths; print(Paths.from_env().analytics)')"
+
+# The analyst notebook executed on the snapshot; the executed copy and its plots (PNG) go to
+# <home>/notebooks/ (jobs/notebook.py: nbclient; nbconvert and JupyterLab are not installed).
+notebook: $(STAMP)
+	$(PY) -m jobs.notebook
 
 clean:
-	rm -rf $(VENV) data/landing data/lake data/packs data/models data/*.duckdb data/dagster
+	rm -rf $(VENV) data/landing data/lake data/packs data/models data/*.duckdb data/dagster data/notebooks

@@ -20,7 +20,8 @@ LAKE_KINDS = frozenset({"polars", "parquet", "duckdb"})
 EXTRA_KINDS: dict[str, frozenset[str]] = {
     "memory_embeddings": frozenset({"onnx", "huggingface"}),  # sentence-transformers, exported
     "memory_conflicts": frozenset({"onnx"}),  # embeds the statements' subjects
-    "dpo_policy": frozenset({"pytorch", "huggingface"}),  # TRL
+    "dpo_policy": frozenset({"pytorch", "huggingface"}),  # TRL (a tenant's first policy)
+    "policy_training": frozenset({"pytorch", "huggingface"}),  # TRL
     "refined_templates": frozenset({"pytorch"}),  # scores templates with the DPO policy
 }
 OWN_KINDS: dict[str, frozenset[str]] = {

@@ -9,7 +9,7 @@ from assets import groups
 from assets.config import StageSettings
 from assets.handoffs import reads
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS, asset_spec, declared_columns
+from assets.partitions import BLOCKING, TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import usage
 from pipeline.examples import skill_stats as skills
@@ -91,7 +91,7 @@ def skill_stats(
     asset="skill_stats",
     additional_ins=reads("user_preferences"),
     blocking=True,
-    description="Confidences and shares in [0, 1]; unit or zero vectors.",
+    description="Confidences and shares in [0, 1]; unit or zero vectors." + BLOCKING,
 )
 def skill_stats_in_range(
     home: MemorypackHome, user_preferences: pl.LazyFrame
@@ -122,7 +122,12 @@ def skill_stats_in_range(
     metadata=declared_columns("few_shot_sets"),
     check_specs=[
         dg.AssetCheckSpec(
-            NO_NEGATIVE_EXAMPLES, asset="few_shot_sets", blocking=True, partitions_def=TENANTS
+            NO_NEGATIVE_EXAMPLES,
+            asset="few_shot_sets",
+            blocking=True,
+            partitions_def=TENANTS,
+            description="No example whose memory has net-negative feedback, and no two examples "
+            "of one set near-duplicates (cosine above the duplicate threshold)." + BLOCKING,
         )
     ],
     description="Top-k diverse examples per tenant × system × kind × skill by quality_lower; "

@@ -9,7 +9,7 @@ from assets import groups
 from assets.config import StageSettings
 from assets.handoffs import reads
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS, declared_columns
+from assets.partitions import BLOCKING, TENANTS, declared_columns
 from assets.resources import MemorypackHome
 from pipeline.feedback.scores import (
     compute_scores,
@@ -76,7 +76,7 @@ def feedback_scores(
     partitions_def=TENANTS,
     asset=feedback_scores,
     blocking=True,
-    description="Scores in [−1, 1]; reputation 1.0 without votes.",
+    description="Scores in [−1, 1]; reputation 1.0 without votes." + BLOCKING,
 )
 def feedback_scores_in_range(home: MemorypackHome, settings: StageSettings) -> dg.AssetCheckResult:
     scores = home.lake.read("feedback_scores").collect()
@@ -99,7 +99,7 @@ def feedback_scores_in_range(home: MemorypackHome, settings: StageSettings) -> d
     partitions_def=TENANTS,
     asset=feedback_scores,
     blocking=True,
-    description="One row per interaction and statement.",
+    description="One row per interaction and statement." + BLOCKING,
     additional_ins=reads("interactions", "memory_statements"),
 )
 def feedback_scores_one_row_per_memory(

@@ -10,7 +10,7 @@ from assets import groups
 from assets.config import StageSettings
 from assets.handoffs import reads
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS, asset_spec, declared_columns
+from assets.partitions import BLOCKING, TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import tables
 from pipeline.memory.audit import (
@@ -23,7 +23,16 @@ from pipeline.memory.decay_days import DaySnapshot, snapshots_over
 from pipeline.storage.lake import Lake, read_file
 from pipeline.tables import COMMENTS
 
-SNAPSHOT_CHECKS = ("confidence_in_range", "every_memory_present", "status_consistent")
+# Each check of a decay snapshot (SPEC §4.2) and what it holds to, per snapshot date.
+SNAPSHOT_CHECKS = {
+    "confidence_in_range": "Every confidence lies in [0, its memory type's cap] and every "
+    "memory type is known (negative ages are counted beside).",
+    "every_memory_present": "One row per memory the tenant holds as of the snapshot: none "
+    "missing, none twice.",
+    "status_consistent": "Each status follows the rules: archived past the type's age limit "
+    "(single inferences 30 days, temporaries 48 h), inactive below the type's threshold, else "
+    "active.",
+}
 
 
 def _write_if_changed(home: MemorypackHome, key: str, snap: pl.DataFrame) -> bool:
@@ -89,8 +98,14 @@ def _combined(
     ins=reads("interactions", "feedback", "memory_statements", "memory_reinforcement"),
     # Recorded per tenant (as they were per load date): a tenant's result never hides another's.
     check_specs=[
-        dg.AssetCheckSpec(name, asset="decay_snapshots", blocking=True, partitions_def=TENANTS)
-        for name in SNAPSHOT_CHECKS
+        dg.AssetCheckSpec(
+            name,
+            asset="decay_snapshots",
+            blocking=True,
+            partitions_def=TENANTS,
+            description=text + BLOCKING,
+        )
+        for name, text in SNAPSHOT_CHECKS.items()
     ],
     description=COMMENTS["decay_snapshots"],
 )

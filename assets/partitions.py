@@ -60,9 +60,15 @@ def asset_spec(
     )
 
 
-def daily_check(name: str, asset: str) -> dg.AssetCheckSpec:
+# What a blocking check's failure does, said in each blocking check's description.
+BLOCKING = " Blocking: a failure stops the steps after it; the live pack stays."
+
+
+def daily_check(name: str, asset: str, description: str) -> dg.AssetCheckSpec:
     """A blocking check whose results are recorded per load date, like the asset's metadata."""
-    return dg.AssetCheckSpec(name, asset=asset, blocking=True, partitions_def=DAILY)
+    return dg.AssetCheckSpec(
+        name, asset=asset, blocking=True, partitions_def=DAILY, description=description + BLOCKING
+    )
 
 
 def _materialization(

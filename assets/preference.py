@@ -11,7 +11,7 @@ from assets import groups
 from assets.config import StageSettings
 from assets.handoffs import reads
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS, asset_spec
+from assets.partitions import asset_spec
 from assets.preference_checks import (  # noqa: F401 (re-exported: the checks of these assets)
     CHECKS,
     current_template_per_skill,
@@ -21,17 +21,9 @@ from assets.preference_checks import (  # noqa: F401 (re-exported: the checks of
     no_split_leakage,
     pair_format_valid,
 )
+from assets.preference_policy import dpo_policy, policy_training
 from assets.resources import MemorypackHome
 from pipeline import tables
-from pipeline.preference.dpo import (
-    STATUS_FAILED,
-    STATUS_SKIPPED,
-    runs_frame,
-    sft_examples_from,
-)
-from pipeline.preference.dpo.report import failed_tenants, run_figures
-from pipeline.preference.dpo.runs import extend_history
-from pipeline.preference.dpo.shared import train_shared
 from pipeline.preference.pairs import (
     INTERACTION_COLUMNS,
     PROMPT_KEYS,
@@ -148,96 +140,6 @@ def _prompt_index(
     return index
 
 
-TRAINING_RAN = "training_ran"
-
-
-POLICY_INS = reads("preference_pairs", "interactions", "feedback_scores")
-
-
-@dg.multi_asset(
-    specs=[
-        asset_spec(
-            "dpo_policy",
-            groups.PREFERENCE,
-            list(POLICY_INS),
-            description="TRL DPO policy per tenant (SFT on well-rated outputs, then DPO on train "
-            "pairs); skips with a reason under min_pairs.",
-        ),
-        asset_spec("dpo_runs", groups.PREFERENCE, list(POLICY_INS)),
-    ],
-    ins=POLICY_INS,
-    check_specs=[
-        dg.AssetCheckSpec(
-            TRAINING_RAN,
-            asset="dpo_policy",
-            description="No tenant's training raised (a tenant whose training failed keeps its "
-            "previous policy; the others train).",
-            partitions_def=TENANTS,
-        )
-    ],
-)
-def dpo_policy(
-    context: dg.AssetExecutionContext,
-    home: MemorypackHome,
-    settings: StageSettings,
-    preference_pairs: pl.DataFrame,
-    interactions: pl.LazyFrame,
-    feedback_scores: pl.LazyFrame,
-) -> Iterator[dg.MaterializeResult]:
-    policy_config, pairs = settings.stage("dpo"), preference_pairs
-    # the columns SFT examples are made of, not the whole tables
-    texts = interactions.select("tenant_id", "event_id", "input", "output").collect()
-    scores = feedback_scores.select("tenant_id", "memory_id", "quality_score").collect()
-    sft = sft_examples_from(texts, scores, pairs)
-    tenants = interaction_tenants(texts)
-    runs = train_shared(home.paths, pairs, sft, policy_config, tenants)
-    current = runs_frame(runs)
-    history, recorded = extend_history(home.table("dpo_runs"), current, datetime.now(UTC))
-    if recorded or not home.lake.exists("dpo_runs"):
-        home.lake.write("dpo_runs", history)
-    failed = failed_tenants(runs)
-    for run in runs:
-        if run.status in (STATUS_SKIPPED, STATUS_FAILED):
-            context.log.warning(
-                f"dpo_policy {run.status} for {run.tenant_id}: {run.skipped_reason}"
-            )
-    figures, short = run_figures(runs, current, policy_config.loss_type, recorded)
-    for tenant, verdict in short.select("tenant_id", "verdict").iter_rows():
-        context.log.warning(f"dpo_policy {tenant}: {verdict}")
-    ran = dg.AssetCheckResult(
-        asset_key="dpo_policy",
-        check_name=TRAINING_RAN,
-        passed=not failed,
-        severity=dg.AssetCheckSeverity.ERROR,
-        description="; ".join(f"{t}: {why} (previous policy kept)" for t, why in failed.items())
-        or "every tenant trained or skipped with a reason",
-        metadata={"failed_tenants": sorted(failed)},
-    )
-    yield dg.MaterializeResult(
-        asset_key="dpo_policy",
-        check_results=[ran],
-        metadata=frame_metadata(
-            current,
-            figures,
-            preview_columns=[
-                "tenant_id",
-                "policy_id",
-                "status",
-                "skipped_reason",
-                "eval_accuracy",
-                "length_rule_accuracy",
-                "reference_accuracy",
-                "eval_margin",
-                "steps",
-            ],
-        ),
-    )
-    # Materialized every run (a reused policy records no row) so the steps after never skip.
-    yield dg.MaterializeResult(
-        asset_key="dpo_runs", metadata=frame_metadata(history, {"runs_recorded": recorded})
-    )
-
-
 TEMPLATE_INS = reads(
     "dpo_runs", "preference_pairs", "few_shot_sets", "interactions", "feedback", "pack_usage"
 )
@@ -330,4 +232,4 @@ def refined_templates(
     yield dg.MaterializeResult(asset_key="template_scores", metadata=frame_metadata(result.scores))
 
 
-ASSETS = [preference_pairs, dpo_policy, refined_templates]
+ASSETS = [preference_pairs, policy_training, dpo_policy, refined_templates]

@@ -5,7 +5,7 @@ import dagster as dg
 import polars as pl
 
 from assets.handoffs import reads
-from assets.partitions import TENANTS
+from assets.partitions import BLOCKING, TENANTS
 from assets.resources import MemorypackHome
 from pipeline.preference.dpo import STATUS_TRAINED, short_of_baselines
 from pipeline.preference.dpo.report import PER_TENANT_FIGURES, unrecorded_outcomes
@@ -22,7 +22,8 @@ def interaction_tenants(interactions: pl.DataFrame) -> list[str]:
     partitions_def=TENANTS,
     asset="preference_pairs",
     blocking=True,
-    description="Every pair is well-formed.",
+    description="Every pair is well-formed: three texts, chosen ≠ rejected, a known source "
+    "and split, margin ≥ 0, one row per pair_id." + BLOCKING,
 )
 def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
     problems = format_problems(home.table("preference_pairs"))
@@ -33,7 +34,7 @@ def pair_format_valid(home: MemorypackHome) -> dg.AssetCheckResult:
     partitions_def=TENANTS,
     asset="preference_pairs",
     blocking=True,
-    description="No prompt in both train and eval.",
+    description="No prompt (normalised) in both train and eval." + BLOCKING,
 )
 def no_split_leakage(home: MemorypackHome) -> dg.AssetCheckResult:
     leaked = split_leakage(home.table("preference_pairs"))
@@ -98,7 +99,7 @@ def learning_beats_baselines(dpo_runs: pl.DataFrame) -> dg.AssetCheckResult:
     asset="refined_templates",
     additional_ins=reads("template_history", "interactions"),
     blocking=True,
-    description="Every tenant × skill has one current template.",
+    description="Every tenant × skill has one current template." + BLOCKING,
 )
 def current_template_per_skill(
     template_history: pl.DataFrame, interactions: pl.DataFrame

@@ -49,14 +49,18 @@ def tenant_as_of(home: MemorypackHome) -> datetime:
     )
 
 
-def _built(inputs: PackInputs, tenant: str) -> tuple[PackContent, dict[str, object]]:
+def _built(
+    context: dg.AssetExecutionContext, inputs: PackInputs, tenant: str
+) -> tuple[PackContent, dict[str, object]]:
     """The tenant's pack content and its summary fields, with the time its redaction took and the
-    texts it analysed (not served by the cache; the redactor counts across tenants)."""
+    texts it analysed (not served by the cache; the redactor counts across tenants). Each file's
+    redaction is a line in the run's log."""
     redactor = inputs.redactor
-    if redactor is None:
-        return build_tenant_pack(inputs, tenant), {}  # raises: a pack is never built unredacted
+    if redactor is None:  # raises: a pack is never built unredacted
+        return build_tenant_pack(inputs, tenant, context.log.info), {}
     seconds, analysed = redactor.seconds, redactor.analysed
-    content = build_tenant_pack(inputs, tenant)
+    content = build_tenant_pack(inputs, tenant, context.log.info)
+    redactor.save_names(tenant, content.names)  # the snapshot redacts its rows with them
     return content, {
         "memories": content.frames["memories.parquet"].height,
         "redacted": content.redactions["total"],
@@ -144,7 +148,7 @@ def memory_pack(
             "published": False,
         }
         try:
-            content, built = _built(inputs, tenant)
+            content, built = _built(context, inputs, tenant)
             guards[tenant] = run_guards(content, inputs)  # masks what the PII check finds
             row |= built | {"pii_masked": _masked_total(content)}
             redactions[tenant] = content.redactions["by_kind"]
@@ -216,7 +220,7 @@ def memory_pack(
 def analytics_snapshot(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> dg.MaterializeResult:
-    report = build_snapshot(home.paths)
+    report = build_snapshot(home.paths, context.log.info)  # a line per slice it redacts
     if report.missing:
         context.log.info(f"analytics snapshot: lake tables not present yet: {report.missing}")
     frame = pl.DataFrame(

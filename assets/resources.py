@@ -10,9 +10,19 @@ import dagster as dg
 import polars as pl
 from pydantic import PrivateAttr
 
+from assets.metadata import previews_redacted_by
 from pipeline.config import DEFAULT_HOME, Paths, scratch_in_local
+from pipeline.pii.redactor import Redactor
+from pipeline.publish.redaction import redact_rows
 from pipeline.settings import Settings
-from pipeline.storage.homelock import ANALYTICS, clean_leftovers, home_lock
+from pipeline.storage.homelock import (
+    ANALYTICS,
+    clean_leftovers,
+    held_if_free,
+    home_lock,
+    scope_tenant,
+    training_scope,
+)
 from pipeline.storage.lake import Lake
 from pipeline.storage.vectors import EmbeddingCache, TextVectors
 
@@ -21,13 +31,15 @@ INGEST_ASSETS = frozenset(
     {"raw_events", "quarantine", "ingest_stats", "interactions", "feedback", "memory_statements"}
 )
 INGEST_JOB, ANALYTICS_JOB = "ingest", "analytics"
+TRAINING_JOB = "tenant_training"  # a tenant's next DPO policy, after its pack published
 TENANTS_NAME = "tenants"  # the dynamic partitions of tenants (assets/partitions.py)
 
 
 def run_scope(run: dg.DagsterRun | None, instance: dg.DagsterInstance | None) -> str | None:
     """Which part of the home a run works on: a tenant, when its partition is one (every asset
-    after ingest is partitioned by tenant, and a tenant's run is one partition); ANALYTICS for a
-    run without a partition (the analytics build); None for ingest (a load date)."""
+    after ingest is partitioned by tenant, and a tenant's run is one partition), or that tenant's
+    policies for its training run; ANALYTICS for a run without a partition (the analytics
+    build); None for ingest (a load date)."""
     if run is None:
         return None
     selected = {key.to_user_string() for key in run.asset_selection or ()}
@@ -35,7 +47,7 @@ def run_scope(run: dg.DagsterRun | None, instance: dg.DagsterInstance | None) ->
         return None
     key = run.tags.get("dagster/partition")
     if key and instance is not None and instance.has_dynamic_partition(TENANTS_NAME, key):
-        return key
+        return training_scope(key) if run.job_name == TRAINING_JOB else key
     return None if key else ANALYTICS
 
 
@@ -44,13 +56,15 @@ class MemorypackHome(dg.ConfigurableResource):
     folders of the lake (`paths`, `lake`): it cannot read or write another tenant's rows.
 
     A run holds its part's lock from its first step to its last (the job runs in one process):
-    ingest the ingest lock, a tenant's run its tenant's, the analytics build its own. So a run
-    the daemon launched and a `memorypack run` never work on the same part at once, while
-    different tenants run side by side."""
+    ingest the ingest lock, a tenant's run its tenant's, a tenant's training run the tenant's
+    training lock (not its tenant's: training never holds back a pack), the analytics build its
+    own. So a run the daemon launched and a `memorypack run` never work on the same part at
+    once, while different tenants run side by side."""
 
     home: str = DEFAULT_HOME
     landing: str = ""  # empty = <home>/landing (or MEMORYPACK_LANDING)
     _scope: str | None = PrivateAttr(default=None)
+    _redactor: Redactor | None = PrivateAttr(default=None)
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[MemorypackHome]:
@@ -70,12 +84,26 @@ class MemorypackHome(dg.ConfigurableResource):
             removed = clean_leftovers(home, self._scope) if taken else []
             if removed and log:
                 log.info(f"removed {len(removed)} leftover(s) of a killed run: {removed}")
-            yield self
+            if taken and self._scope not in (None, ANALYTICS) and self.tenant == self._scope:
+                # a tenant's run also cleans a killed policy write, unless a training is writing
+                with held_if_free(home, command, training_scope(self._scope)):
+                    pass
+            with previews_redacted_by(self.redact_preview):
+                yield self
+
+    def redact_preview(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """A metadata preview's rows redacted as the pack redacts them: with the home's key and
+        cache and each tenant's names (one redactor for the run)."""
+        if self._redactor is None:
+            self._redactor = Redactor.for_home(self.paths)
+        redacted, _ = redact_rows(self._redactor, frame, strict=True)
+        self._redactor.flush()
+        return redacted
 
     @property
     def tenant(self) -> str | None:
         """The tenant of this run (None: ingest or the analytics build, which see every tenant)."""
-        return None if self._scope == ANALYTICS else self._scope
+        return scope_tenant(self._scope)
 
     @property
     def paths(self) -> Paths:

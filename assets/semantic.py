@@ -10,7 +10,7 @@ from assets import groups
 from assets.config import StageSettings
 from assets.handoffs import reads
 from assets.metadata import frame_metadata
-from assets.partitions import TENANTS, asset_spec, declared_columns
+from assets.partitions import BLOCKING, TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import tables
 from pipeline.frames import changed_groups, group_fingerprints, replace_groups
@@ -54,7 +54,12 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
     metadata=declared_columns("memory_embeddings"),
     check_specs=[
         dg.AssetCheckSpec(
-            ONE_ROW_PER_MEMORY, asset="memory_embeddings", blocking=True, partitions_def=TENANTS
+            ONE_ROW_PER_MEMORY,
+            asset="memory_embeddings",
+            blocking=True,
+            partitions_def=TENANTS,
+            description="One row per memory, each with a vector in the embedding cache, and "
+            "every vector computed this run of unit length." + BLOCKING,
         )
     ],
     description="One unit-length vector per memory (statements: content; interactions: input), "
@@ -132,6 +137,8 @@ CONFLICTS_INS = reads("memory_statements", "memory_embeddings")
             asset="memory_conflicts",
             blocking=True,
             partitions_def=TENANTS,
+            description="Both memories of every conflict are statements of the conflict's own "
+            "tenant and contact." + BLOCKING,
         )
     ],
 )
@@ -224,6 +231,7 @@ CONSOLIDATION_INS = reads(
             asset="consolidated_summaries",
             blocking=True,
             partitions_def=TENANTS,
+            description="Every statement is a member of exactly one statement cluster." + BLOCKING,
         )
     ],
 )

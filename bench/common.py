@@ -95,6 +95,9 @@ class Sizes:
     pack_memories: int = 100_000
     # usage: AI calls (10 tenants) the usage stages read in-process (bench/sections_usage.py)
     usage_calls: int = 1_000_000
+    # usage_effects: seeds of the substitutes loop (pipeline/generate/substitutes.py) and its calls
+    usage_effects_seeds: int = 20
+    usage_effects_calls: int = 4_000
     # conversations: how many of the LoCoMo conversations in shared/data/locomo (sorted by name)
     conversations: int = 5
     queries: int = 1_000
@@ -130,6 +133,8 @@ class Sizes:
             dpo_base_max_steps=2,
             pack_memories=10_000,
             usage_calls=20_000,
+            usage_effects_seeds=3,
+            usage_effects_calls=2_000,
             conversations=1,
             queries=200,
             pii_texts=1_000,

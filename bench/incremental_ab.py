@@ -1,18 +1,24 @@
-"""The incremental night of two commits, side by side on the same home (what a change saves).
+"""A night of two commits, side by side on the same machine in one run (what a change saves).
 
-A home is built once by this checkout's full night (generated logs over 7 load dates, cached
-under bench/.cache), then each round runs one incremental night (+`--new` interactions on the
-next date) on a fresh copy of it with the base commit's code and with this checkout's, in turn,
-so a noisy neighbour slows both alike. The base commit runs from a git worktree; the copies'
-recorded file identities are re-keyed to the copied files, which are the same data, so neither
-night rebuilds what it would not have rebuilt in place. Before its night (untimed), each copy's
-analytics build runs with that side's code, so a change to what the warehouse or the redacted
-base holds is not timed as the night's.
+Incremental (the default): a home is built once by this checkout's full night (generated logs
+over 7 load dates, cached under bench/.cache), then each round runs one incremental night
+(+`--new` interactions on the next date) on a fresh copy of it with the base commit's code and
+with this checkout's, in turn, so a noisy neighbour slows both alike. The base commit runs from a
+git worktree; the copies' recorded file identities are re-keyed to the copied files, which are
+the same data, so neither night rebuilds what it would not have rebuilt in place. Before its
+night (untimed), each copy's analytics build runs with that side's code, so a change to what the
+warehouse or the redacted base holds is not timed as the night's.
+
+`--night full`: each round runs the full night over the 7 load dates on a fresh home (only the
+embedding export in it) with each side's code, in turn.
 
     python -m bench.incremental_ab --base 6939358 --interactions 250000 --tenants 1 --new 7500
+    python -m bench.incremental_ab --base 3d11a5e --night full --interactions 6000 --tenants 3 \
+        --dpo-max-steps 0
 
-Prints a table (wall time, ingest, analytics build, each step's seconds summed over tenants) and
-writes it with every night's details to bench/results/<date>-incremental-ab-<base>-<head>.*.
+Prints a table (wall time, when the packs and the analytics build were done, the trainings after
+them, ingest, analytics build, each step's seconds summed over tenants) and writes it with the
+machine and every night's details to bench/results/<date>-<night>-ab-<base>-<head>.*.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 
 from bench import data
 from bench.common import CACHE, ROOT, offline_env, run_child, write_json
+from bench.machine import commit, describe, machine
 from bench.sections_scale import _embedding_export, _fresh_home, _night
 from bench.sections_scale_goal import _night_details
 
@@ -121,8 +128,11 @@ def _base_home(args: argparse.Namespace, key: str) -> tuple[Path, str]:
 
 def _summary(night: dict[str, Any]) -> dict[str, Any]:
     details = _night_details(night, {})
+    path = details["path"]
     return {
         "seconds": details["seconds"],
+        "packs_and_build_s": path["packs_and_build_s"],
+        "trainings_summed_s": path["trainings_summed_s"],
         "ingest_s": details["ingest_s"],
         "analytics_s": details["analytics_s"],
         "peak_rss_mib_largest_worker": details["peak_rss_mib_largest_worker"],
@@ -133,7 +143,10 @@ def _summary(night: dict[str, Any]) -> dict[str, Any]:
 def _table(runs: dict[str, list[dict[str, Any]]], labels: dict[str, str]) -> str:
     steps = sorted({s for rs in runs.values() for r in rs for s in r["steps_s"]},
                    key=lambda s: -runs["change"][0]["steps_s"].get(s, 0))  # fmt: skip
-    rows = [("incremental night, wall (s)", "seconds"), ("ingest (s)", "ingest_s"),
+    rows = [("night, wall (s)", "seconds"),
+            ("packs and analytics build done, from ingest's start (s)", "packs_and_build_s"),
+            ("trainings after the publish, summed (s)", "trainings_summed_s"),
+            ("ingest (s)", "ingest_s"),
             ("analytics build (s)", "analytics_s"),
             ("largest worker peak RSS (MiB)", "peak_rss_mib_largest_worker"),
             *((f"`{s}` (s)", s) for s in steps if s != "analytics_snapshot")]  # fmt: skip
@@ -143,14 +156,40 @@ def _table(runs: dict[str, list[dict[str, Any]]], labels: dict[str, str]) -> str
 
     lines = [f"| | {labels['base']} | {labels['change']} |", "|---|---|---|"]
     lines += [f"| {name} | {cell('base', key)} | {cell('change', key)} |" for name, key in rows]
-    base, change = (statistics.median(r["seconds"] for r in runs[k]) for k in ("base", "change"))
-    lines.append(f"\nMedian wall: {base:g} s → {change:g} s ({change / base - 1:+.1%}).")
+    for what, key in (("wall", "seconds"), ("packs and build", "packs_and_build_s")):
+        base, change = (statistics.median(r[key] for r in runs[k]) for k in ("base", "change"))
+        lines.append(f"\nMedian {what}: {base:g} s → {change:g} s ({change / base - 1:+.1%}).")
     return "\n".join(lines)
+
+
+def _copy(args: argparse.Namespace, label: str, tree: Path, key: str) -> tuple[Path, str, str]:
+    """A fresh home of this round for one side (its landing beside it): a copy of the full
+    night's home (incremental), or a home holding only the embedding export (full); the dates
+    its night runs."""
+    copy = CACHE / f"ab-run-{label}"
+    shutil.rmtree(copy, ignore_errors=True)
+    if args.night == "full":
+        dates = data.dates(data.START, 7)
+        source, _ = data.landing(args.interactions, days=7, seed=0, feedback=3.0,
+                                 tenants=args.tenants)  # fmt: skip
+        for folder in (copy / "landing", copy / "logs"):
+            folder.mkdir(parents=True)
+        for day in dates:
+            (copy / "landing" / day).symlink_to(source / day, target_is_directory=True)
+        _fresh_home(copy / "home", _embedding_export(copy / "logs")[0])
+        return copy, dates[0], dates[-1]
+    home, day = _base_home(args, key)
+    shutil.copytree(home.parent, copy, symlinks=True)
+    rekey(copy / "home")
+    converged = run_child([sys.executable, "-c", CONVERGE, str(copy / "home")], cwd=tree)
+    assert converged.returncode == 0, f"{label}: the analytics build before the night failed"
+    return copy, day, day
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="the commit to compare this checkout with")
+    parser.add_argument("--night", choices=("incremental", "full"), default="incremental")
     parser.add_argument("--interactions", type=int, default=250_000)
     parser.add_argument("--tenants", type=int, default=1)
     parser.add_argument("--new", type=int, default=7_500, help="interactions of the new date")
@@ -161,22 +200,15 @@ def main(argv: list[str] | None = None) -> None:
     offline_env()
     base, head = _rev(args.base), _rev("HEAD")
     key = f"i{args.interactions}-t{args.tenants}-n{args.new}-w{args.workers}-s{args.dpo_max_steps}"
-    home, day = _base_home(args, key)
     trees = {"base": _worktree(base), "change": ROOT}
     runs: dict[str, list[dict[str, Any]]] = {"base": [], "change": []}
     nights: list[dict[str, Any]] = []
     for round_ in range(args.rounds):
         for label, tree in trees.items():
-            copy = CACHE / f"ab-run-{label}"
-            shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(home.parent, copy, symlinks=True)
-            rekey(copy / "home")
-            converged = run_child([sys.executable, "-c", CONVERGE, str(copy / "home")], cwd=tree)
-            assert converged.returncode == 0, (
-                f"{label}: the analytics build before the night failed"
-            )
-            night = _night(copy / "home", copy / "landing", day, day, args.workers,
-                           args.dpo_max_steps, copy / "logs", f"incremental-{label}", root=tree)  # fmt: skip
+            copy, first, last = _copy(args, label, tree, key)
+            night = _night(copy / "home", copy / "landing", first, last, args.workers,
+                           args.dpo_max_steps, copy / "logs", f"{args.night}-{label}",
+                           root=tree)  # fmt: skip
             runs[label].append(_summary(night))
             nights.append({"round": round_, "label": label, **night})
             shutil.rmtree(copy, ignore_errors=True)
@@ -184,16 +216,21 @@ def main(argv: list[str] | None = None) -> None:
     dirty = " (with uncommitted code)" if _dirty() else ""
     labels = {"base": f"{base}", "change": f"{head}{dirty}"}
     table = _table(runs, labels)
+    added = f", +{args.new:,} on the next" if args.night == "incremental" else ""
+    here = {"git": commit(), "machine": machine()}
     title = (
-        f"Incremental night, {base} vs {head}{dirty}: {args.tenants} tenant(s), "
-        f"{args.interactions:,} interactions over 7 dates, +{args.new:,} on the next, "
-        f"--workers {args.workers}, dpo max_steps {args.dpo_max_steps}; {args.rounds} rounds "
-        f"(base, change in turn; one value per round)"
+        f"{args.night.capitalize()} night, {base} vs {head}{dirty}: {args.tenants} tenant(s), "
+        f"{args.interactions:,} interactions over 7 dates{added}, --workers {args.workers}, "
+        f"dpo max_steps {args.dpo_max_steps}; {args.rounds} rounds (base, change in turn; one "
+        f"value per round); {describe(here['machine'])}"
     )
     print(f"\n{title}\n\n{table}")
-    name = f"{datetime.now(UTC).date().isoformat()}-incremental-ab-{base}-{head}"
+    name = f"{datetime.now(UTC).date().isoformat()}-{args.night}-ab-{base}-{head}"
     (RESULTS / f"{name}.md").write_text(f"# {title}\n\n{table}\n", encoding="utf-8")
-    write_json(RESULTS / f"{name}.json", {"argv": vars(args), "runs": runs, "nights": nights})
+    write_json(
+        RESULTS / f"{name}.json",
+        {"argv": vars(args), "environment": here, "runs": runs, "nights": nights},
+    )
 
 
 def _dirty() -> bool:

@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -29,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
-    GIB,
     MIB,
     ROOT,
     Figure,
@@ -40,6 +37,8 @@ from bench.common import (
     run_child,
     write_json,
 )
+from bench.compare import against, against_md, mixed_cpus_md, refusal, section_machines
+from bench.machine import commit, cpu_types, describe, load_average, machine, mixed
 
 
 @dataclass(frozen=True)
@@ -194,6 +193,14 @@ SECTIONS: dict[str, Section] = {
             1800,
         ),
         Section(
+            "usage_effects",
+            "bench.sections_usage_effects:run",
+            "item effects when the pack's top k makes items substitutes: false demotions and "
+            "missed harmful, joint model vs difference in means; the usage stages' time with each",
+            300,
+            3600,
+        ),
+        Section(
             "usage_cost",
             "bench.sections_usage_cost:run",
             "what receipts cost: the scale_goal nights without receipts and with 90 % of calls "
@@ -218,6 +225,7 @@ QUICK_ORDER = [
     "conversations",
     "pack",
     "usage",
+    "usage_effects",
     "retrieval",
     "pii",
     "pii_per_kb",
@@ -311,16 +319,6 @@ def run_section(section: Section, sizes: Sizes, log_dir: Path) -> dict[str, Any]
     }
 
 
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=20, check=True
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def _version(package: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -330,64 +328,22 @@ def _version(package: str) -> str | None:
         return None
 
 
-# CPU features that decide how fast int8 inference runs (the embed section's ONNX int8 backend).
-SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
-
-
-def _cpu_info(key: str) -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(key):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def _cpu_model() -> str | None:
-    return _cpu_info("model name") or platform.processor() or None
-
-
-def _simd() -> list[str]:
-    flags = set((_cpu_info("flags") or "").split())
-    return [f for f in SIMD_FLAGS if f in flags]
-
-
-def environment() -> dict[str, Any]:
-    import psutil
-
-    status = _git("status", "--porcelain")
+def versions() -> dict[str, str | None]:
     return {
-        "git": {
-            "commit": _git("rev-parse", "HEAD"),
-            "dirty": bool(status) if status is not None else None,
-        },
-        "machine": {
-            "cores_logical": os.cpu_count(),
-            "cores_usable": len(os.sched_getaffinity(0)),
-            "memory_gib": round(psutil.virtual_memory().total / GIB, 1),
-            "cpu": _cpu_model(),
-            "cpu_simd": _simd(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
-        },
-        "versions": {
-            p: _version(p)
-            for p in (
-                "memorypack",
-                "polars",
-                "duckdb",
-                "pyarrow",
-                "numpy",
-                "torch",
-                "sentence-transformers",
-                "transformers",
-                "trl",
-                "dagster",
-                "onnxruntime",
-            )
-        },
+        p: _version(p)
+        for p in (
+            "memorypack",
+            "polars",
+            "duckdb",
+            "pyarrow",
+            "numpy",
+            "torch",
+            "sentence-transformers",
+            "transformers",
+            "trl",
+            "dagster",
+            "onnxruntime",
+        )
     }
 
 
@@ -424,9 +380,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"# Benchmark results — {result['date']} ({result['mode']})",
         "",
+        *mixed_cpus_md(result),
         f"Commit `{(git.get('commit') or 'unknown')[:12]}`"
-        f"{' (with uncommitted changes)' if git.get('dirty') else ''}; "
-        f"{m['cores_usable']} cores ({m['cpu']}; {', '.join(m.get('cpu_simd') or ['no AVX2'])}), "
+        f"{' (with uncommitted changes)' if git.get('dirty') else ''}; {describe(m)}, "
         f"{m['memory_gib']} GiB; Python {m['python']}; "
         + ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v and k != "memorypack")
         + ".",
@@ -455,10 +411,14 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{_fmt(f.get('ratio'))}{'×' if f.get('ratio') is not None else ''} | "
                 f"{f.get('goal', '')} | {_met(f)} |"
             )
+        ran_on = section.get("machine") or m
+        load = section.get("load_avg_1min") or {}
         notes.append(
             f"- **{section['name']}**: {section['seconds']} s wall, peak RSS "
             f"{section['peak_rss_mib']:,} MiB (commit {(section.get('commit') or '')[:12]}, "
-            f"{section.get('finished_at', '')})"
+            f"{section.get('finished_at', '')}; {describe(ran_on)}"
+            + (f"; load average {load['start']} → {load['end']}" if load else "")
+            + ")"
         )
     missed = [
         f"{s['name']}: {f['name']}"
@@ -475,6 +435,8 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     lines += ["", *extra] if extra else []
     lines += ["", "Sections:", *notes, ""]
+    if result.get("compared_with"):
+        lines += against_md(result["compared_with"], _fmt)
     sizes = result["sizes"]
     lines.append(
         "Sizes: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sizes.items() if k not in ("quick",))
@@ -513,47 +475,75 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         kind = float if f.type in (float, "float") else int
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=None)
     parser.add_argument("--no-merge", action="store_true", help="with --only: replace, not merge")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        help="an earlier result (.json) to put beside this run",
+    )
+    parser.add_argument(
+        "--mixed-cpus",
+        action="store_true",
+        help="merge or compare with figures of another CPU type, marked as not comparable",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--sizes-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--result-file", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse(argv)
-    if args.worker:
-        return worker(args.worker, args.sizes_file, args.result_file)
-    offline_env()
+def _sizes(args: argparse.Namespace) -> Sizes:
     sizes = Sizes.quick_sizes() if args.quick else Sizes()
     for f in fields(Sizes):
         value = getattr(args, f.name, None)
         if value is not None and f.name != "quick":
             setattr(sizes, f.name, value)
-    names = QUICK_ORDER if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
-    unknown = [n for n in names if n not in SECTIONS]
-    if unknown:
-        print(f"bench: unknown section(s) {unknown}; known: {list(SECTIONS)}", file=sys.stderr)
-        return 2
-    mode = "quick" if sizes.quick else "full"
-    stamp = datetime.now(UTC)
-    day = stamp.date().isoformat()
-    suffix = "-quick" if sizes.quick else ""
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    json_path = out / f"{day}{suffix}.json"
-    env = environment()
-    commit = env["git"]["commit"]
-    print(
-        f"bench ({mode}): sections {names}; sizes {sizes.as_dict()}; commit {str(commit)[:12]}",
-        flush=True,
-    )
-    started = time.perf_counter()
-    sections: list[dict[str, Any]] = []
+    return sizes
+
+
+def _kept(args: argparse.Namespace, json_path: Path, names: list[str]) -> dict[str, Any] | None:
+    """The day's earlier result this run's sections merge into (`--only`), if any."""
+    if not (args.only and not args.no_merge and json_path.exists()):
+        return None
+    previous = json.loads(json_path.read_text())
+    previous["sections"] = [s for s in previous.get("sections", []) if s["name"] not in names]
+    return previous
+
+
+def _refused(
+    args: argparse.Namespace, here: dict[str, Any], kept: dict[str, Any] | None, json_path: Path
+) -> str | None:
+    """Why this run may not start: it would put its figures beside another CPU type's (checked
+    before any section runs, so no hour of measuring is lost to it)."""
+    if args.mixed_cpus:
+        return None
+    if kept is not None:
+        why = refusal(section_machines(kept), here, str(json_path), "Write elsewhere (--out) or "
+                      "replace the day's file (--no-merge)")  # fmt: skip
+        if why:
+            return why
+    if args.compare is not None:
+        earlier = section_machines(json.loads(args.compare.read_text()))
+        return refusal(earlier, here, str(args.compare), "Compare with a result of this CPU type")
+    return None
+
+
+def _run_sections(
+    names: list[str], sizes: Sizes, out: Path, env: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Each section in its own process; each records the commit, sizes, CPU type and the load
+    average before and after it."""
+    sections = []
     for name in names:
         print(f"  {name}: {SECTIONS[name].what} …", flush=True)
+        before = load_average()
         section = run_section(SECTIONS[name], sizes, out / ".logs")
-        section["commit"] = commit
+        section["commit"] = env["git"]["commit"]
         section["sizes"] = sizes.as_dict()
+        section["machine"] = {
+            k: env["machine"][k] for k in ("cpu", "cpu_simd", "cores_usable", "memory_gib")
+        }
+        section["load_avg_1min"] = {"start": before[0], "end": load_average()[0]}
         sections.append(section)
         mark = (
             "ok"
@@ -571,12 +561,43 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"goal met: {f.get('goal_met')}",
                 flush=True,
             )
-    if args.only and not args.no_merge and json_path.exists():
-        previous = json.loads(json_path.read_text())
-        mine = {s["name"] for s in sections}
-        kept = [s for s in previous.get("sections", []) if s["name"] not in mine]
+    return sections
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.worker:
+        return worker(args.worker, args.sizes_file, args.result_file)
+    offline_env()
+    sizes = _sizes(args)
+    names = QUICK_ORDER if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        print(f"bench: unknown section(s) {unknown}; known: {list(SECTIONS)}", file=sys.stderr)
+        return 2
+    mode = "quick" if sizes.quick else "full"
+    stamp = datetime.now(UTC)
+    day = stamp.date().isoformat()
+    suffix = "-quick" if sizes.quick else ""
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / f"{day}{suffix}.json"
+    env = {"git": commit(), "machine": machine(), "versions": versions()}
+    kept = _kept(args, json_path, names)
+    why = _refused(args, env["machine"], kept, json_path)
+    if why:
+        print(why, file=sys.stderr)
+        return 2
+    print(
+        f"bench ({mode}): sections {names}; sizes {sizes.as_dict()}; commit "
+        f"{str(env['git']['commit'])[:12]}; {describe(env['machine'])}",
+        flush=True,
+    )
+    started = time.perf_counter()
+    sections = _run_sections(names, sizes, out, env)
+    if kept is not None:
         order = {n: i for i, n in enumerate(QUICK_ORDER + ON_REQUEST)}
-        sections = sorted(kept + sections, key=lambda s: order.get(s["name"], 99))
+        sections = sorted(kept["sections"] + sections, key=lambda s: order.get(s["name"], 99))
     result = {
         "date": day,
         "mode": mode,
@@ -594,6 +615,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if f.get("goal_met") is False
         ],
     }
+    machines = section_machines({"environment": env, "sections": sections})
+    result["cpu_types"] = cpu_types(machines)
+    result["mixed_cpus"] = mixed(machines)
+    if args.compare is not None:
+        earlier = json.loads(args.compare.read_text())
+        result["compared_with"] = against(result, earlier, args.compare.name)
     write_json(json_path, result)
     md = markdown(result)
     md_path = json_path.with_suffix(".md")

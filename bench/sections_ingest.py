@@ -42,65 +42,71 @@ def _ingest_once(folder: Path, home: Path, split: dict[str, float]) -> dict[str,
     return dict(result.stats)
 
 
-def run(sizes: Sizes) -> list[Figure]:
+def landing_files(*folders: Path) -> list[str]:
+    """The landing files of load-date folders, as the bare reads take them."""
+    return sorted(
+        str(p) for f in folders for p in f.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz"))
+    )
+
+
+def _read_json(files: list[str], options: str = "") -> str:
+    listed = ", ".join(f"'{f}'" for f in files)
+    return f"read_json([{listed}], format='newline_delimited', ignore_errors=true{options})"
+
+
+def duck_count(files: list[str]) -> int:
     import duckdb
+
+    with duckdb.connect() as con:
+        row = con.execute(f"SELECT count(*) FROM {_read_json(files)}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def polars_count(files: list[str]) -> int:
+    """0 when polars cannot read the files: some malformed lines (NaN) stop even its count."""
     import polars as pl
 
+    try:
+        return int(pl.scan_ndjson(files, ignore_errors=True).select(pl.len()).collect().item())
+    except pl.exceptions.ComputeError:
+        return 0
+
+
+def duck_parse(files: list[str]) -> int:
+    """A bare read that parses every line's JSON: DuckDB materialises every contract field (a
+    count(*) may skip that; polars' scan_ndjson cannot: the malformed lines stop it)."""
+    import duckdb
+
+    from pipeline.ingest.contracts import FIELDS
+
+    columns = "{" + ", ".join(f"'{f.name}': 'JSON'" for f in FIELDS) + "}"
+    with duckdb.connect() as con:
+        con.execute(
+            f"CREATE TEMP TABLE t AS SELECT * FROM {_read_json(files, f', columns={columns}')}"
+        )
+        row = con.execute("SELECT count(*) FROM t").fetchone()
+    return int(row[0]) if row else 0
+
+
+def run(sizes: Sizes) -> list[Figure]:
     for module in (
         "pipeline.ingest.folder",
         "pipeline.storage.lake",
         "pipeline.storage.warehouse",
     ):  # imported before timing
         importlib.import_module(module)
-    from pipeline.ingest.contracts import FIELDS
-
     folder, summary = data.landing_by_lines(sizes.ingest_lines, seed=sizes.seed)
-    files = sorted(str(p) for p in folder.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")))
-    glob = str(folder / "*.jsonl*")
+    files = landing_files(folder)
     scratch = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     split: dict[str, Any] = {}
-
-    def duck_count() -> int:
-        con = duckdb.connect()
-        try:
-            row = con.execute(
-                f"SELECT count(*) FROM read_json('{glob}', format='newline_delimited', "
-                "ignore_errors=true)"
-            ).fetchone()
-        finally:
-            con.close()
-        return int(row[0]) if row else 0
-
-    def polars_count() -> int:
-        """0 when polars cannot read the files: some malformed lines (NaN) stop even its count."""
-        try:
-            return int(pl.scan_ndjson(files, ignore_errors=True).select(pl.len()).collect().item())
-        except pl.exceptions.ComputeError:
-            return 0
-
-    columns = "{" + ", ".join(f"'{f.name}': 'JSON'" for f in FIELDS) + "}"
-
-    def duck_parse() -> int:
-        # Materialises every contract field: a bare read that really parses each line's JSON
-        # (a count(*) may skip that). polars' scan_ndjson cannot: the malformed lines stop it.
-        con = duckdb.connect()
-        try:
-            con.execute(
-                f"CREATE TEMP TABLE t AS SELECT * FROM read_json('{glob}', "
-                f"format='newline_delimited', ignore_errors=true, columns={columns})"
-            )
-            row = con.execute("SELECT count(*) FROM t").fetchone()
-        finally:
-            con.close()
-        return int(row[0]) if row else 0
 
     try:
         timed = interleaved(
             {
                 "ingest": lambda: _ingest_once(folder, scratch / "home", split),
-                "duck_count": duck_count,
-                "polars_count": polars_count,
-                "duck_parse": duck_parse,
+                "duck_count": lambda: duck_count(files),
+                "polars_count": lambda: polars_count(files),
+                "duck_parse": lambda: duck_parse(files),
             },
             sizes.reps,
             setup={"ingest": lambda: shutil.rmtree(scratch / "home", ignore_errors=True)},

@@ -34,7 +34,7 @@ from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
-from bench import data
+from bench import data, floor
 from bench.common import (
     CACHE,
     GIB,
@@ -176,6 +176,24 @@ def _interactions_by_tenant(home: Path, load_dates: list[str] | None = None) -> 
         frame = frame.filter(pl.col("load_date").cast(pl.String).is_in(load_dates))
     counts = frame.group_by("tenant_id").agg(pl.len()).collect()
     return {row["tenant_id"]: int(row["len"]) for row in counts.iter_rows(named=True)}
+
+
+def night_path(night: dict[str, Any]) -> dict[str, float | None]:
+    """When, from ingest's start, every tenant's pack was done and the analytics build ended
+    (the path a user waits on), and when the trainings that follow a publish ended (off it)."""
+    runs = night["runs"]
+    start, trainings = runs["ingest"]["start"], runs.get("trainings", {})
+    return {
+        "packs_done_s": round(max(r["end"] for r in runs["tenants"].values()) - start, 1)
+        if runs["tenants"]
+        else None,
+        "packs_and_build_s": round(runs["analytics"]["end"] - start, 1),
+        "trainings": len(trainings),
+        "trainings_summed_s": round(sum(r["end"] - r["start"] for r in trainings.values()), 1),
+        "trainings_done_s": round(max(r["end"] for r in trainings.values()) - start, 1)
+        if trainings
+        else None,
+    }
 
 
 def _tenant_times(night: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -376,15 +394,17 @@ def run(sizes: Sizes) -> list[Figure]:
     landing, logs = work / "landing", work / "logs"
     for folder in (landing, logs):
         folder.mkdir(parents=True)
-    first, last = data.dates(data.START, days)[0], data.dates(data.START, days)[-1]
+    dates = data.dates(data.START, days)
+    first, last = dates[0], dates[-1]
     try:
-        for day in data.dates(data.START, days):
+        for day in dates:
             (landing / day).symlink_to(source / day, target_is_directory=True)
         export, export_seconds = _embedding_export(logs)
         # Each full night on a fresh home: one worker, then two (the same data).
         home1, home2 = _fresh_home(work / "home1", export), _fresh_home(work / "home2", export)
         w1 = _night(home1, landing, first, last, 1, steps, logs, "full-w1")
         w2 = _night(home2, landing, first, last, 2, steps, logs, "full-w2")
+        after_full = floor.count(w2, home2, None)
         counts = _interactions_by_tenant(work / "home2")
         # The incremental night: a few % more interactions over every tenant (on home2).
         new_day = data.START + timedelta(days=days)
@@ -392,7 +412,9 @@ def run(sizes: Sizes) -> list[Figure]:
                      feedback=feedback, tenants=tenants)  # fmt: skip
         incr = _night(work / "home2", landing, new_day.isoformat(), new_day.isoformat(), 2, steps,
                       logs, "incremental-w2")  # fmt: skip
+        floor.count(incr, home2, after_full)
         incr_counts = _interactions_by_tenant(work / "home2", [new_day.isoformat()])
+        floor.time_floors(home2, landing, export, [(w2, dates), (incr, [new_day.isoformat()])])
         # A night where one tenant alone received data: the second largest.
         lone = sorted(counts, key=lambda t: -counts[t])[min(1, len(counts) - 1)]
         lone_day = new_day + timedelta(days=1)
@@ -446,6 +468,7 @@ def _figures(
         keep = ("seconds", "workers", "start", "end", "load_avg_1min", "runs", "tenant_ended")
         return {
             **{k: night[k] for k in keep},
+            "path": night_path(night),
             "peak_rss_mib_main": round(night["peak_rss_self"] / MIB, 1),
             "peak_rss_mib_largest_worker": round(night["peak_rss_children"] / MIB, 1),
             "step_seconds": night["step_seconds"],
@@ -524,6 +547,10 @@ def _figures(
             "interactions",
         ),
         _pack_redaction_figure(incr, w2, n),
+        *(
+            scaled_goal(f, n, GOAL_INTERACTIONS, "interactions")
+            for f in floor.night_floor_figures({"full (--workers 2)": w2, "incremental": incr})
+        ),
         Figure(
             name=f"night where only {lone} received data (+{sum(one_counts.values()):,}): "
             f"tenants run: {', '.join(ran)}",
@@ -661,9 +688,9 @@ def _runs(home: Path, since: datetime) -> dict[str, Any]:
     import dagster as dg
 
     from jobs.instance import dagster_home
-    from jobs.nightly import ANALYTICS_JOB, INGEST_JOB, TENANT_JOB
+    from jobs.nightly import ANALYTICS_JOB, INGEST_JOB, TENANT_JOB, TRAINING_JOB
 
-    out: dict[str, Any] = {"tenants": {}}
+    out: dict[str, Any] = {"tenants": {}, "trainings": {}}
     with dg.DagsterInstance.from_config(str(dagster_home(home))) as instance:
         for record in instance.get_run_records(dg.RunsFilter(created_after=since)):
             run = record.dagster_run
@@ -685,6 +712,8 @@ def _runs(home: Path, since: datetime) -> dict[str, Any]:
                 if packed and "redaction_seconds" in packed[0]:
                     times["redaction_s"] = packed[0]["redaction_seconds"].value
                 out["tenants"][run.tags["dagster/partition"]] = times
+            elif run.job_name == TRAINING_JOB:
+                out["trainings"][run.tags["dagster/partition"]] = times
             elif run.job_name in (INGEST_JOB, ANALYTICS_JOB):
                 out["ingest" if run.job_name == INGEST_JOB else "analytics"] = times
     return out

@@ -22,7 +22,7 @@ from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
-from bench import data
+from bench import data, floor
 from bench.common import CACHE, GIB, MIB, Figure, Sizes, ratio, rounded, scaled_goal
 from bench.sections_scale import (
     FULL_GOAL_SECONDS,
@@ -35,6 +35,7 @@ from bench.sections_scale import (
     _night,
     _pack_redaction,
     _tenant_times,
+    night_path,
 )
 
 WORKERS = 2
@@ -74,8 +75,9 @@ def nights(sizes: Sizes, receipts: float | None = None) -> Nights:
         export, _ = _embedding_export(logs)
         home = _fresh_home(work / "home", export)
         full = _night(home, landing, dates[0], dates[-1], WORKERS, steps, logs, "full")
+        after_full = floor.count(full, home, None)
         counts = _interactions_by_tenant(home)
-        incr, new = None, {}
+        incr, new, dated = None, {}, [(full, dates)]
         if sizes.scale_goal_new_interactions > 0:
             new_day = data.START + timedelta(days=days)
             data.add_day(landing, new_day, sizes.scale_goal_new_interactions,
@@ -83,7 +85,10 @@ def nights(sizes: Sizes, receipts: float | None = None) -> Nights:
                          receipts=receipts)  # fmt: skip
             incr = _night(home, landing, new_day.isoformat(), new_day.isoformat(), WORKERS,
                           steps, logs, "incremental")  # fmt: skip
+            floor.count(incr, home, after_full)
             new = _interactions_by_tenant(home, [new_day.isoformat()])
+            dated.append((incr, [new_day.isoformat()]))
+        floor.time_floors(home, landing, export, dated)
     finally:
         if os.environ.get("BENCH_KEEP_WORK"):  # to look into the home after the run
             print(f"scale_goal: kept {work}", flush=True)
@@ -113,6 +118,7 @@ def _night_details(night: dict[str, Any], counts: dict[str, int]) -> dict[str, A
     runs = night["runs"]
     return {
         "seconds": night["seconds"],
+        "path": night_path(night),
         "load_avg_1min": night["load_avg_1min"],
         "ingest_s": round(runs["ingest"]["end"] - runs["ingest"]["start"], 1),
         "analytics_s": round(runs["analytics"]["end"] - runs["analytics"]["start"], 1),
@@ -188,5 +194,6 @@ def _figures(
                 details={"new_interactions_by_tenant": new, "night": _night_details(incr, counts)},
             )
         )
+    figures += floor.night_floor_figures(nights)
     # Judged only at the size (a quick run is a smoke test of the section).
     return [scaled_goal(f, n, GOAL_INTERACTIONS, "interactions") for f in figures]

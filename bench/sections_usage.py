@@ -88,7 +88,7 @@ def _tenant(tenant: str, n: int, seed: int, receipts: bool) -> tuple[pl.DataFram
     return interactions, scores
 
 
-def _write(folder: Path, n: int, seed: int, receipts: bool) -> list[tuple[Path, Path]]:
+def write_calls(folder: Path, n: int, seed: int, receipts: bool) -> list[tuple[Path, Path]]:
     folder.mkdir(parents=True)
     files = []
     for t in range(TENANTS):
@@ -99,17 +99,20 @@ def _write(folder: Path, n: int, seed: int, receipts: bool) -> list[tuple[Path, 
     return files
 
 
-def _stages(files: list[tuple[Path, Path]], whole: bool = False) -> dict[str, int]:
+def stages(
+    files: list[tuple[Path, Path]], whole: bool = False, config: Any = None
+) -> dict[str, int]:
     """The usage stages of every tenant, as the assets run them (lazy reads): rows out. `whole`:
-    the files read whole first, as the assets did before 14760eb."""
-    from pipeline.usage import calls, known_items, pack_uplift, pack_usage
+    the files read whole first, as the assets did before 14760eb; `config`: a `UsageConfig`."""
+    from pipeline.usage import USAGE_CONFIG, calls, known_items, pack_uplift, pack_usage
 
     read = pl.read_parquet if whole else pl.scan_parquet
     statements = pl.LazyFrame(schema={"event_id": pl.String})
     out = {"receipts": 0, "items": 0, "uplift_rows": 0}
     for interactions, scores in files:
         receipts = calls(read(interactions), read(scores))
-        usage = pack_usage(receipts, known_items(pl.scan_parquet(interactions), statements))
+        known = known_items(pl.scan_parquet(interactions), statements)
+        usage = pack_usage(receipts, known, config or USAGE_CONFIG)
         out["receipts"] += receipts.height
         out["items"] += usage.height
         out["uplift_rows"] += pack_uplift(receipts).height
@@ -122,14 +125,14 @@ def run(sizes: Sizes) -> list[Figure]:
     rows: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-usage-") as tmp:
         files = {
-            "with": _write(Path(tmp) / "with", n, sizes.seed, True),
-            "without": _write(Path(tmp) / "without", n, sizes.seed, False),
+            "with": write_calls(Path(tmp) / "with", n, sizes.seed, True),
+            "without": write_calls(Path(tmp) / "without", n, sizes.seed, False),
         }
-        _stages(files["with"])  # warm-up: imports, the first scans
+        stages(files["with"])  # warm-up: imports, the first scans
         for _ in range(max(1, sizes.reps)):
             for side in times:  # interleaved: the machine's drift hits each alike
                 started = time.perf_counter()
-                rows[side] = _stages(files.get(side, files["with"]), whole=side == "whole")
+                rows[side] = stages(files.get(side, files["with"]), whole=side == "whole")
                 times[side].append(round(time.perf_counter() - started, 4))
     with_s, without_s = (statistics.median(times[side]) for side in ("with", "without"))
     details: dict[str, Any] = {

@@ -25,6 +25,9 @@ log = logging.getLogger("memorypack")
 
 DEMO_START = date(2026, 11, 1)
 DEMO_DAYS = 7
+# The share of the demo's AI calls (from its second day) that log a receipt, 5 % of them holdout:
+# enough that the first night measures uplift per pack version (the notebook's uplift plot).
+DEMO_RECEIPTS = 0.5
 
 
 def _date(text: str) -> str:
@@ -127,6 +130,12 @@ def _run(
     slowest = sorted(outcome.step_seconds.items(), key=lambda kv: -kv[1])[:3]
     if slowest:
         print("memorypack: slowest steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in slowest))
+    for tenant, training in outcome.trainings.items():
+        state = "trained" if training.success else f"not trained: {training.error}"
+        print(
+            f"memorypack: {tenant}: next DPO policy {state} after its pack published",
+            file=sys.stdout if training.success else sys.stderr,
+        )
     for tenant, reason in outcome.not_published.items():
         print(f"memorypack: {tenant}: {reason}", file=sys.stderr)
     return EXIT_NOT_PUBLISHED if outcome.not_published else 0
@@ -190,8 +199,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     feedback = args.feedback_per_interaction or FEEDBACK_PER_INTERACTION
     if feedback < FEEDBACK_PER_INTERACTION:
         raise UserError(f"--feedback-per-interaction must be at least {FEEDBACK_PER_INTERACTION:g}")
-    if not 0.0 <= args.receipts <= 1.0:
-        raise UserError(f"--receipts must lie in [0, 1] (got {args.receipts})")
+    _check_receipts(args.receipts)
     out = Path(args.out)
     print(
         f"memorypack: generating {args.interactions} interactions over {args.days} days into {out}"
@@ -215,7 +223,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_receipts(share: float) -> None:
+    if not 0.0 <= share <= 1.0:
+        raise UserError(f"--receipts must lie in [0, 1] (got {share})")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    _check_receipts(args.receipts)
     paths = Paths.from_env(args.home)
     landing = paths.landing
     end = DEMO_START + timedelta(days=args.days - 1)
@@ -231,6 +245,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             seed=args.seed,
             start=DEMO_START,
             progress=_progress,
+            receipts=args.receipts,
         )
     else:
         print(f"memorypack demo: 1/3 using the sample logs already in {landing}")
@@ -249,8 +264,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ("models", paths.models),
     ]:
         print(f"  {label:<17} {location}")
-    print("  Dagster UI        make ui   (then open http://localhost:3000)")
-    print(f"  DuckDB            duckdb.connect('{paths.analytics}', read_only=True)")
+    print("  Dagster UI        make ui   (then open http://localhost:3000; PORT=… for another)")
+    print(f"  DuckDB            make duckdb   (.venv/bin/duckdb -readonly {paths.analytics})")
+    print("  notebook          make notebook   (its plots as PNG beside the executed notebook)")
     _show_packs(paths)
     return code
 
@@ -304,6 +320,12 @@ def _add_night_commands(sub: Any) -> None:
     demo.add_argument("--days", type=int, default=DEMO_DAYS)
     demo.add_argument("--interactions", type=int, default=1500)
     demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument(
+        "--receipts",
+        type=float,
+        default=DEMO_RECEIPTS,
+        help="share of AI calls that carry a pack receipt (default %(default)s; 0: none)",
+    )
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser("run", help="one Dagster run of the nightly job (no daemon needed)")

@@ -10,7 +10,13 @@ from typing import Any
 
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.storage.homelock import ANALYTICS, clean_leftovers, home_lock, tenant_locks
+from pipeline.storage.homelock import (
+    ANALYTICS,
+    clean_leftovers,
+    home_lock,
+    tenant_locks,
+    training_scope,
+)
 
 
 def cmd_import_oasst(args: argparse.Namespace) -> int:
@@ -63,7 +69,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     command = f"memorypack forget --tenant {args.tenant}"
     with (
         home_lock(paths.local, command, args.wait, busy),
-        tenant_locks(paths.local, command, args.tenant, ANALYTICS),
+        tenant_locks(paths.local, command, args.tenant, training_scope(args.tenant), ANALYTICS),
     ):
         clean_leftovers(paths.local)
         report = forget(paths, args.tenant, args.contact, source="cli")

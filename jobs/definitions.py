@@ -16,6 +16,8 @@ from jobs.nightly import (
     tenant_nightly,
     tenant_nightly_fast,
     tenant_sensor,
+    tenant_training,
+    training_sensor,
 )
 
 STAGES = [ingest, feedback, usage, semantic, memory, examples, preference, publish]  # data order
@@ -23,9 +25,9 @@ STAGES = [ingest, feedback, usage, semantic, memory, examples, preference, publi
 defs = dg.Definitions(
     assets=catalogued([a for stage in STAGES for a in stage.ASSETS]),
     asset_checks=[c for stage in STAGES for c in stage.CHECKS],
-    jobs=[ingest_job, tenant_nightly, tenant_nightly_fast, analytics_job],
+    jobs=[ingest_job, tenant_nightly, tenant_nightly_fast, tenant_training, analytics_job],
     schedules=[nightly_schedule],
-    sensors=[landing_sensor, tenant_sensor, analytics_sensor],
+    sensors=[landing_sensor, tenant_sensor, training_sensor, analytics_sensor],
     # `settings`: every stage's knobs, set per run (assets/config.py); the home and the lake's
     # input manager over it (assets/handoffs.py).
     resources={**resources(home_resource()), "settings": StageSettings.configure_at_launch()},

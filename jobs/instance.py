@@ -15,9 +15,10 @@ from pipeline.settings import Settings
 
 CONFIG = Path(__file__).with_name("dagster.yaml")
 # The run tags the queue limits to one run per value (dagster.yaml): ingest runs carry the home,
-# tenant runs `<home>:<tenant>`, the analytics build the home.
+# tenant runs and training runs `<home>:<tenant>`, the analytics build the home.
 HOME_TAG = "memorypack/home"
 TENANT_TAG = "memorypack/tenant"
+TRAINING_TAG = "memorypack/training"
 ANALYTICS_TAG = "memorypack/analytics"
 
 

@@ -1,7 +1,9 @@
-"""The night as three jobs: ingest one load date, then each tenant whose data changed in its own
-run, then the analytics build once the tenants' runs are done. The 02:00 UTC schedule and the
-landing sensor start ingest; two sensors chain the rest through the run queue (jobs/dagster.yaml
-limits: one run per tenant, one ingest and one analytics build per home, and a number at once)."""
+"""The night as three jobs, and a fourth off its path: ingest one load date, then each tenant
+whose data changed in its own run, then the analytics build once the tenants' runs are done; a
+tenant whose next DPO policy is due trains it in a run of its own after its pack published. The
+02:00 UTC schedule and the landing sensor start ingest; three sensors chain the rest through the
+run queue (jobs/dagster.yaml limits: one run per tenant, one training per tenant, one ingest and
+one analytics build per home, and a number at once; trainings wait behind the other runs)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ import dagster as dg
 from assets import groups
 from assets.config import FAST, settings_config
 from assets.partitions import DAILY, TENANTS
-from assets.resources import ANALYTICS_JOB, INGEST_JOB
-from jobs.instance import ANALYTICS_TAG, HOME_TAG, TENANT_TAG
+from assets.resources import ANALYTICS_JOB, INGEST_JOB, TRAINING_JOB
+from jobs.instance import ANALYTICS_TAG, HOME_TAG, TENANT_TAG, TRAINING_TAG
 from pipeline.config import Paths, nightly_cron
 from pipeline.ingest.folder import landing_files
 from pipeline.storage.owed import owed
@@ -39,10 +41,11 @@ ingest_job = dg.define_asset_job(
     description="One load date (or a range): landing folder → events, quarantine, each tenant's "
     "typed tables; new tenants become partitions.",
 )
+TRAINING = "policy_training"  # the asset of the training job
 TENANT_STAGES = (
     dg.AssetSelection.all()
     - dg.AssetSelection.groups(groups.INGEST)
-    - dg.AssetSelection.assets("analytics_snapshot")
+    - dg.AssetSelection.assets("analytics_snapshot", TRAINING)
 )
 tenant_nightly = dg.define_asset_job(
     TENANT_JOB,
@@ -59,6 +62,14 @@ tenant_nightly_fast = dg.define_asset_job(
     partitions_def=TENANTS,
     config=settings_config(FAST),
     description="tenant_nightly with a smoke-sized DPO policy (10 steps, no SFT): tests, demo.",
+)
+tenant_training = dg.define_asset_job(
+    TRAINING_JOB,
+    selection=dg.AssetSelection.assets(TRAINING),
+    partitions_def=TENANTS,
+    description="One tenant's next DPO policy at the configured size, after its pack published "
+    "(when its run's dpo_policy found it due): the next nights' packs ship it. It holds the "
+    "tenant's training lock, never its tenant lock, so no pack waits for it.",
 )
 analytics_job = dg.define_asset_job(
     ANALYTICS_JOB,
@@ -89,6 +100,21 @@ def tenant_request(tenant: str, load_dates: list[str], run_key: str | None = Non
 
 def tenant_run_config(load_dates: list[str]) -> dict[str, Any]:
     return {"ops": {"decay_snapshots": {"config": {"load_dates": sorted(load_dates)}}}}
+
+
+# The run queue dequeues higher priorities first: a training waits behind every pack and build.
+TRAINING_PRIORITY = "-1"
+
+
+def training_request(tenant: str, run_config: dict[str, Any], run_key: str) -> dg.RunRequest:
+    """A tenant's training run, with the settings of the tenant run that found it due."""
+    return dg.RunRequest(
+        run_key=run_key,
+        job_name=TRAINING_JOB,
+        partition_key=tenant,
+        run_config=run_config,
+        tags={TRAINING_TAG: f"{_home()}:{tenant}", "dagster/priority": TRAINING_PRIORITY},
+    )
 
 
 SCHEDULE = "nightly_schedule"
@@ -227,3 +253,34 @@ def analytics_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | d
         run_requests=[dg.RunRequest(run_key=f"analytics:{newest}", tags={ANALYTICS_TAG: _home()})],
         cursor=str(newest),
     )
+
+
+def training_due_in_run(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """Whether a tenant run's dpo_policy said its configured policy is due to train."""
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+    ).records
+    for record in records:
+        materialization = record.event_log_entry.asset_materialization
+        if materialization is not None and materialization.asset_key == dg.AssetKey("dpo_policy"):
+            due = materialization.metadata.get("training_due")
+            return bool(due.value) if due is not None else False
+    return False
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=[tenant_nightly, tenant_nightly_fast],
+    request_job=tenant_training,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def training_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
+    """After a tenant's run published its pack: its training run, when the run's dpo_policy
+    found the configured policy due (a run that failed trains nothing: its next night decides)."""
+    run = context.dagster_run
+    tenant = run.tags.get("dagster/partition")
+    if not tenant or not training_due_in_run(context.instance, run.run_id):
+        return dg.SkipReason(f"run {run.run_id}: no policy due to train")
+    settings = {"resources": run.run_config["resources"]} if "resources" in run.run_config else {}
+    return training_request(tenant, settings, run_key=f"training:{run.run_id}")

@@ -1,14 +1,14 @@
 """Run the night without a daemon: what `memorypack run` and `memorypack demo` call. Ingest runs in
-this process; each tenant and then the analytics build in its own (`workers`), or here one by one."""
+this process; each tenant and then the analytics build in its own (`workers`), or here one by one;
+a tenant whose next DPO policy is due trains it in one more, after every tenant's run has
+started and at a lower CPU priority, so no pack and no build waits for training."""
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from functools import partial
 from multiprocessing import forkserver, get_context
 from multiprocessing.context import BaseContext
@@ -20,76 +20,18 @@ import dagster as dg
 from assets.handoffs import resources
 from assets.resources import TENANTS_NAME, MemorypackHome
 from jobs.instance import dagster_home
+from jobs.outcomes import (
+    RunOutcome,
+    failure_cause,
+    not_published,
+    step_seconds,
+    training_due,
+)
 from memorypack.fs import ObjectPath
 from pipeline.config import Paths, offline_environment
 from pipeline.errors import one_line
 from pipeline.lifeline import die_with
 from pipeline.storage.owed import owed
-
-
-@dataclass
-class RunOutcome:
-    success: bool
-    run_id: str
-    failed_step: str | None = None
-    error: str | None = None
-    step_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step
-    # Tenants whose pack failed a guard, its build or its run: they keep their previous pack.
-    not_published: dict[str, str] = field(default_factory=dict)
-    tenants: dict[str, RunOutcome] = field(default_factory=dict)  # each tenant's run
-    # The Dagster results of the runs made in this process (ingest, tenants with workers=0,
-    # analytics), for callers that read their events.
-    results: list[dg.ExecuteInProcessResult] = field(default_factory=list, repr=False)
-
-    @property
-    def all_events(self) -> list[dg.DagsterEvent]:
-        return [event for result in self.results for event in result.all_events]
-
-    def get_asset_check_evaluations(self) -> list[dg.AssetCheckEvaluation]:
-        return [e for result in self.results for e in result.get_asset_check_evaluations()]
-
-    def asset_materializations_for_node(self, node: str) -> list[dg.AssetMaterialization]:
-        return [m for r in self.results for m in r.asset_materializations_for_node(node)]
-
-
-def _not_published(result: dg.ExecuteInProcessResult) -> dict[str, str]:
-    found = result.asset_materializations_for_node("memory_pack")
-    value = found[0].metadata.get("not_published") if found else None
-    return dict(value.value) if value is not None else {}  # type: ignore[arg-type]
-
-
-def failure_cause(data: Any) -> str:
-    """One line of cause: a `dg.Failure`'s description or a `UserError`'s message, else the
-    innermost exception and its line."""
-    user = getattr(data, "user_failure_data", None)
-    if user is not None and user.description:
-        return str(user.description).strip().splitlines()[0]
-    error = data.error
-    while error.cause is not None:  # Dagster wraps the op's exception: the cause is what matters
-        error = error.cause
-    lines = error.message.strip().splitlines()
-    text = lines[0] if lines else error.cls_name or "unknown error"
-    if error.cls_name == "UserError":  # an expected failure: its message is the whole line
-        return text.split(": ", 1)[-1]
-    frames = [f for f in error.stack if "site-packages" not in f] or error.stack
-    # The last frame of our own code says where; numpy's internals rarely help.
-    where = re.search(r'File "([^"]+)", line (\d+)', frames[-1]) if frames else None
-    return f"{text} ({Path(where[1]).name}:{where[2]})" if where else text
-
-
-def _step_seconds(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]:
-    started: dict[str, float] = {}
-    seconds: dict[str, float] = {}
-    for entry in instance.all_logs(run_id):
-        event = entry.dagster_event
-        if event is None or event.step_key is None:
-            continue
-        if event.event_type_value == "STEP_START":
-            started[event.step_key] = entry.timestamp
-        elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
-            begin = started.get(event.step_key, entry.timestamp)
-            seconds[event.step_key] = round(entry.timestamp - begin, 2)
-    return seconds
 
 
 def _instance(paths: Paths) -> dg.DagsterInstance:
@@ -125,7 +67,7 @@ def _execute(
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}, **run_config},
             raise_on_error=False,
         )
-        steps = _step_seconds(instance, result.run_id)
+        steps = step_seconds(instance, result.run_id)
     if result.success:
         return result, RunOutcome(True, result.run_id, step_seconds=steps, results=[result])
     failure = next((e for e in result.all_events if e.event_type_value == "STEP_FAILURE"), None)
@@ -162,13 +104,34 @@ def run_tenant(
     tags = {"dagster/partition": tenant}
     paths = Paths.from_env(home)
     result, outcome = _execute(paths, landing, job, tags, config, log_level, instance)
-    outcome.not_published = _not_published(result) if outcome.success else {}
+    outcome.not_published = not_published(result) if outcome.success else {}
+    outcome.training_due = outcome.success and training_due(result)
     if not outcome.success:
         where = outcome.failed_step or "an unknown step"
         outcome.not_published = {
             tenant: f"run failed at {where}: {outcome.error}; previous pack stays"
         }
     return outcome
+
+
+def run_training(
+    home: str | Path | ObjectPath,
+    landing: Path,
+    tenant: str,
+    log_level: str = "INFO",
+    settings: dict[str, dict[str, Any]] | None = None,
+    fast: bool = False,
+    instance: dg.DagsterInstance | None = None,
+) -> RunOutcome:
+    """One tenant's training run (`tenant_training`) in this process, with the settings its
+    tenant run had."""
+    from assets.config import FAST, settings_config
+    from jobs.nightly import TRAINING_JOB
+
+    config = settings_config(FAST if fast else None, settings)
+    tags = {"dagster/partition": tenant}
+    paths = Paths.from_env(home)
+    return _execute(paths, landing, TRAINING_JOB, tags, config, log_level, instance)[1]
 
 
 def _fork_server() -> BaseContext:
@@ -187,10 +150,11 @@ def _forked(args: tuple[Any, ...]) -> RunOutcome:
     """`run(*call)` in a fresh worker process forked from the fork server (one run per process):
     its heap goes with it, and its torch threads are its share of the cores. It takes the
     environment and folder of the process that asked for the run, not the server's."""
-    run, call, threads, environment, folder = args
+    run, call, threads, environment, folder, nice = args
     os.environ.clear()
     os.environ.update(environment)
     os.chdir(folder)
+    os.nice(nice)
     import torch
 
     torch.set_num_threads(threads)
@@ -204,11 +168,13 @@ def _in_worker(
     call: tuple[Any, ...],
     threads: int,
     died: Callable[[str], RunOutcome],
+    nice: int = 0,
 ) -> RunOutcome:
-    """`run(*call)` in its own worker, forked with this process's environment and folder. A worker
-    that dies (killed, out of memory) fails this run only (`died(why)`): each run has its own
-    one-process pool, as a dead worker breaks its pool and every run still pending in it."""
-    asker = (threads, dict(os.environ), os.getcwd())
+    """`run(*call)` in its own worker, forked with this process's environment and folder (`nice`:
+    added to its CPU niceness). A worker that dies (killed, out of memory) fails this run only
+    (`died(why)`): each run has its own one-process pool, as a dead worker breaks its pool and
+    every run still pending in it."""
+    asker = (threads, dict(os.environ), os.getcwd(), nice)
     # The worker dies with this process (forked by the fork server, which ends with this process:
     # the kernel's parent-death signal, and a watchdog on this process; pipeline/lifeline.py).
     with ProcessPoolExecutor(
@@ -234,14 +200,18 @@ def _tenant_runs(
     workers: int,
     instance: dg.DagsterInstance | None,
     run: Callable[..., RunOutcome] = run_tenant,
+    slots: ThreadPoolExecutor | None = None,
 ) -> Iterator[tuple[str, RunOutcome]]:
-    """Each tenant's outcome as its run ends (`workers` at once, each in its own process)."""
+    """Each tenant's outcome as its run ends (`workers` at once, each in its own process, on
+    `slots` or slots of its own)."""
     if workers <= 0:
         for call in calls:
             yield call[2], run(*call, instance)
         return
     threads = max(1, (os.cpu_count() or 1) // workers)
-    with ThreadPoolExecutor(workers, thread_name_prefix="tenant-run") as slots:
+    with ExitStack() as stack:
+        if slots is None:
+            slots = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="run"))
         futures = {
             slots.submit(_in_worker, run, call, threads, partial(_tenant_died, call[2])): call[2]
             for call in calls
@@ -271,14 +241,17 @@ def run_nightly(
 ) -> RunOutcome:
     """The night over the load dates start..end: ingest (one run; a single-run backfill when the
     dates differ), then one run per tenant whose pack owes load dates (its data changed, now or
-    in a night that did not finish its run), then the analytics build.
+    in a night that did not finish its run), then the analytics build; and a training run for
+    each tenant whose run found its next policy due (`trainings`), which no pack waits for.
 
     `workers` > 0 runs that many tenants at once, each in its own process, and then the analytics
-    build in one more; 0 runs them all one after the other in this process (tests). `fast` runs
+    build in one more; a training takes a worker once every tenant's run has started, at a lower
+    CPU priority. 0 runs them all one after the other in this process (tests), the trainings
+    last. `fast` runs
     `tenant_nightly_fast`; `settings` changes stage knobs over the job's, e.g.
     {"dpo": {"min_pairs": 5}}. `on_tenant` hears of each tenant's run as it ends.
     `instance`: the runs' Dagster instance (default: the home's; tests pass their own)."""
-    from jobs.nightly import ANALYTICS_JOB, INGEST_JOB
+    from jobs.nightly import INGEST_JOB
 
     paths = Paths.from_env(home)
     if workers > 0:
@@ -296,37 +269,87 @@ def run_nightly(
         return outcome
     # What ingest changed and what earlier nights left owed (pipeline/storage/owed.py): ingest records
     # each change there before writing it.
-    debts = owed(paths)
-    outcome.tenants = {}
     calls = [
         (str(paths.home), landing, tenant, dates, log_level, settings, fast)
-        for tenant, dates in sorted(debts.items())
+        for tenant, dates in sorted(owed(paths).items())
     ]
-    # A tenant's run settles what it owed once its pack is published or verified unchanged.
-    for tenant, tenant_outcome in _tenant_runs(calls, workers, instance):
-        outcome.tenants[tenant] = tenant_outcome
-        outcome.results += tenant_outcome.results
-        outcome.not_published |= tenant_outcome.not_published
-        outcome.step_seconds |= {f"{tenant}/{k}": v for k, v in tenant_outcome.step_seconds.items()}
-        if not tenant_outcome.success and outcome.success:  # the night's first failure
-            outcome.success = False
-            outcome.failed_step = f"{tenant}/{tenant_outcome.failed_step}"
-            outcome.error = tenant_outcome.error
-        if on_tenant is not None:
-            on_tenant(tenant, tenant_outcome)
+    with ExitStack() as stack:
+        slots = None
+        if workers > 0:
+            slots = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="run"))
+        trainings = {}
+        # A tenant's run settles what it owed once its pack is published or verified unchanged.
+        for tenant, tenant_outcome in _tenant_runs(calls, workers, instance, slots=slots):
+            _add_tenant(outcome, tenant, tenant_outcome)
+            if on_tenant is not None:
+                on_tenant(tenant, tenant_outcome)
+            if tenant_outcome.training_due:  # queued behind the tenants' runs not yet started
+                call = (str(paths.home), landing, tenant, log_level, settings, fast)
+                trainings[tenant] = _start_training(slots, call, workers, instance)
+        final = _analytics(paths, landing, log_level, workers, instance)
+        outcome.trainings = {t: _trained(pending) for t, pending in trainings.items()}
+    outcome.results += [r for training in outcome.trainings.values() for r in training.results]
+    outcome.step_seconds |= final.step_seconds
+    outcome.results += final.results
+    if not final.success:
+        final.not_published, final.tenants = outcome.not_published, outcome.tenants
+        final.results, final.trainings = outcome.results, outcome.trainings
+        return final
+    return outcome
+
+
+def _add_tenant(outcome: RunOutcome, tenant: str, tenant_outcome: RunOutcome) -> None:
+    """A tenant's run into the night's outcome (the first failure is the night's)."""
+    outcome.tenants[tenant] = tenant_outcome
+    outcome.results += tenant_outcome.results
+    outcome.not_published |= tenant_outcome.not_published
+    outcome.step_seconds |= {f"{tenant}/{k}": v for k, v in tenant_outcome.step_seconds.items()}
+    if not tenant_outcome.success and outcome.success:
+        outcome.success = False
+        outcome.failed_step = f"{tenant}/{tenant_outcome.failed_step}"
+        outcome.error = tenant_outcome.error
+
+
+def _analytics(
+    paths: Paths, landing: Path, log_level: str, workers: int, instance: dg.DagsterInstance | None
+) -> RunOutcome:
+    """The analytics build, once every tenant's run ended (trainings may still run beside it)."""
+    from jobs.nightly import ANALYTICS_JOB
+
     if workers > 0:  # forked like the tenants' runs: the PII engine is loaded there already
-        final = _in_worker(
+        return _in_worker(
             run_analytics,
             (str(paths.home), landing, log_level),
             os.cpu_count() or 1,
             lambda why: RunOutcome(False, "", "analytics_snapshot", why),
         )
-    else:
-        _, final = _execute(paths, landing, ANALYTICS_JOB, {}, {}, log_level, instance)
-    outcome.step_seconds |= final.step_seconds
-    outcome.results += final.results
-    if not final.success:
-        final.not_published, final.tenants = outcome.not_published, outcome.tenants
-        final.results = outcome.results
-        return final
-    return outcome
+    return _execute(paths, landing, ANALYTICS_JOB, {}, {}, log_level, instance)[1]
+
+
+# A training's worker yields the CPU to the runs beside it (packs, the analytics build): training
+# takes what they leave idle, and never lengthens the night's path to its packs.
+TRAINING_NICE = 10
+
+
+def _start_training(
+    slots: ThreadPoolExecutor | None,
+    call: tuple[Any, ...],
+    workers: int,
+    instance: dg.DagsterInstance | None,
+) -> Future[RunOutcome] | Callable[[], RunOutcome]:
+    """A tenant's training run on the night's slots (its own process, niced), or the call to
+    make once the analytics build is done (no workers: in this process)."""
+    if slots is None:
+        home, landing, tenant, log_level, settings, fast = call
+        return partial(run_training, home, landing, tenant, log_level, settings, fast, instance)
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    died = partial(_training_died, call[2])
+    return slots.submit(_in_worker, run_training, call, threads, died, TRAINING_NICE)
+
+
+def _training_died(tenant: str, why: str) -> RunOutcome:
+    return RunOutcome(False, "", error=f"{why}; {tenant}'s packs keep the policy they ship")
+
+
+def _trained(pending: Future[RunOutcome] | Callable[[], RunOutcome]) -> RunOutcome:
+    return pending.result() if isinstance(pending, Future) else pending()

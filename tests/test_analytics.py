@@ -3,6 +3,7 @@
 import json
 from datetime import date
 from pathlib import Path
+from unittest.mock import patch
 
 import duckdb
 import polars as pl
@@ -10,6 +11,7 @@ import pytest
 
 from pipeline import tables
 from pipeline.config import Paths
+from pipeline.progress import Heartbeat
 from pipeline.publish.analytics import TABLES, VIEWS, WAREHOUSE_TABLES, build_snapshot
 from pipeline.publish.build import build_pack, load_inputs
 from pipeline.publish.writer import publish
@@ -45,7 +47,13 @@ def _home(tmp_path: Path) -> Paths:
 
 def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
     paths = _home(tmp_path)
-    report = build_snapshot(paths)
+    lines: list[str] = []
+    with patch("pipeline.publish.analytics.Heartbeat", lambda: Heartbeat(0.0)):  # each slice
+        report = build_snapshot(paths, lines.append)
+    # The redaction's progress, as the asset puts it in the run's log: rows so far, growing.
+    assert lines and all(line.startswith("analytics: ") for line in lines)
+    done = [int(line.split()[1]) for line in lines]
+    assert done == sorted(done) and done[-1] >= sum(report.tables.values())
     assert report.tables["interactions"] == 8 and report.tables["pack_versions"] == 2
     missing = {
         "quarantine",
@@ -66,6 +74,16 @@ def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
             ).fetchall()
         )
         assert described["tenant_id"] == tables.table("events").description("tenant_id")
+        # Every column of every table and view of the snapshot is described (issue 54).
+        undescribed = con.execute(
+            "SELECT table_name, column_name FROM duckdb_columns()"
+            " WHERE database_name = 'analytics' AND coalesce(comment, '') = ''"
+        ).fetchall()
+        assert undescribed == []
+        n_columns = con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE database_name = 'analytics'"
+        ).fetchall()[0][0]
+        assert n_columns > 300
         view_comments = dict(
             con.execute(
                 "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal"
@@ -154,6 +172,8 @@ def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
     query = (
         "SELECT count(*) FROM duckdb_tables() WHERE comment IS NOT NULL;"
         " SELECT count(*) FROM duckdb_views() WHERE NOT internal AND comment IS NOT NULL;"
+        " SELECT count(*) FROM duckdb_columns() WHERE database_name = 'analytics'"
+        " AND coalesce(comment, '') = '';"
     )
     out = subprocess.run(
         [str(cli), "-readonly", "-csv", "-noheader", str(paths.analytics), "-c", query],
@@ -161,9 +181,10 @@ def test_a_duckdb_1x_client_opens_the_snapshot(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    tables, views = (int(n) for n in out.stdout.split())
+    tables, views, undescribed = (int(n) for n in out.stdout.split())
     assert tables == len(report.tables) + 1  # + the contents table
     assert views == len(report.views)
+    assert undescribed == 0  # the 1.x client reads the column comments too
 
 
 @pytest.mark.parametrize("rows_at_a_time", [3, 250_000])
@@ -292,3 +313,29 @@ def test_a_build_redacts_only_what_changed_in_the_lake(tmp_path: Path) -> None:
 
     (paths.local / "analytics-base.duckdb.redaction").write_text("another detector")
     assert build_snapshot(paths).redactions == first
+
+
+def test_a_name_found_tonight_leaves_the_rows_of_earlier_nights(tmp_path: Path) -> None:
+    """The base redacts a row when it loads it; a name the tenant's pack found later is redacted
+    in the snapshot's old rows too (texts and ids holding it), and in rows of no tenant."""
+    from pipeline.pii.names import TenantNames
+    from pipeline.pii.redactor import Redactor
+    from pipeline.publish.snapshot_names import spread_in_snapshot
+
+    home = Paths.from_env(tmp_path / "home")
+    redactor = Redactor.for_home(home)
+    redactor.save_names("acme", TenantNames(frozenset({"Jolene"})))
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE interactions AS SELECT * FROM (VALUES "
+        "('acme', 'Jolene liked the bowl', 'jolene_h', 1), ('acme', 'no name here', 'c1', 2), "
+        "('globex', 'Jolene is another tenant''s word', 'c2', 3), "
+        "(NULL, 'raw line naming jolene', 'c3', 4)) t(tenant_id, input, contact_id, n)"
+    )
+    replaced = spread_in_snapshot(con, Redactor.for_home(home), ["acme", "globex"])
+    rows = con.execute("SELECT input, contact_id FROM interactions ORDER BY n").fetchall()
+    assert rows[0][0] == "[PERSON] liked the bowl" and rows[0][1].startswith("pii-")
+    assert rows[1] == ("no name here", "c1")
+    assert rows[2] == ("Jolene is another tenant's word", "c2")  # globex has no such name
+    assert rows[3] == ("raw line naming [PERSON]", "c3")
+    assert replaced == {"interactions": 3}

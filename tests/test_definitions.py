@@ -174,7 +174,8 @@ def test_a_step_reads_exactly_the_tables_it_declares() -> None:
         parents = {p.to_user_string() for k in assets_def.keys for p in graph.get(k).parent_keys}
         parents -= {k.to_user_string() for k in assets_def.keys}
         seen.add(name)
-        assert loaded == parents - {"dpo_policy"}, name  # the policy files are no lake table
+        # the policies are files in the models folder, no lake table
+        assert loaded == parents - {"dpo_policy", "policy_training"}, name
         named = _tables_named_in_reads(functions[name])
         assert named - own <= {tables.table_name(p) for p in loaded}, (name, named - own)
     assert len(seen) >= 9  # the scan saw the steps
@@ -198,7 +199,9 @@ def test_every_asset_with_a_lake_table_shows_its_declared_columns_before_any_run
     runs = {c.name: c for c in shown["dpo_runs"].schema.columns}
     assert len(runs) == 24
     assert (runs["eval_accuracy"].type, runs["is_latest"].type) == ("Float64", "Boolean")
-    assert runs["length_rule_accuracy"].description == "the longer reply wins, a tie counts half"
+    assert runs["length_rule_accuracy"].description == (
+        "the longer reply wins, a tie counts half: 0 to 1"
+    )
     assert not runs["run_at"].constraints.nullable and runs["policy_id"].constraints.nullable
     assert shown["dpo_runs"].schema.constraints.other == ["primary key (tenant_id, run_at)"]
     assert shown["memory_audit"].schema.constraints.other == []  # findings: no key
@@ -251,8 +254,31 @@ def test_the_night_is_three_jobs_and_its_schedule_and_sensors() -> None:
     sensor = defs.resolve_sensor_def("landing_sensor")
     assert sensor.job_name == "ingest"
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
-    for name in ("tenant_sensor", "analytics_sensor"):
+    for name in ("tenant_sensor", "training_sensor", "analytics_sensor"):
         assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_training_is_off_the_packs_path_in_its_own_job() -> None:
+    """A tenant's run ships the newest finished policy (dpo_policy) and publishes; the next
+    policy trains in tenant_training, which holds no asset of the pack's path. The lineage says
+    where a shipped policy comes from: policy_training → dpo_policy → refined_templates."""
+    graph = defs.resolve_asset_graph()
+    training = defs.resolve_job_def("tenant_training")
+    assert training.partitions_def == TENANTS
+    assert {k.to_user_string() for k in training.asset_layer.executable_asset_keys} == {
+        "policy_training"
+    }
+    for name in ("tenant_nightly", "tenant_nightly_fast"):
+        keys = defs.resolve_job_def(name).asset_layer.executable_asset_keys
+        assert dg.AssetKey("policy_training") not in keys
+        assert {dg.AssetKey("dpo_policy"), dg.AssetKey("memory_pack")} <= set(keys)
+    parents = {p.to_user_string() for p in graph.get(dg.AssetKey("dpo_policy")).parent_keys}
+    assert parents == {"policy_training", "preference_pairs", "interactions", "feedback_scores"}
+    assert {p.to_user_string() for p in graph.get(dg.AssetKey("policy_training")).parent_keys} == {
+        "preference_pairs",
+        "interactions",
+        "feedback_scores",
+    }
 
 
 def test_the_fast_tenant_job_differs_only_in_its_config_tree() -> None:

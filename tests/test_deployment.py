@@ -19,6 +19,7 @@ import psycopg2
 import pytest
 
 from deploy.local_stack import local_stack
+from jobs.nightly import training_due_in_run
 from memorypack import MemoryPack
 from pipeline.generate import generate
 
@@ -38,20 +39,22 @@ RUNS_QUERY = (
 
 
 def finished(instance: dg.DagsterInstance, deadline: float) -> list[dg.RunRecord]:
-    """The runs once ingest, a run per tenant and an analytics build after them have ended."""
+    """The runs once ingest, a run per tenant, an analytics build after them and a training run
+    for each tenant run that found its next policy due have ended."""
     while True:
         records = instance.get_run_records()
         jobs = [r.dagster_run.job_name for r in records]
-        tenant_ends = [
-            r.end_time or 0 for r in records if r.dagster_run.job_name == "tenant_nightly"
-        ]
+        tenant_runs = [r for r in records if r.dagster_run.job_name == "tenant_nightly"]
+        tenant_ends = [r.end_time or 0 for r in tenant_runs]
         analytics_ends = [r.end_time or 0 for r in records if r.dagster_run.job_name == "analytics"]
+        due = sum(training_due_in_run(instance, r.dagster_run.run_id) for r in tenant_runs)
         if (
             all(r.dagster_run.status in DONE for r in records)
             and "ingest" in jobs
             and len(tenant_ends) == len(TENANTS)
             and analytics_ends
             and max(analytics_ends) >= max(tenant_ends)
+            and jobs.count("tenant_training") == due
         ) or time.monotonic() > deadline:
             return records
         time.sleep(3)
@@ -75,11 +78,20 @@ def test_the_schedule_and_sensors_drive_a_night_on_postgres_with_two_runs_at_onc
         by_job: dict[str, list[dg.RunRecord]] = {}
         for record in records:
             by_job.setdefault(record.dagster_run.job_name, []).append(record)
+        trainings = by_job.pop("tenant_training", [])
         assert {job: len(runs) for job, runs in by_job.items()} == {
             "ingest": 1,
             "tenant_nightly": 2,
             "analytics": 1,
         }, logs
+        # a tenant's next policy trains after its pack run, at the queue's lowest priority
+        ended = {
+            r.dagster_run.tags["dagster/partition"]: r.end_time for r in by_job["tenant_nightly"]
+        }
+        for training in trainings:
+            assert training.dagster_run.tags["dagster/priority"] == "-1"
+            tenant = training.dagster_run.tags["dagster/partition"]
+            assert (training.start_time or 0) >= (ended[tenant] or 0)
         assert all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records), logs
         (ingest,) = by_job["ingest"]
         assert ingest.dagster_run.tags.get("dagster/schedule_name") == "nightly_schedule"

@@ -178,9 +178,25 @@ def test_dpo_learns_the_planted_preference(tmp_path: Path) -> None:
     pairs = planted_pairs(80)
     train, evals = pairs.filter(pl.col("split") == "train"), pairs.filter(pl.col("split") == "eval")
     assert evals.height >= 8
-    run = train_policy("acme", train, evals, _sft(pairs), FAST, tmp_path)
+    lines: list[str] = []
+    run = train_policy("acme", train, evals, _sft(pairs), FAST, tmp_path, lines.append)
     assert run.status == STATUS_TRAINED
     assert run.policy_id == policy_id_for("acme", train, FAST)
+    # What a person reads in the run's log while it trains: each phase, and each trainer's
+    # steps, epoch and loss (a line every PROGRESS_EVERY_SECONDS between its first and last).
+    assert lines[0] == (
+        f"acme: training policy {run.policy_id} on {train.height} train pairs and "
+        f"{_sft(pairs).height} SFT examples"
+    )
+    assert lines[1].startswith(f"acme SFT: {_sft(pairs).height} examples, ")
+    assert lines[-2:] == [
+        f"acme: scoring {evals.height} eval pairs",
+        f"acme: policy {run.policy_id} saved ({run.seconds:.1f} s)",
+    ]
+    dpo = [line for line in lines if line.startswith("acme DPO: ")]
+    assert dpo[0] == f"acme DPO: {train.height} examples, {run.steps} steps over 2 epochs"
+    assert all(" loss " in line for line in dpo[1:])  # each step line with its step's loss
+    assert dpo[-1].startswith(f"acme DPO: done: step {run.steps}/{run.steps}, epoch 2.00, loss ")
     assert run.eval_accuracy is not None and run.eval_accuracy >= 0.8
     assert run.eval_margin is not None and run.eval_margin > 0
     assert run.steps > 0 and run.train_loss is not None and run.n_eval == evals.height
@@ -206,8 +222,12 @@ def test_dpo_learns_the_planted_preference(tmp_path: Path) -> None:
     (folder / "run.json").write_text(
         json.dumps({k: v for k, v in saved.items() if k not in baselines})
     )
-    again = train_policy("acme", train, evals, _sft(pairs), FAST, tmp_path)
+    again = train_policy("acme", train, evals, _sft(pairs), FAST, tmp_path, lines.append)
     assert again.reused and again.eval_accuracy == run.eval_accuracy
+    assert lines[-1] == (
+        f"acme: policy {run.policy_id} reused ({train.height} mined train pairs; retrained once "
+        "they grow by 20%)"
+    )
     assert [getattr(again, k) for k in baselines] == [getattr(run, k) for k in baselines]
     assert json.loads((folder / "run.json").read_text()) == saved
     # A night with a few new pairs keeps the newest policy (train set grew < retrain_growth).
@@ -367,15 +387,19 @@ def test_an_unknown_loss_is_one_clear_error() -> None:
 
 def test_a_field_added_at_its_default_keeps_the_policy_ids_of_saved_policies() -> None:
     """Policies saved before `simpo_gamma` existed, and before the trainer knobs took TRL's names,
-    keep their id: an upgrade alone retrains no tenant; a changed loss (or gamma) does."""
+    keep their id: an upgrade alone retrains no tenant; a changed loss (or gamma) does. When a
+    policy trains (`first_max_steps`) is never part of what it is."""
     train = planted_pairs(20)
     renamed = {"sft_num_train_epochs": "sft_epochs", "num_train_epochs": "epochs"}
     renamed |= {"per_device_train_batch_size": "batch_size"}
     renamed |= {"precompute_ref_log_probs": "precompute_ref"}
     before = {
-        renamed.get(k, k): v for k, v in asdict(DPOPolicyConfig()).items() if k != "simpo_gamma"
+        renamed.get(k, k): v
+        for k, v in asdict(DPOPolicyConfig()).items()
+        if k not in ("simpo_gamma", "first_max_steps")
     }
     assert DPOPolicyConfig().identity() == before
+    assert DPOPolicyConfig(first_max_steps=0).identity() == before
     assert {"epochs", "sft_epochs", "batch_size", "precompute_ref"} <= set(before)
     ids = {
         policy_id_for("acme", train, c)
@@ -542,3 +566,28 @@ def test_gpt2s_gelu_runs_fused_to_the_same_log_probs() -> None:
     fused_gelu(model)
     assert all(isinstance(block.mlp.act, GELUTanh) for block in model.transformer.h)
     assert sequence_logps(model, *args)[0] == pytest.approx(before, rel=1e-5)
+
+
+def test_training_progress_reports_every_few_seconds_with_the_latest_loss() -> None:
+    from pipeline.preference.dpo.progress import TrainingProgress
+
+    lines: list[str] = []
+    now = [100.0]
+    progress = TrainingProgress(lines.append, "acme DPO", every=10.0, clock=lambda: now[0])
+    progress.begin(max_steps=30, epochs=3.0, examples=80)
+    for step in range(1, 31):
+        now[0] += 4.0  # a step every 4 s: a line every third step (10 s since the last)
+        progress.logged({"loss": 0.7 - step / 100, "rewards/margins": 0.1})
+        progress.step(step, 30, step / 10)
+    progress.end(30, 30, 3.0)
+    assert lines[0] == "acme DPO: 80 examples, 30 steps over 3 epochs"
+    assert lines[1] == "acme DPO: step 3/30, epoch 0.30, loss 0.6700, 12 s"
+    assert lines[2] == "acme DPO: step 6/30, epoch 0.60, loss 0.6400, 24 s"
+    assert len(lines) == 1 + 10 + 1
+    assert lines[-1] == "acme DPO: done: step 30/30, epoch 3.00, loss 0.4000, 120 s"
+    # Before the trainer logs a loss, a line says none.
+    quiet: list[str] = []
+    early = TrainingProgress(quiet.append, "t SFT", every=0.0, clock=lambda: 5.0)
+    early.begin(2, 1.0, 4)
+    early.step(1, 2, None)
+    assert quiet[-1] == "t SFT: step 1/2, 0 s"

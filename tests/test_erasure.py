@@ -291,3 +291,23 @@ def test_an_erasure_keeps_embedding_rows_a_block_at_a_time(tmp_path: Path) -> No
     expected = io.BytesIO()
     np.save(expected, matrix[keep], allow_pickle=False)
     assert (tmp_path / "kept.npy").read_bytes() == expected.getvalue()
+
+
+def test_the_erased_persons_names_leave_the_tenants_lexicon(tmp_path: Path) -> None:
+    """The names the snapshot redacts with are kept beside the redaction cache; after an erasure
+    only those a text or id of the tenant still holds stay."""
+    from pipeline.erasure.lake import sweep_names
+    from pipeline.pii.names import TenantNames
+    from pipeline.pii.redactor import Redactor
+    from pipeline.storage.lake import write_parquet_atomic
+
+    paths = Paths.from_env(tmp_path / "home")
+    write_parquet_atomic(
+        pl.DataFrame({"input": ["Ask Jolene", None], "contact_id": ["c1", "nate_k"]}),
+        paths.for_tenant("acme").table("interactions"),
+    )
+    redactor = Redactor.for_home(paths)
+    redactor.save_names("acme", TenantNames(frozenset({"Jolene", "Nate", "Zelda"})))
+    assert sweep_names(paths, "acme") == 1
+    assert redactor.names("acme").words == {"Jolene", "Nate"}
+    assert sweep_names(paths, "globex") == 0  # no lexicon: nothing to do

@@ -142,10 +142,12 @@ def test_leftovers_of_a_killed_run_are_removed_under_the_lock(tmp_path: Path) ->
 
 
 def test_a_killed_policy_write_is_cleaned_by_its_tenant_only(tmp_path: Path) -> None:
-    """A tenant's run killed while saving its DPO policy leaves `models/.<policy id>.<hex>.tmp`
-    (and a model's `.run.json.<hex>.tmp`); the tenant's next run removes them, never another
-    tenant's whose name starts alike, never a finished policy."""
-    from pipeline.storage.homelock import clean_leftovers
+    """A training killed while saving a tenant's DPO policy leaves `models/.<policy id>.<hex>.tmp`
+    (and a model's `.run.json.<hex>.tmp`); the next holder of the tenant's training lock removes
+    them (a tenant's run takes it for that when no training holds it; its own lock does not
+    cover them: a training may be writing beside it), never another tenant's whose name starts
+    alike, never a finished policy."""
+    from pipeline.storage.homelock import clean_leftovers, training_scope
 
     models = tmp_path / "models"
     hex12, hex32 = "be34663cf830", "fe8add8d0d99410ca9e462c95eadbf12"
@@ -159,9 +161,24 @@ def test_a_killed_policy_write_is_cleaned_by_its_tenant_only(tmp_path: Path) -> 
     other = models / f".acme-eu-{hex12}.{hex32}.tmp"  # tenant acme-eu's run is writing it
     other.mkdir()
     with home_lock(tmp_path, "test", scope="acme"):
-        assert clean_leftovers(tmp_path, "acme") == sorted(doomed)
+        assert clean_leftovers(tmp_path, "acme") == []
+    with home_lock(tmp_path, "test", scope=training_scope("acme")):
+        assert clean_leftovers(tmp_path, training_scope("acme")) == sorted(doomed)
     assert not any(p.exists() for p in doomed)
     assert other.is_dir() and (finished / "run.json").read_text() == "{}"
+
+
+def test_a_lock_taken_only_if_free_never_waits(tmp_path: Path) -> None:
+    """A tenant's pack run trains a first policy only when no training of the tenant holds its
+    training lock: it takes the lock without waiting, or goes on without it."""
+    from pipeline.storage.homelock import held_if_free, training_scope
+
+    scope = training_scope("acme")
+    with held_elsewhere(tmp_path, scope), held_if_free(tmp_path, "acme pack run", scope) as held:
+        assert held is False
+    with held_if_free(tmp_path, "acme pack run", scope) as held:
+        assert held is True
+        assert "(acme pack run)" in (tmp_path / "locks" / "acme.training.lock").read_text()
 
 
 def test_tenant_locks_are_separate(tmp_path: Path) -> None:

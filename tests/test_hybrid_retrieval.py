@@ -192,3 +192,55 @@ def test_a_memory_shares_the_relevance_of_its_neighbours_in_time(tmp_path) -> No
     assert [m.memory_id for m in found[:2]] == ["m000000", "m000001"]
     assert found[1].parts["neighbours"] > 0 == found[1].parts["keyword"]
     assert found[2].parts["neighbours"] == 0.0 < found[1].score
+
+
+def test_the_stemmer_joins_inflections_only() -> None:
+    from memorypack.stem import stem
+
+    groups = [
+        ("refund", "refunds", "refunded", "refunding"),
+        ("charge", "charged", "charges", "charging"),
+        ("cancel", "cancelled", "cancelling"),
+        ("bill", "billed", "billing", "bills"),
+        ("reply", "replies", "replied"),
+        ("hop", "hopping", "hops"),
+    ]
+    for words in groups:
+        assert len({stem(w) for w in words}) == 1, words
+    # Derivations stay apart; ids, numbers, other scripts and short words are left as they are.
+    assert stem("general") != stem("generous")
+    assert [stem(t) for t in ("ord", "48213", "café", "is", "x2")] == [
+        "ord",
+        "48213",
+        "café",
+        "is",
+        "x2",
+    ]
+
+
+def test_a_keyword_query_finds_its_inflections_and_flags_what_it_does_not_match(
+    tmp_path,
+) -> None:
+    texts = [
+        "Customer wants refunds paid to the card",
+        "Refunded the double charge on Monday",
+        "Prefers email over phone calls",
+        "Works from Lisbon this week",
+        "Asked us to uses the old address",  # "us" is a stop word; "uses" is not dropped with it
+    ]
+    vectors = np.eye(len(texts), 8, dtype=np.float32)
+    pack = MemoryPack.load(write_pack(tmp_path, texts, vectors))
+    found = pack.search("refund", k=3, retrieval="keyword")
+    # Both inflections match; the third row only fills k (SPEC §7) and says so.
+    assert {m.memory_id for m in found[:2]} == {"m000000", "m000001"}
+    assert [m.matched for m in found] == [True, True, False]
+    assert found[2].score == 0.0 and found[2].parts["keyword"] == 0.0
+    assert pack.search("charging", k=1, retrieval="keyword")[0].memory_id == "m000001"
+    assert pack.search("use", k=1, retrieval="keyword")[0].memory_id == "m000004"
+    # Nothing matches: k rows still, none of them matched.
+    assert [m.matched for m in pack.search("xylophone", k=2, retrieval="keyword")] == [
+        False,
+        False,
+    ]
+    # No query: nothing to match.
+    assert pack.memories_for(None, k=1)[0].matched is None

@@ -137,7 +137,8 @@ def test_values_are_typed_and_normalised(landing: Path) -> None:
     assert it["ts"].isoformat() == "2026-11-02T10:00:00+00:00"
     assert it["tags"] == ["x"]
     assert it["load_date"] == DAY
-    assert fb["comment_truncated"] is True and len(fb["comment"]) == 300
+    # flagged, kept whole: cut to 300 where it is published, after its redaction
+    assert fb["comment_truncated"] is True and len(fb["comment"]) == 400
     assert fb["rating"] == 2 and fb["input"] is None
 
 

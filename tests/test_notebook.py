@@ -1,22 +1,20 @@
 """The analyst notebook runs end to end on a small snapshot (nbclient, kernel python3 of this venv)."""
 
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 import nbformat
 import polars as pl
 import pytest
-from nbclient import NotebookClient
 
+from jobs.notebook import render
+from pipeline.errors import UserError
 from pipeline.publish.analytics import build_snapshot
 from pipeline.publish.build import build_pack, load_inputs
 from pipeline.publish.writer import publish
 from pipeline.storage.lake import Lake
 from tests.tenant_runs import declared
 from tests.test_pack_support import AS_OF, RUN_DATE, make_lake
-
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "memorypack_overview.ipynb"
 
 
 def _small_home(tmp_path: Path) -> Path:
@@ -71,19 +69,10 @@ def _small_home(tmp_path: Path) -> Path:
     return paths.home
 
 
-def test_notebook_runs_and_plots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notebook_runs_and_plots(tmp_path: Path) -> None:
     home = _small_home(tmp_path)
-    monkeypatch.setenv("MEMORYPACK_HOME", str(home))
-    # The kernel must be this interpreter (jupyter_client maps argv "python" to sys.executable).
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}")
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(
-        notebook,
-        kernel_name="python3",
-        timeout=600,  # a hang guard only: a cold start on a busy machine takes minutes
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
-    )
-    client.execute()
+    rendered = render(home, tmp_path / "out")  # what `make notebook` runs
+    notebook = nbformat.read(rendered.notebook, as_version=4)
     outputs = [
         o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
     ]
@@ -91,8 +80,17 @@ def test_notebook_runs_and_plots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert not errors, errors
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == 4
-    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    # Each plot is a PNG file beside the executed notebook, in the order drawn.
+    assert [p.name for p in rendered.plots] == [f"memorypack_overview-{i}.png" for i in range(1, 5)]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in rendered.plots)
+    text = rendered.text
     assert f"snapshot {home / 'analytics.duckdb'}" in text
     assert "2 of 2 system/kind pairs have examples" in text
     assert "acme" in text and "6 memories" in text
+    # The uplift plot has its points: two pack versions of one tenant × skill.
     assert "uplift of 2 pack versions, 1 tenant × skill series" in text
+
+
+def test_without_a_snapshot_the_notebook_says_so_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"no analytics snapshot at .*: run make demo first"):
+        render(tmp_path, tmp_path / "out")

@@ -24,6 +24,7 @@ ALLOWED = {
     ("pipeline/publish/content.py", "ENUM_COLUMNS"): _BY_KIND,
     ("pipeline/publish/content.py", "ID_COLUMNS"): _BY_KIND,
     ("pipeline/publish/content.py", "MACHINE_COLUMNS"): _BY_KIND,
+    ("pipeline/publish/redaction.py", "PEOPLE_COLUMNS"): _BY_KIND,
     ("pipeline/erasure/subject.py", "TEXT_FIELDS"): _BY_KIND,
     ("pipeline/preference/pairs/finalize.py", "TEXTS"): _BY_KIND,
     ("pipeline/examples/fewshot.py", "GROUP_KEYS"): _KEYS,
@@ -39,6 +40,7 @@ ALLOWED = {
     ("pipeline/preference/dpo/report.py", "MEAN_FIGURES"): _STEP,
     ("assets/ingest.py", "INGEST_FIGURES"): _STEP,
     ("pipeline/examples/fewshot.py", "BOOST_SCHEMA"): _STEP,
+    ("pipeline/usage/joint.py", "EFFECT_SCHEMA"): _STEP,
 }
 
 

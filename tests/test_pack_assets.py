@@ -148,10 +148,10 @@ def test_a_tenant_whose_build_raises_keeps_its_pack_and_others_publish(
     paths = make_lake(tmp_path, by_tenant=True)
     real = assets.publish.build_tenant_pack
 
-    def build(inputs, tenant):  # type: ignore[no-untyped-def]
+    def build(inputs, tenant, progress=None):  # type: ignore[no-untyped-def]
         if tenant == "acme":
             raise ValueError("acme's memories cannot be read\nsecond line")
-        return real(inputs, tenant)
+        return real(inputs, tenant, progress)
 
     monkeypatch.setattr(assets.publish, "build_tenant_pack", build)
     with dg.instance_for_test() as instance:

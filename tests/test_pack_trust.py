@@ -31,7 +31,8 @@ from memorypack.format import (
     seal_text,
     verify_pack,
 )
-from pipeline.publish.build import build_pack, cut_long_texts, load_inputs
+from pipeline.publish.build import build_pack, load_inputs
+from pipeline.publish.redaction import cut_long_texts
 from pipeline.publish.store import list_versions
 from pipeline.publish.writer import publish
 from pipeline.storage.lake import Lake

@@ -1,6 +1,7 @@
 """Preference pair mining: each source on planted data, dedup, split grouping, OASST ranks."""
 
 import json
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -325,6 +326,41 @@ def test_mine_pairs_combines_sources() -> None:
     assert pairs.select("chosen", "rejected", "source").rows() == [
         ("Tomorrow.", "Rambling.", "correction")
     ]
+
+
+def test_a_pair_is_dated_by_the_newer_of_its_two_events() -> None:
+    inter = interactions(
+        [
+            {"event_id": "i1", "input": "Q1", "output": "Bad.", "load_date": date(2026, 11, 1)},
+            {"event_id": "i2", "input": "Q2", "output": "Meh.", "load_date": date(2026, 11, 2)},
+            {
+                "event_id": "i3",
+                "input": "Q2",
+                "output": "Good.",
+                "parent_event_id": "i2",
+                "load_date": date(2026, 11, 4),
+            },
+        ]
+    )
+    fb = feedback(
+        [
+            {
+                "event_id": "f1",
+                "target_id": "i1",
+                "signal": "correction",
+                "corrected_output": "Fixed.",
+                "load_date": date(2026, 11, 3),
+            }
+        ]
+    )
+    sc = scores([("i2", -0.2, -0.6, 0, 1), ("i3", 0.5, 0.2, 2, 0)])
+    pairs = mine_pairs(inter, fb, sc).sort("source")
+    # The correction came two days after its interaction; the regeneration two after its parent.
+    assert pairs.select("source", "load_date").rows() == [
+        ("correction", date(2026, 11, 3)),
+        ("regenerate", date(2026, 11, 4)),
+    ]
+    assert pairs.schema["load_date"] == pl.Date
 
 
 @pytest.mark.skipif(not OASST.exists(), reason="OASST sample not available")

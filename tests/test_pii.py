@@ -98,20 +98,22 @@ def test_leaves_look_alikes_alone(text: str) -> None:
     assert not counts
 
 
-# Floors per kind on the labelled corpus (measured: every kind 1.0 except person recall 0.89 —
-# "Priyanka Raghunathan" and "Olusegun Adeyemi" are in no name list and the NER misses them in
-# some sentences — and location recall 0.83: spaCy's small model misses "Lyon"); a regression
-# drops below.
+# Floors per kind on the labelled corpus, the values beyond English included
+# (pipeline/generate/pii_world.py). Measured: every kind 1.0 but person recall 0.95 (61 of 64) —
+# "Priyanka Raghunathan" (twice) and "Olusegun Adeyemi" (once) are in no name list and the NER
+# misses them there (the tenant's name lexicon takes the first: the last test here) — and
+# location recall 0.94: spaCy's small model misses "Lyon" (2 of 32). A regression drops below.
 REDACTOR_FLOORS = {
     "email": (1.0, 1.0),
     "phone": (1.0, 1.0),
     "card": (1.0, 1.0),
     "iban": (1.0, 1.0),
     "ssn": (1.0, 1.0),
+    "national_id": (1.0, 1.0),
     "ip_address": (1.0, 1.0),
-    "person": (0.85, 1.0),
+    "person": (0.95, 1.0),
     "address": (1.0, 1.0),
-    "location": (0.75, 0.9),
+    "location": (0.9, 0.9),
 }
 GUARD_FLOORS = {kind: (1.0, 1.0) for kind in GUARD_KINDS}
 
@@ -172,6 +174,8 @@ _PIECES = st.sampled_from(
         *" ./()-+@:",
         *("12", "345", "6789", "06", "+31", "(0)", "4111", "192.168."),
         *("a", "Z", "DE89", "fe80", "::", "[EMAIL]", "[PHONE]", "[IP]", "x@y.org"),
+        # national ids, and what normalisation undoes: full-width, format characters, escapes
+        *("QQ", "C", "X", "A", "[NATIONAL_ID]", "＠", "１", "\u200b", "\u00ad", "%40", "%2B"),
     ]
 )
 
@@ -553,12 +557,13 @@ def test_the_tenant_name_pass_recovers_missed_people_and_spares_look_alikes(labe
     changed = [(r, a) for r, b, a in zip(rows, redacted, after.to_list(), strict=True) if a != b]
     assert n >= 2 and changed
     assert all(any(kind == "person" for kind, _ in r.values) for r, _ in changed)
-    # A person is gone from every text, or left in each (never found as a person: the NER calls
-    # "Olusegun Adeyemi" a place where it finds it, and only people are spread).
+    # A person is gone from every text, or left in each: the NER calls "Olusegun Adeyemi" a place
+    # where it finds him, but no word of his is a place, so he is taken as a person and spread.
     left: dict[str, list[bool]] = {}
     for row, text in zip(rows, after.to_list(), strict=True):
         for kind, value in row.values:
             if kind == "person":
                 left.setdefault(value, []).append(any(w in text for w in value.split()))
-    assert {v: f for v, f in left.items() if len(set(f)) > 1} == {"Olusegun Adeyemi": [True, False]}
+    assert {v: f for v, f in left.items() if len(set(f)) > 1} == {}
+    assert not any(left["Olusegun Adeyemi"])
     assert not any(left["Priyanka Raghunathan"])

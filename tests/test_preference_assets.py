@@ -11,6 +11,7 @@ import pytest
 
 from assets.config import DPOPolicyRun, StageSettings, settings_config
 from assets.preference import ASSETS, CHECKS, learning_beats_baselines
+from assets.preference_policy import policy_training
 from assets.resources import MemorypackHome
 from pipeline.config import Paths
 from pipeline.generate.preference import planted_mined_pairs
@@ -97,10 +98,32 @@ def _write_lake(home: Path) -> None:
 
 @pytest.mark.slow
 def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
+    """A tenant's first night ships a small policy trained in its run; the configured one trains
+    after the publish in a run of its own, and the next night ships it."""
     home = tmp_path / "home"
     _write_lake(home)
     with dg.instance_for_test() as instance:
-        # Each tenant its own run, as the night runs them; then the analytics build.
+        first = _run_tenants(home, instance)
+        meta = {t: _policy_meta(r) for t, r in first.items()}
+        assert {t: m["training_due"].value for t, m in meta.items()} == {
+            "acme": True,
+            "tiny": False,  # under min_pairs: nothing to train
+        }
+        (small,) = (
+            Lake(Paths(home))
+            .read("dpo_runs")
+            .collect()
+            .filter(pl.col("tenant_id") == "acme")
+            .iter_rows(named=True)
+        )
+        assert (small["status"], small["steps"], small["n_sft"]) == ("trained", 10, 0)
+        trained = materialize_tenant(
+            [policy_training], home, instance, tenant="acme", settings=RUN_CONFIG
+        )
+        assert trained.success
+        (training,) = trained.asset_materializations_for_node("policy_training")
+        assert training.metadata["tenants_trained"].value == 1
+        # The next night: its run ships the policy trained after the first night's publish.
         results = _run_tenants(home, instance)
         checks = {
             t: {e.check_name: e.passed for e in r.get_asset_check_evaluations()}
@@ -115,14 +138,13 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             "training_ran": True,
         }
         assert checks == {tenant: passed for tenant in TENANTS}
-        meta = {
-            t: r.asset_materializations_for_node("dpo_policy")[0].metadata
-            for t, r in results.items()
+        meta = {t: _policy_meta(r) for t, r in results.items()}
+        shipped = {
+            t: (m["tenants_trained"].value, m["tenants_skipped"].value, m["runs_recorded"].value)
+            for t, m in meta.items()
         }
-        trained = {
-            t: (m["tenants_trained"].value, m["tenants_skipped"].value) for t, m in meta.items()
-        }
-        assert trained == {"acme": (1, 0), "tiny": (0, 1)}
+        assert shipped == {"acme": (1, 0, 1), "tiny": (0, 1, 0)}
+        assert not any(m["training_due"].value for m in meta.values())
         assert meta["acme"]["learning"].value == (
             "learning beats the length rule, and is not below chance, for every policy (1 judged)"
         )
@@ -132,12 +154,14 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
     assert pairs.group_by("tenant_id").len().sort("tenant_id").rows() == [("acme", 40), ("tiny", 2)]
     assert set(pairs["source"]) == {"correction"}
 
-    runs = lake.read("dpo_runs").collect().sort("tenant_id")
+    runs = lake.read("dpo_runs").collect().filter(pl.col("is_latest")).sort("tenant_id")
     acme, tiny = runs.row(0, named=True), runs.row(1, named=True)
     assert (
         acme["status"] == "trained"
         and acme["eval_accuracy"] > 0.5
         and acme["n_train"] + acme["n_eval"] == 40
+        and acme["n_sft"] > 0  # the configured policy: SFT, then DPO for 2 epochs
+        and acme["policy_id"] != small["policy_id"]
     )
     assert Path(acme["model_dir"], "policy", "model.safetensors").exists()
     # Beside the accuracy, on the same eval pairs: its 95 % interval and the two baselines. The
@@ -164,14 +188,14 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
     refined = history.filter(pl.col("source") == "refined")
     for row in refined.iter_rows(named=True):
         evidence = json.loads(row["evidence"])
-        assert row["policy_id"] == acme["policy_id"]
+        assert row["policy_id"] in (small["policy_id"], acme["policy_id"])
         assert evidence["replaced"]["eval_accuracy"] < row["eval_accuracy"] or (
             evidence["replaced"]["eval_accuracy"] == row["eval_accuracy"]
             and evidence["replaced"]["eval_margin"] < row["eval_margin"]
         )
 
-    # Second run: same pairs → the policy is reused, which records no new run (dpo_runs is
-    # unchanged, run_at included); template history is appended to, never lost.
+    # A third night, no new policy finished: the same one ships, which records no new run
+    # (dpo_runs is unchanged, run_at included); template history is appended to, never lost.
     with dg.instance_for_test() as instance:
         again = _run_tenants(home, instance)
         assert [
@@ -180,7 +204,7 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             for m in r.asset_materializations_for_node("dpo_policy")
             if m.asset_key.path == ["dpo_policy"]
         ] == [0, 0]
-    runs2 = lake.read("dpo_runs").collect()
+    runs2 = lake.read("dpo_runs").collect().filter(pl.col("is_latest"))
     assert runs2.sort("tenant_id").equals(runs)
     history2 = lake.read("template_history").collect()
     assert history2.height == history.height  # nothing new wins against itself, nothing dropped
@@ -189,14 +213,20 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
             for t in ("preference_pairs", "dpo_runs", "template_history")
         }  # type: ignore[index]
-    assert counts == {"preference_pairs": 42, "dpo_runs": 2, "template_history": history2.height}
+    assert counts == {"preference_pairs": 42, "dpo_runs": 3, "template_history": history2.height}
+
+
+def _policy_meta(result: dg.ExecuteInProcessResult) -> dict[str, dg.MetadataValue]:
+    found = result.asset_materializations_for_node("dpo_policy")
+    return next(m.metadata for m in found if m.asset_key.path == ["dpo_policy"])
 
 
 def _run_tenants(home: Path, instance: dg.DagsterInstance) -> dict[str, dg.ExecuteInProcessResult]:
     """Each tenant's run of the preference assets, then the analytics build (the warehouse)."""
+    pack_path = [a for a in ASSETS if a is not policy_training]  # training: a run of its own
     results = {
         tenant: materialize_tenant(
-            [*ASSETS, *CHECKS], home, instance, tenant=tenant, settings=RUN_CONFIG
+            [*pack_path, *CHECKS], home, instance, tenant=tenant, settings=RUN_CONFIG
         )
         for tenant in TENANTS
     }

@@ -4,11 +4,13 @@ questions for the person, and trimming to a character budget in the documented p
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
 from memorypack import MemoryPack
-from memorypack.context import PRIORITY
+from memorypack.context import PRIORITY, distinct_examples, distinct_memories
+from memorypack.results import FewShotExample
 from pipeline.publish.build import build_pack, load_inputs
 from pipeline.publish.writer import publish
 from pipeline.storage.lake import Lake
@@ -175,14 +177,15 @@ def test_prompt_context_holds_every_piece_with_trust_lines(pack: MemoryPack) -> 
     assert [q.kind for q in context.questions] == ["conflict", "reconfirm", "reconfirm", "promote"]
     assert context.ask.startswith("Before I go on, a few quick checks: (1) I have two notes")
     assert '(4) I\'m noticing "Books morning flights"' in context.ask
-    assert [e.memory_id for e in context.examples] == ["a-i0"]  # the skill's own example
-    assert context.text.endswith(
-        "## Examples of good answers\nInput: Where is my order? mail me at [EMAIL]\n"
-        "Output: It ships tomorrow."
-    )
-    # Without a skill, the system's examples, the query's best first.
+    # The skill's own example, a-i0, is the first memory listed: a memory is shown once, so the
+    # system's next example stands in.
+    assert [e.memory_id for e in context.examples] == ["a-i2"]
+    assert context.text.count("Where is my order? mail me at [EMAIL]") == 1
+    assert "## Examples of good answers\nInput: " in context.text
+    # Without a skill, the system's examples, the query's best first, none a listed memory.
     anyskill = pack.prompt_context("c1", query="billing", system="support", now=NOW)
-    assert [e.memory_id for e in anyskill.examples] == ["a-i2", "a-i0"]
+    assert "a-i0" in {m.memory_id for m in anyskill.memories}
+    assert [e.memory_id for e in anyskill.examples] == ["a-i2"]
 
 
 def test_trimming_keeps_the_documented_priority(pack: MemoryPack) -> None:
@@ -229,3 +232,54 @@ def test_a_stranger_gets_general_memories_and_the_tenants_best_template(pack: Me
     assert context.template is not None and context.template.skill_id == "concise_response"
     nothing = pack.prompt_context("nobody", system="no-such-system", budget_chars=4000, now=NOW)
     assert nothing.examples == []
+
+
+def test_the_template_is_one_of_the_calls_systems_skills(pack: MemoryPack) -> None:
+    # The tenant's best skill, concise_response, is a support skill: framescan's calls use only
+    # detailed_explanation, which has no template, so a framescan call gets none.
+    assert pack.select_skill(None).skill_id == "concise_response"  # type: ignore[union-attr]
+    assert pack.skills_of("framescan") == ["detailed_explanation"]
+    assert pack.skills_of("support", "support_reply") == ["concise_response", "empathy_direct"]
+    framescan = pack.prompt_context("nobody", system="framescan", budget_chars=4000, now=NOW)
+    assert framescan.template is None and "## Procedure" not in framescan.text
+    support = pack.prompt_context("nobody", system="support", budget_chars=4000, now=NOW)
+    assert support.template is not None and support.template.skill_id == "concise_response"
+    # A system the pack holds no call of gets no template; a named skill always its own.
+    assert pack.prompt_context("nobody", system="elsewhere", now=NOW).template is None
+    named = pack.prompt_context("nobody", system="framescan", skill_id="empathy_direct", now=NOW)
+    assert named.template is not None and named.template.skill_id == "empathy_direct"
+
+
+def test_no_line_is_repeated(tmp_path: Path) -> None:
+    from bench.retrieval_set import write_pack
+
+    texts = ["Prefers email over calls", "prefers  email over calls", "Works late on Fridays"]
+    vectors = np.eye(len(texts), 4, dtype=np.float32)
+    twice = MemoryPack.load(write_pack(tmp_path, texts, vectors))
+    context = twice.prompt_context(None, query="email", k_memories=2, now=NOW)
+    # The same statement logged twice is listed once; the list still holds k_memories.
+    assert [m.memory_id for m in context.memories] == ["m000000", "m000002"]
+    lines = [line for line in context.text.splitlines() if line.strip()]
+    assert len(lines) == len(set(lines))
+
+
+def _example(memory_id: str, input: str, output: str) -> FewShotExample:
+    return FewShotExample(
+        memory_id, "support", "reply", None, input, output, 0, 1, 0.5, 0.1, 2, 0.8, False
+    )
+
+
+def test_examples_repeat_neither_a_memory_nor_each_other(pack: MemoryPack) -> None:
+    memories = pack.memories_for("c1", k=2, now=NOW)
+    shown = memories[0]
+    examples = [
+        _example(shown.memory_id, "anything", "Fine."),  # the listed memory itself
+        _example("x1", shown.text, "Other."),  # its text as an input
+        _example("x2", "Is it late?", "category=billing"),
+        _example("x3", "Charged twice?", "category=billing"),  # the same output again
+        _example("x4", "Where is it?", "It ships tomorrow."),
+        _example("x5", "Where now?", "It ships Monday."),
+    ]
+    kept = distinct_examples(examples, memories, 2)
+    assert [e.memory_id for e in kept] == ["x2", "x4"]
+    assert distinct_memories([*memories, memories[0]], 5) == memories

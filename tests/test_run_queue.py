@@ -28,6 +28,7 @@ from jobs.instance import (
     ANALYTICS_TAG,
     HOME_TAG,
     TENANT_TAG,
+    TRAINING_TAG,
     dagster_home,
     rendered_config,
     workers,
@@ -46,7 +47,7 @@ DATES = ["2026-11-01", "2026-11-02"]
 CLI = [sys.executable, "-m", "jobs.cli"]
 ONE_PER_VALUE = [
     {"key": tag, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
-    for tag in (HOME_TAG, TENANT_TAG, ANALYTICS_TAG)
+    for tag in (HOME_TAG, TENANT_TAG, TRAINING_TAG, ANALYTICS_TAG)
 ]
 
 

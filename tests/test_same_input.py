@@ -74,8 +74,9 @@ def test_identical_input_publishes_nothing_and_one_more_line_does(
         assert Lake(paths).read("dpo_runs").collect().equals(runs), (start, end)
         assert _rows(paths, "pack_versions") == versions_rows, (start, end)
 
-    # One more line (acme, no feedback: the same pairs, so the same policy) is a new acme pack;
-    # globex's input did not change, nor does its pack.
+    # One more line (acme, no feedback: the same pairs) is a new acme pack; globex's input did
+    # not change, nor does its pack. acme's run ships the policy that trained after its END night
+    # published (a policy trains after the publish; its tenant's next run ships it): one row.
     write_landing(
         landing / END,
         [interaction("i_late", input="Can I change my delivery address?")],
@@ -87,5 +88,13 @@ def test_identical_input_publishes_nothing_and_one_more_line_does(
     assert acme_versions == sorted([*packs["acme"][1], acme_latest])
     assert acme_latest != packs["acme"][0] and acme_files != packs["acme"][2]
     assert after["globex"] == packs["globex"]
-    assert Lake(paths).read("dpo_runs").collect().equals(runs)
+    now = Lake(paths).read("dpo_runs").collect()
+    assert now.height == runs.height + 1
+    (shipped,) = now.filter(pl.col("is_latest") & (pl.col("tenant_id") == "acme")).iter_rows(
+        named=True
+    )
+    assert shipped["status"] == "trained" and shipped["n_sft"] > 0  # the configured policy
+    assert now.filter(pl.col("tenant_id") == "globex").equals(
+        runs.filter(pl.col("tenant_id") == "globex")
+    )
     assert _rows(paths, "pack_versions") == versions_rows + 1

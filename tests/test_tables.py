@@ -73,8 +73,10 @@ def test_every_key_column_is_described() -> None:
     for table in tables.TABLES.values():
         for column in table.primary_key:
             assert table.description(column), (table.name, column)
-    scores = tables.table("feedback_scores")
-    assert scores.description("reputation") == "exactly 1.0 without feedback"  # its own wins
+    # A table's own description wins over the common one.
+    examples, scores = tables.table("few_shot_sets"), tables.table("feedback_scores")
+    assert examples.description("quality_lower").startswith("feedback_scores.quality_lower")
+    assert scores.description("quality_lower").startswith("95 % lower bound of quality_score")
 
 
 def test_the_architecture_table_is_the_registry() -> None:

@@ -9,9 +9,10 @@ import pytest
 from pipeline import tables
 from pipeline.publish.content import PackInputs
 from pipeline.publish.memories import judged_in_use
-from pipeline.usage import USAGE_CONFIG, calls, demoted, pack_uplift, pack_usage
+from pipeline.usage import USAGE_CONFIG, UsageConfig, calls, demoted, pack_uplift, pack_usage
 
 Z = USAGE_CONFIG.z
+ROUND_3 = UsageConfig(joint=False)
 
 
 def _interactions(rows: list[tuple]) -> pl.DataFrame:
@@ -63,7 +64,7 @@ def test_uplift_is_pack_calls_minus_holdout_with_welch_interval() -> None:
     assert row["uplift_upper"] == pytest.approx(0.2 + Z * se)
 
 
-def test_item_effects_are_stratified_differences_shrunk_by_the_skills_prior() -> None:
+def test_raw_effects_are_stratified_differences_and_give_the_prior() -> None:
     rows = [
         ("p1", "s", "v1", ["good", "x", "s@2"], False),
         ("p2", "s", "v1", ["good", "good"], False),  # an id twice in one prompt is one use
@@ -83,10 +84,15 @@ def test_item_effects_are_stratified_differences_shrunk_by_the_skills_prior() ->
     # .12, .12, .16, .16: τ² = (0.36 + 0 + 0.16 + 0.16)/4 − (0.12 + 0.12 + 0.16 + 0.16)/4 = 0.03.
     assert good["raw_effect"] == pytest.approx(0.6) and ghost["raw_effect"] == pytest.approx(-0.4)
     assert good["tau2"] == pytest.approx(0.03)
+    # Four calls, one pack version: the joint model leaves most to the prior.
+    assert 0 < good["effect"] < 0.6 * 0.03 / 0.15 and good["verdict"] == "unclear"
+    assert {r["verdict"] for r in by_item.values()} == {"unclear"}
+    # The round-3 rule, the bench's baseline: the difference shrunk by τ²/(τ² + its variance).
+    round3 = pack_usage(calls(_interactions(rows), _scores(outcomes)), KNOWN, ROUND_3)
+    good = round3.filter(pl.col("item_id") == "good").row(0, named=True)
     assert good["effect"] == pytest.approx(0.6 * 0.03 / 0.15)
     half = Z * math.sqrt(0.03 / 0.15 * 0.12)
     assert good["effect_lower"] == pytest.approx(0.12 - half)
-    assert x["effect"] == pytest.approx(0.0) and good["verdict"] == "unclear"
 
 
 def _experiment(n_with: int, n_without: int, effect: float, item: str, skill: str) -> list:
@@ -135,8 +141,8 @@ def test_confidently_harmful_items_are_demoted_with_their_reason() -> None:
     assert out["item_id"].to_list() == ["bad"]  # not the helpful one, not the one used twice
     bad = usage.filter(pl.col("item_id") == "bad").row(0, named=True)
     assert out["reason"][0] == (
-        f"harmful in skill s-bad: effect {round(bad['effect'], 2)}, 95 % interval "
-        f"[{round(bad['effect_lower'], 2)}, {round(bad['effect_upper'], 2)}] over 200 uses"
+        f"harmful: effect {round(bad['effect'], 2)}, 95 % interval "
+        f"[{round(bad['effect_lower'], 2)}, {round(bad['effect_upper'], 2)}] over 200 uses in 1 skill"
     )
     assert demoted(usage.clear()).is_empty()
 
@@ -196,10 +202,10 @@ def test_the_pack_cuts_harmful_memories_as_if_corrected_and_raises_helpful_ones(
     assert out["capped"]["confidence"] == pytest.approx(0.7)  # inferred_pattern's cap
     assert out["unsure"]["confidence"] == 0.8 and out["unsure"]["usage_reason"] is None
     assert out["bad"]["usage_reason"] == (
-        "confidence cut as if corrected: harmful in skill s: effect -0.2, 95 % interval "
-        "[-0.3, -0.1] over 40 uses"
+        "confidence cut as if corrected: harmful: effect -0.2, 95 % interval "
+        "[-0.3, -0.1] over 40 uses in 1 skill"
     )
-    assert out["good"]["usage_reason"].startswith("confidence +0.05: helpful in skill s")
+    assert out["good"]["usage_reason"].startswith("confidence +0.05: helpful: effect 0.2")
     nothing = judged_in_use(memories, PackInputs(inputs.as_of, {}, [], None), "acme")
     assert nothing["confidence"].to_list() == memories["confidence"].to_list()
     assert nothing["usage_reason"].null_count() == memories.height

@@ -21,6 +21,7 @@ START = date(2026, 11, 1)
 NIGHTS = 4  # receipts start on the second day: three nights of them
 # A large holdout so one tenant's few hundred calls give informative uplift intervals.
 RECEIPTS, HOLDOUT = 0.95, 0.25
+MARGIN = 0.01  # how far below 0 a harmful item's interval ends at least, on the last night
 
 
 @pytest.fixture(scope="module")
@@ -76,15 +77,21 @@ def test_harmful_items_are_demoted_within_the_nights_the_data_allows(nights) -> 
     truth, demoted = nights["truth"], nights["demoted"]
     harmful = sorted(i for i, p in truth["planted"].items() if p["shift"] < 0)
     when = {item: _first_night(demoted, item) for item in harmful}
-    # Measured (seed 7, ~300 calls a night, receipts from night 2): the harmful memory is demoted
-    # after night 2 (its first night of receipts), the two harmful examples after night 4. The
+    # Measured (seed 7, ~300 calls a night, receipts from night 2): the two harmful examples are
+    # demoted after night 2 (their first night of receipts); the harmful memory, about the regular
+    # contact (~30 % of the sessions, the memory in about half of their calls), after night 4. The
     # template version `<skill>@2` is used only in half of one skill's calls (~20 scored a night):
     # after three nights of receipts its effect is negative but its interval still reaches 0.
+    memory = _harmful_memory(truth)
+    planted = nights["usage"].filter(pl.col("item_id").is_in(harmful))
     assert {i: n for i, n in when.items() if "@" not in i} == {
-        "i_00000010": 4,
-        "i_00000011": 4,
-        "m_00000012": 2,
-    }
+        "i_00000010": 2,
+        "i_00000011": 2,
+        memory: 4,
+    }, planted
+    # Not on a knife edge: its interval ends clear of 0 (measured: see the margin below).
+    upper = planted.filter(pl.col("item_id") == memory)["effect_upper"].drop_nulls()
+    assert upper.max() < -MARGIN, planted
     (template,) = [i for i in harmful if "@" in i]
     effect = nights["usage"].filter(pl.col("item_id") == template).row(0, named=True)
     assert effect["effect"] < 0 < effect["effect_upper"] and when[template] is None
@@ -118,25 +125,42 @@ def test_planted_effects_are_estimated_with_their_sign(nights) -> None:
 
 
 def test_uplift_intervals_cover_the_true_uplift(nights) -> None:
-    truth, uplift = nights["truth"]["uplift"], nights["uplift"]
-    rows = uplift.filter(pl.col("uplift").is_not_null())
-    covered = rows.filter(
-        (pl.col("uplift_lower") <= pl.col("skill_id").replace_strict(truth))
-        & (pl.col("skill_id").replace_strict(truth) <= pl.col("uplift_upper"))
+    # The receipt names `<tenant>/<version>`; the lake keeps the version (SPEC §2 `context`).
+    truth = pl.DataFrame(
+        [
+            {"pack_version": version.partition("/")[2], "skill_id": skill, "truth": value}
+            for version, skills in nights["truth"]["uplift"].items()
+            for skill, value in skills.items()
+        ]
     )
+    rows = nights["uplift"].filter(pl.col("uplift").is_not_null())
+    rows = rows.join(truth, on=["pack_version", "skill_id"], how="left")
+    assert rows["truth"].null_count() == 0
+    true = pl.col("truth")
+    covered = rows.filter((pl.col("uplift_lower") <= true) & (true <= pl.col("uplift_upper")))
     # 95 % intervals: of these rows a few may miss by chance (seeded, so always the same few).
     assert covered.height >= 0.9 * rows.height, rows
 
 
+def _harmful_memory(truth: dict[str, Any]) -> str:
+    (memory,) = [
+        i for i, p in truth["planted"].items() if p["kind"] == "statement" and p["shift"] < 0
+    ]
+    return memory
+
+
 def test_the_pack_cuts_a_harmful_memory_and_says_why(nights) -> None:
-    """The harmful memory's confidence in the pack is its snapshot's, with the reputation of one
-    correction more (it had no feedback: 1.0 → 1 + 0.2 · (2 · 2 / 5 − 1) = 0.96); explain() and
-    the analyst's pack_usage say why; the manifest carries the uplift measured so far."""
-    pack, snapshot = nights["pack"], nights["snapshot"]
-    before = snapshot.filter(pl.col("memory_id") == "m_00000012")["confidence"].item()
-    assert pack.memory("m_00000012")["confidence"] == pytest.approx(before * 0.96)
-    why = pack.explain("m_00000012")
-    assert "confidence cut as if corrected: harmful in skill" in why and "95 % interval" in why
+    """Issue 52 item 3: a regular contact comes back often enough (≥ 40 calls) that a harmful
+    memory about them is measured. Its confidence in the pack is its snapshot's with the
+    reputation of one correction more (it had no feedback: 1.0 → 1 + 0.2 · (2 · 2 / 5 − 1) =
+    0.96); explain() and the analyst's pack_usage say why; the manifest carries the uplift."""
+    pack, snapshot, truth = nights["pack"], nights["snapshot"], nights["truth"]
+    memory = _harmful_memory(truth)
+    assert truth["regular_contact_calls"] >= 40 and truth["planted"][memory]["uses"] >= 40
+    before = snapshot.filter(pl.col("memory_id") == memory)["confidence"].item()
+    assert pack.memory(memory)["confidence"] == pytest.approx(before * 0.96)
+    why = pack.explain(memory)
+    assert "confidence cut as if corrected: harmful: effect -" in why and "95 % interval" in why
     reasons = pl.from_arrow(pack.memories.select(["memory_id", "usage_reason"]))
     judged = nights["usage"].filter(pl.col("verdict") != "unclear")["item_id"]
     assert (

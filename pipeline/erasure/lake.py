@@ -154,6 +154,40 @@ def sweep_redaction_cache(paths: Paths, key: bytes) -> int:
     return dropped
 
 
+def sweep_names(paths: Paths, tenant_id: str) -> int:
+    """Drop from the tenant's name lexicon (kept beside its redaction cache for the analyst
+    snapshot) every name no text or id of the tenant's lake holds any more: the erased person's
+    own. The rest keep redacting until the next pack makes the lexicon again. Returns names
+    dropped."""
+    from pipeline.pii.names import TenantNames
+    from pipeline.pii.redactor import NAMES_FILE
+    from pipeline.pii.rules import WORD
+
+    path = paths.lake / "pii_cache" / f"{TENANT_COLUMN}={tenant_id}" / NAMES_FILE
+    if not path.is_file():
+        return 0
+    names = TenantNames.of_frame(read_file(path))
+    if not names.words:
+        return 0
+    held: set[str] = set()
+    for table, file in parquet_files(paths.lake):
+        if table in CACHES or f"{TENANT_COLUMN}={tenant_id}" not in str(file):
+            continue
+        frame = read_file(file)
+        for name, dtype in frame.schema.items():
+            series = frame[name].explode() if dtype == pl.List(pl.String()) else frame[name]
+            if series.dtype == pl.String():
+                texts = series.drop_nulls().unique()
+                hits = texts.filter(names.in_identifiers(texts)).to_list()
+                held.update(w.lower() for t in hits for w in WORD.findall(t))
+    kept = TenantNames(
+        frozenset(w for w in names.words if w.lower() in held),
+        frozenset(w for w in names.surnames if w.lower() in held),
+    )
+    write_parquet_atomic(kept.frame(), path)
+    return len(names.words) - len(kept.words)
+
+
 # --- models, warehouse, snapshot --------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from pipeline.erasure.lake import (
     POLICY_WITHDRAWALS,
     rebuild_warehouse,
     scrub_lake,
+    sweep_names,
     sweep_redaction_cache,
     tenant_files,
     withdraw_policies,
@@ -132,6 +133,9 @@ def forget(
     swept = sweep_redaction_cache(paths, key)
     if swept:
         report.removed["pii_cache:unused"] = swept
+    names = sweep_names(paths, tenant_id)
+    if names:
+        report.removed["pii_cache:names"] = names
     report.policies = withdraw_policies(paths, subject, now)
     # Local or on an object store (MEMORYPACK_PACKS=s3://…): every kept version is rewritten.
     report.packs = erase_from_packs(paths.packs / tenant_id, subject.needles)

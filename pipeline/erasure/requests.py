@@ -12,7 +12,7 @@ from pipeline.erasure.files import erase_in_text
 from pipeline.erasure.person import forget
 from pipeline.erasure.scrub import Needles, scrub_frame
 from pipeline.ingest.tombstones import Tombstones
-from pipeline.storage.homelock import ANALYTICS, tenant_locks
+from pipeline.storage.homelock import ANALYTICS, tenant_locks, training_scope
 from pipeline.storage.lake import Lake
 
 
@@ -31,7 +31,8 @@ def carry_out_erasures(
     for tenant, contact in dict.fromkeys(requests):
         if done.erased(tenant, contact):
             continue
-        with tenant_locks(paths.local, "erasure request", tenant, ANALYTICS):
+        scopes = (tenant, training_scope(tenant), ANALYTICS)  # no policy trains meanwhile
+        with tenant_locks(paths.local, "erasure request", *scopes):
             report = forget(paths, tenant, contact, source="log")
         erased.append(report.needles)
         log.info(f"erasure request of tenant {tenant} carried out: " + "; ".join(report.lines()))

@@ -172,6 +172,8 @@ class Generator:
                 if not session or self.rng.random() < 0.5:
                     session, session_user = self.w.new_id("s"), self.rng.randrange(t.users)
                     session_contact = self.rng.randrange(t.contacts)
+                    if self.receipts:  # its own RNG: the stream is the same without receipts
+                        session_contact = self.receipts.session_contact(session_contact)
                 if self.rng.random() < 0.03:  # a late-arriving interaction, stamped days ago
                     when -= timedelta(days=self.rng.randint(1, 3))
                 self._interaction(
@@ -212,13 +214,11 @@ class Generator:
         soon: list[bytes],
     ) -> None:
         rng, w = self.rng, self.w
-        skill = rng.choice(_SKILLS[system])
-        event, short = w.interaction(
-            t, system, when, user, contact if rng.random() < 0.9 else None, session, skill
-        )
-        receipt = None
+        skill, about = rng.choice(_SKILLS[system]), contact if rng.random() < 0.9 else None
+        event, short = w.interaction(t, system, when, user, about, session, skill)
+        receipt, day = None, self.start + timedelta(days=d)
         if self.receipts:
-            receipt = self.receipts.context(t, self.start + timedelta(days=d), self.start, skill)
+            receipt = self.receipts.context(t, day, self.start, skill, about)
             if receipt is not None:
                 event["context"] = receipt
         self._write(f, t, d, event, soon, keep=True)
@@ -277,6 +277,8 @@ class Generator:
     ) -> None:
         rng, w = self.rng, self.w
         c = rng.randrange(t.contacts)
+        if self.receipts:
+            c = self.receipts.statement_contact(t, c)
         name = texts.person(c)
         memory_type = rng.choice(MEMORY_TYPES)
         r = rng.random()
@@ -313,7 +315,7 @@ class Generator:
         )
         t.last_memory[c] = event["event_id"]
         if self.receipts:
-            self.receipts.statement(t, event["event_id"])
+            self.receipts.statement(t, c, event["event_id"])
         self._write(f, t, d, event, soon)
         r = rng.random()
         if r < 0.15:

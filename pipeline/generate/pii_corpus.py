@@ -1,11 +1,15 @@
 """A labelled PII corpus: each kind in many formats inside everyday sentences, plus look-alikes
 that must stay (order numbers, versions, dates, times, prices). Measures the redactor and the
-publish guard (tests/test_pii.py floors, bench section `pii`)."""
+publish guard (tests/test_pii.py floors, bench section `pii`). The values beyond English —
+national ids, names in other scripts, postcodes, obfuscated values, a multilingual look-alike
+corpus — are in `pipeline.generate.pii_world`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from pipeline.generate import pii_world as world
 
 # Values per kind, in the formats people write them. Phones and cards are valid numbers.
 VALUES: dict[str, tuple[str, ...]] = {
@@ -38,6 +42,7 @@ VALUES: dict[str, tuple[str, ...]] = {
         "+81 3-1234-5678",
         "+39 06 6982 1234",
         "+41 44 668 18 00",
+        *world.CN_PHONES,
         "555.123.4567",
         "555-123-4567",
         "(555) 123-4567",
@@ -62,7 +67,7 @@ VALUES: dict[str, tuple[str, ...]] = {
         "ES91 2100 0418 4502 0005 1332",
         "BE68 5390 0754 7034",
     ),
-    "ssn": ("536-90-4399", "078-05-1121", "219-09-9999"),
+    "ssn": ("536-90-4399", "078-05-1121", "219-09-9999", "123 45 6789"),
     "ip_address": (
         "8.8.8.8",
         "10.0.0.1",
@@ -180,7 +185,12 @@ LOOK_ALIKES: tuple[str, ...] = (
     "The Team plan costs 20 EUR in Q3 2026.",
 )
 # Look-alikes of the guard's own kinds (the guard must stay silent on them too).
-GUARD_KINDS = ("email", "phone", "card", "iban", "ssn", "ip_address")
+GUARD_KINDS = ("email", "phone", "card", "iban", "ssn", "national_id", "ip_address")
+KINDS = (*VALUES, "national_id")
+# The look-alikes beyond English (products, checksummed order numbers, common words that are
+# names, 12 languages): at least this share must come out unchanged.
+LOOK_ALIKES_WORLD = world.LOOK_ALIKES_WORLD
+LOOK_ALIKES_KEPT = 0.95
 
 
 @dataclass(frozen=True)
@@ -204,15 +214,49 @@ def corpus() -> list[Labelled]:
         for i, value in enumerate(values)
         for template in (TEMPLATES[kind][(i + 1) % len(TEMPLATES[kind])],)
     ]
+    rows += world_rows()
     rows += [Labelled(text, ()) for text in LOOK_ALIKES]
     return rows
+
+
+def world_rows() -> list[Labelled]:
+    """The rows of `pipeline.generate.pii_world` (not its look-alikes: `look_alikes_world`)."""
+    rows = [
+        Labelled(template.format(label=label, v=value), (("national_id", value),))
+        for label, value in world.NATIONAL_IDS
+        for template in world.ID_TEMPLATES
+    ]
+    rows += [
+        Labelled(world.SHAPED_TEMPLATE.format(v=value), (("national_id", value),))
+        for value in world.SHAPED_IDS
+    ]
+    for value, native in world.SCRIPT_NAMES:
+        for template in (native, TEMPLATES["person"][2]):
+            rows.append(Labelled(template.format(v=value), (("person", value),)))
+    rows += [
+        Labelled(template.format(v=value), (("location", value),))
+        for value in world.POSTCODE_PLACES
+        for template in world.POSTCODE_TEMPLATES
+    ]
+    rows += [
+        Labelled(world.OBFUSCATED_TEMPLATES[kind].format(v=value), ((kind, value),))
+        for kind, values in world.OBFUSCATED.items()
+        for value in values
+    ]
+    rows += [Labelled(f"Open {url} to reply.", ((kind, value),)) for kind, url, value in world.URLS]
+    return rows
+
+
+def look_alikes_world() -> list[Labelled]:
+    """The look-alikes beyond English, as rows without values (`LOOK_ALIKES_KEPT` must stay)."""
+    return [Labelled(text, ()) for text in world.LOOK_ALIKES_WORLD]
 
 
 Found = Sequence[tuple[int, int, str]]  # (start, end, kind) spans a detector reports in a text
 
 
 def evaluate(
-    rows: list[Labelled], found: list[Found], kinds: Sequence[str] = tuple(VALUES)
+    rows: list[Labelled], found: list[Found], kinds: Sequence[str] = KINDS
 ) -> dict[str, dict[str, float | int]]:
     """Per kind: recall = planted values entirely covered by detected spans (of any kind: the
     value is gone), precision = detected spans of the kind that overlap a planted value (a

@@ -1,5 +1,11 @@
 """Planted receipts (SPEC §4.9): what an app put into each call, and items whose use shifts the
-chance of positive feedback by a stated amount, with the true uplift and item effects."""
+chance of positive feedback by a stated amount, with the true uplift and item effects.
+
+A call's receipt names the template version, 3 of the tenant's first 8 interactions as few-shot
+examples, and up to 2 memories about the call's contact, as `prompt_context` would (memories are
+per person). For a memory's effect to be measurable a person must come back often: each tenant
+has a regular contact (`REGULAR`) who gets `RETURNING` of the sessions, and whose first two
+statements are the planted memories (issue 52 item 3)."""
 
 from __future__ import annotations
 
@@ -14,11 +20,16 @@ from pipeline.feedback.scores import DEFAULT_SCORING
 from pipeline.generate.world import NEGATIVE, POSITIVE, SYSTEM_SKILLS, Tenant
 
 HOLDOUT_SHARE = 0.05
-EXAMPLES, MEMORIES = 8, 6  # the pack items an app picks from: a tenant's first ids of each kind
+EXAMPLES = 8  # the few-shot examples an app picks from: a tenant's first interactions
 EXAMPLES_PER_CALL, MEMORIES_PER_CALL = 3, 2
-# Pool positions of the planted items and their shift of P(positive feedback) when used.
+# Pool positions of the planted items and their shift of P(positive feedback) when used: the
+# examples among the first interactions, the memories among the regular contact's statements.
 PLANTED_EXAMPLES = {0: 0.3, 1: 0.3, 2: -0.3, 3: -0.3}
 PLANTED_MEMORIES = {0: 0.3, 1: -0.3}
+# The regular contact (its index) and their share of the sessions; a statement is about them with
+# the first chance until the planted ones exist, then with the second (a few more memories).
+REGULAR, RETURNING = 0, 0.3
+ABOUT_REGULAR_FIRST, ABOUT_REGULAR_LATER = 0.5, 0.01
 TEMPLATE_SHIFT = -0.3  # a new template version `<skill>@2` in half its skill's calls
 FEEDBACK_N = {1: 4 / 7, 2: 2 / 7, 3: 1 / 7}  # core.FEEDBACK_COUNTS given at least one vote
 
@@ -67,9 +78,12 @@ class Receipts:
         self.rng = random.Random(f"receipts-{seed}")
         self.share, self.holdout = share, holdout
         self.examples: dict[str, list[str]] = defaultdict(list)
-        self.memories: dict[str, list[str]] = defaultdict(list)
-        # (tenant, skill) → [pack calls, Σ true effect]; (tenant, item) → [uses, Σ true effect]
-        self.uplift: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+        # (tenant, contact index) → the ids of the statements about that person so far
+        self.memories: dict[tuple[str, int], list[str]] = defaultdict(list)
+        self.regular_calls: dict[str, int] = defaultdict(int)  # tenant → the regular's receipts
+        # (tenant, pack version, skill) → [pack calls, Σ true effect] (the calls of a version differ:
+        # the regular's memories grow); (tenant, item) → [uses, Σ true effect]
+        self.uplift: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0, 0.0])
         self.effects: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
         self.templated: dict[str, str] = {}  # tenant → its skill with a planted template
 
@@ -77,9 +91,22 @@ class Receipts:
         if len(self.examples[t.id]) < EXAMPLES:
             self.examples[t.id].append(event_id)
 
-    def statement(self, t: Tenant, event_id: str) -> None:
-        if len(self.memories[t.id]) < MEMORIES:
-            self.memories[t.id].append(event_id)
+    def statement(self, t: Tenant, contact: int, event_id: str) -> None:
+        self.memories[(t.id, contact)].append(event_id)
+
+    def session_contact(self, contact: int) -> int:
+        """The contact of a new session: the regular one `RETURNING` of the time."""
+        return REGULAR if self.rng.random() < RETURNING else contact
+
+    def statement_contact(self, t: Tenant, contact: int) -> int:
+        """Whom a new statement is about: the regular contact until its planted memories exist,
+        with a high chance, then now and then."""
+        first = len(self.memories[(t.id, REGULAR)]) < len(PLANTED_MEMORIES)
+        chance = ABOUT_REGULAR_FIRST if first else ABOUT_REGULAR_LATER
+        return REGULAR if self.rng.random() < chance else contact
+
+    def planted_memories(self, tenant: str) -> list[str]:
+        return self.memories[(tenant, REGULAR)][: len(PLANTED_MEMORIES)]
 
     def skill(self, t: Tenant) -> str:
         """The one skill per tenant with a harmful new template version `<skill>@2`."""
@@ -88,22 +115,33 @@ class Receipts:
 
     def shifts(self, tenant: str) -> dict[str, float]:
         planted = {self.examples[tenant][i]: s for i, s in PLANTED_EXAMPLES.items()}
-        planted |= {self.memories[tenant][i]: s for i, s in PLANTED_MEMORIES.items()}
+        memories = self.planted_memories(tenant)
+        planted |= {memories[i]: s for i, s in PLANTED_MEMORIES.items()}
         return planted | {f"{self.templated[tenant]}@2": TEMPLATE_SHIFT}
 
-    def context(self, t: Tenant, day: date, first: date, skill: str) -> dict[str, Any] | None:
-        """The call's receipt; None: the app reported none (it had no pack yet, or does not)."""
+    def context(
+        self, t: Tenant, day: date, first: date, skill: str, contact: int | None
+    ) -> dict[str, Any] | None:
+        """The receipt of a call about `contact` (an index; None: about no one); None: the app
+        reported none (it had no pack yet, or does not)."""
         rng = self.rng
-        full = len(self.examples[t.id]) == EXAMPLES and len(self.memories[t.id]) == MEMORIES
+        full = len(self.examples[t.id]) == EXAMPLES
+        full = full and len(self.planted_memories(t.id)) == len(PLANTED_MEMORIES)
         if day == first or not full or rng.random() >= self.share:
             return None
         version = pack_version(t.id, day)
+        self.regular_calls[t.id] += contact == REGULAR
         if rng.random() < self.holdout:
             return {"pack_version": version, "items": [], "holdout": True}
         new = skill == self.skill(t) and rng.random() < 0.5
-        items = rng.sample(self.examples[t.id], EXAMPLES_PER_CALL)
-        items += [*rng.sample(self.memories[t.id], MEMORIES_PER_CALL), f"{skill}@{1 + new}"]
-        return {"pack_version": version, "items": items, "holdout": False}
+        known = self.memories[(t.id, contact)] if contact is not None else []
+        memories = rng.sample(known, min(MEMORIES_PER_CALL, len(known)))
+        examples = rng.sample(self.examples[t.id], EXAMPLES_PER_CALL)
+        return {
+            "pack_version": version,
+            "items": [f"{skill}@{1 + new}", *memories, *examples],  # prompt_context's order
+            "holdout": False,
+        }
 
     def quality(self, t: Tenant, skill: str, receipt: dict[str, Any] | None, q: float) -> float:
         """The call's chance of positive feedback with the planted shifts of the items it used;
@@ -112,7 +150,7 @@ class Receipts:
             return q
         shifts = self.shifts(t.id)
         shifted = q + sum(shifts.get(i, 0.0) for i in receipt["items"])
-        calls = self.uplift[(t.id, skill)]
+        calls = self.uplift[(t.id, receipt["pack_version"], skill)]
         calls[0] += 1
         calls[1] += expected_score(shifted) - expected_score(q)
         for item in receipt["items"]:
@@ -122,11 +160,12 @@ class Receipts:
         return shifted
 
     def truth(self) -> dict[str, Any]:
-        """truth.json's `usage`: the planted items and the true uplift per skill and item effect,
-        in §4.1 score units (expected score with the pack minus without, over the calls made)."""
+        """truth.json's `usage`: the planted items, the true uplift per pack version × skill and item
+        effects, in §4.1 score units (expected score with the pack minus without, over the calls
+        made), and how many receipts the regular contact's calls carried."""
         tenants: dict[str, Any] = {}
         for tenant in sorted(self.examples):
-            if tenant not in self.templated or len(self.memories[tenant]) < MEMORIES:
+            if tenant not in self.templated or not self.regular_calls[tenant]:
                 continue
             items = {}
             for item, shift in sorted(self.shifts(tenant).items()):
@@ -141,16 +180,15 @@ class Receipts:
                     "uses": int(uses),
                     "effect": round(effect / uses, 4) if uses else 0.0,
                 }
-            uplift = {
-                skill: round(total / n, 4)
-                for (owner, skill), (n, total) in sorted(self.uplift.items())
-                if owner == tenant and n
-            }
+            uplift: dict[str, dict[str, float]] = defaultdict(dict)
+            for (owner, version, skill), (n, total) in sorted(self.uplift.items()):
+                if owner == tenant and n:
+                    uplift[version][skill] = round(total / n, 4)
+            used = {item for owner, item in self.effects if owner == tenant}
             tenants[tenant] = {
                 "planted": items,
-                "neutral": [
-                    i for i in self.examples[tenant] + self.memories[tenant] if i not in items
-                ],
-                "uplift": uplift,
+                "neutral": sorted(used - set(items)),
+                "uplift": dict(uplift),
+                "regular_contact_calls": self.regular_calls[tenant],
             }
         return {"share": self.share, "holdout": self.holdout, "tenants": tenants}

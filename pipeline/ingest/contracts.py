@@ -247,7 +247,7 @@ class Feedback(pa.DataFrameModel):
     signal: str = pa.Field(isin=list(Signal))
     rating: pl.Int8 = pa.Field(nullable=True, in_range={"min_value": 1, "max_value": 5})
     reason: str = pa.Field(nullable=True, isin=list(FeedbackReason))
-    comment: str = pa.Field(nullable=True, str_length={"max_value": COMMENT_MAX_CHARS})
+    comment: str = pa.Field(nullable=True, str_length={"max_value": NOTE_MAX_CHARS})
 
 
 class MemoryStatements(pa.DataFrameModel):

@@ -20,6 +20,7 @@ from pipeline.ingest.contracts import (
     ID_MAX_CHARS,
     LINE_MAX_BYTES,
     MEMORY_CATEGORIES,
+    NOTE_MAX_CHARS,
     RAW_KEPT_CHARS,
     SUPPORTED_SCHEMA_VERSIONS,
     TENANT_ID_PATTERN,
@@ -324,7 +325,9 @@ def validate_lines(lines: pl.DataFrame, load_date: date) -> tuple[pl.DataFrame, 
         pl.col("ts_parsed").alias("ts"),
         load.alias("load_date"),
         pl.col("schema_version").cast(pl.Int32, strict=False).fill_null(1),
-        comment.str.slice(0, COMMENT_MAX_CHARS),
+        # Kept whole (to NOTE_MAX_CHARS): cut to its published length after redaction, never
+        # before (a value cut in two is no longer found: pipeline.publish.analytics).
+        comment.str.slice(0, NOTE_MAX_CHARS),
         (comment.str.len_chars() > COMMENT_MAX_CHARS).fill_null(False).alias("comment_truncated"),
         pl.col("file").alias("source_file"),
     )

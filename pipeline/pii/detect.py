@@ -16,6 +16,9 @@ from multiprocessing import get_context
 from typing import Any
 
 from pipeline.lifeline import die_with
+from pipeline.pii.national_ids import names_an_id
+from pipeline.pii.normalise import normalise
+from pipeline.pii.postcodes import widen
 from pipeline.pii.rules import (
     CONTEXT_CHECKED,
     ID_ENTITIES,
@@ -30,6 +33,7 @@ from pipeline.pii.rules import (
     not_pii_before,
     plausible_phone,
 )
+from pipeline.pii.scripts import in_word
 
 
 def analysis_engine() -> tuple[Any, Any]:
@@ -49,22 +53,25 @@ class Span:
 
 
 _NER_KINDS = {"person", "location"}
+_NER_ENTITIES = {"PERSON", "LOCATION"}  # the NER's and the name list's (rules.KIND)
+_PLACE_KINDS = {"address", "location"}
 
 
 def _merge(text: str, spans: list[Span]) -> list[Span]:
     """Overlapping findings become one span (their union; the kind of a validated pattern over
     the NER's guess, then of the surest), widened to whole words so no half of a value is left
-    beside its placeholder. Linear in the text: a span widens only over characters no earlier
+    beside its placeholder (`in_word`: not into the next word of a script written without
+    spaces, "请把合同发给张伟"). Linear in the text: a span widens only over characters no earlier
     merged span covers (the end of a merged span is never followed by a letter or digit)."""
     merged: list[Span] = []
     for span in sorted(spans, key=lambda s: (s.start, -s.end)):
         start, end = span.start, span.end
         last = merged[-1] if merged else None
         if last is None or start >= last.end:
-            while start > 0 and text[start - 1].isalnum():
+            while start > 0 and in_word(text[start - 1]):
                 start -= 1
         if last is None or end > last.end:
-            while end < len(text) and text[end].isalnum():
+            while end < len(text) and in_word(text[end]):
                 end += 1
         span = Span(start, end, span.kind, span.score)
         if last is not None and start < last.end:
@@ -76,7 +83,9 @@ def _merge(text: str, spans: list[Span]) -> list[Span]:
 
 
 def _findings(text: str, results: Iterable[Any]) -> list[Span]:
-    """The results our rules keep, as spans (not yet merged)."""
+    """The results our rules keep, as spans (not yet merged). The NER's and the name list's
+    people and places must hold a capitalised word; names in other scripts or in lower case
+    (pipeline.pii.scripts, `SCRIPT_PERSON`) have their own rules."""
     spans = []
     for result in results:
         kind = KIND.get(result.entity_type)
@@ -86,12 +95,24 @@ def _findings(text: str, results: Iterable[Any]) -> list[Span]:
             continue
         if kind == "phone" and not plausible_phone(text[result.start : result.end]):
             continue
-        if kind in _NER_KINDS and not has_proper_word(text[result.start : result.end]):
+        value = text[result.start : result.end]
+        if result.entity_type in _NER_ENTITIES and not has_proper_word(value):
             continue
-        if kind == "person" and not known_if_alone(text[result.start : result.end]):
+        if result.entity_type == "PERSON" and (not known_if_alone(value) or names_an_id(value)):
             continue
         spans.append(Span(result.start, result.end, kind, float(result.score)))
     return spans
+
+
+def _with_postcodes(text: str, spans: list[Span]) -> list[Span]:
+    """Merged spans with each address or place widened over a postcode beside it
+    (pipeline.pii.postcodes), merged again."""
+    taken = [(s.start, s.end) for s in spans]
+    widened = [
+        Span(*widen(text, s.start, s.end, taken), s.kind, s.score) if s.kind in _PLACE_KINDS else s
+        for s in spans
+    ]
+    return _merge(text, widened) if widened != spans else spans
 
 
 def _apply(text: str, spans: list[Span]) -> str:
@@ -169,9 +190,24 @@ def _docs(nlp: Any, texts: list[str], ner: bool) -> Iterator[Any]:
 
 def detect(texts: list[str], ner: bool = True) -> list[list[Span]]:
     """The PII spans of each text; `ner=False` (identifiers) skips the NER and the name and
-    address kinds. Texts, and pieces of long texts (`pieces`), that cannot hold PII
-    (`may_hold_pii`) are not analysed."""
-    candidates = list(dict.fromkeys(text for text in texts if may_hold_pii(text, names=ner)))
+    address kinds. Every detector reads the text normalised (pipeline.pii.normalise: NFKC, no
+    format characters, percent escapes decoded); a span found there is mapped back to the
+    characters that wrote it and merged again over the original's words."""
+    normals = {text: normalise(text) for text in dict.fromkeys(texts)}
+    found = _detect_normal(list(dict.fromkeys(n.text for n in normals.values())), ner)
+    spans: dict[str, list[Span]] = {}
+    for text, normal in normals.items():
+        spans[text] = found.get(normal.text, [])
+        if normal.starts is not None and spans[text]:
+            mapped = [Span(*normal.span(s.start, s.end), s.kind, s.score) for s in spans[text]]
+            spans[text] = _merge(text, mapped)
+    return [spans[text] for text in texts]
+
+
+def _detect_normal(texts: list[str], ner: bool) -> dict[str, list[Span]]:
+    """The merged spans of each (normalised) text that may hold PII. Texts, and pieces of long
+    texts (`pieces`), that cannot hold PII (`may_hold_pii`) are not analysed."""
+    candidates = [text for text in texts if may_hold_pii(text, names=ner)]
     windows = [
         (text, piece)
         for text in candidates
@@ -187,8 +223,7 @@ def detect(texts: list[str], ner: bool = True) -> list[list[Span]]:
             for s in found
             if piece.own_start <= s.start + piece.start < piece.own_end
         ]
-    merged = {text: _merge(text, found) for text, found in spans.items()}
-    return [merged.get(text, []) for text in texts]
+    return {text: _with_postcodes(text, _merge(text, found)) for text, found in spans.items()}
 
 
 def _analysed(texts: list[str], ner: bool) -> Iterator[list[Span]]:

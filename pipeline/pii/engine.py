@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +29,9 @@ from presidio_analyzer.predefined_recognizers import (
     UsSsnRecognizer,
 )
 
+from pipeline.pii.national_ids import NATIONAL_ID, SSN, find_national_ids
+from pipeline.pii.phones import fitting_regions, keeps
+from pipeline.pii.postcodes import postcode_places
 from pipeline.pii.rules import (
     IPV4_PADDED,
     NAME_PAIR,
@@ -40,7 +44,10 @@ from pipeline.pii.rules import (
     faker_names,
     ipv4_padded,
     is_name,
+    listed_places,
+    phone_runs,
 )
+from pipeline.pii.scripts import find_names, name_lists
 
 
 class NerOnlyEngine(SpacyNlpEngine):  # type: ignore[misc]
@@ -97,6 +104,9 @@ class NameListRecognizer(EntityRecognizer):  # type: ignore[misc]
         return results
 
 
+_URL_PUNCTUATION = "/?=&"
+
+
 class Emails(EmailRecognizer):  # type: ignore[misc]
     """Every address shape counts, whatever its domain ("a@b.example", "x@host.local"); and
     presidio's own check would fetch the public suffix list at run time."""
@@ -104,25 +114,106 @@ class Emails(EmailRecognizer):  # type: ignore[misc]
     def validate_result(self, pattern_text: str) -> bool:
         return True
 
+    def analyze(self, text: str, entities: list[str], *args: Any, **kwargs: Any) -> list[Any]:
+        """An address inside a URL starts after its query's `/`, `?`, `=` or `&`
+        (`…/?to=jane@example.com`): the rest of the URL is no part of it."""
+        results = super().analyze(text, entities, *args, **kwargs)
+        for result in results:
+            local = text[result.start : result.end].split("@", 1)[0]
+            cut = max(local.rfind(c) for c in _URL_PUNCTUATION)
+            if 0 <= cut < len(local) - 1:
+                result.start += cut + 1
+        return results
+
+
+def _any_number(region: str, match: Any) -> bool:
+    """Every number phonenumbers finds in `PHONE_REGIONS` counts (`plausible_phone` later)."""
+    return True
+
 
 class Phones(PhoneRecognizer):  # type: ignore[misc]
     """phonenumbers' matcher, region by region (US first: it also takes every +CC number),
     stopping as soon as no run of digits long enough for a phone is left unexplained: one
-    region costs about 2 ms, most texts need one or none."""
+    region costs about 2 ms, most texts need one or none. After `PHONE_REGIONS`, every other
+    region where a run left could be one of its numbers (pipeline.pii.phones)."""
 
     def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> Any:
-        import phonenumbers
-
         results: list[Any] = []
         masked = text
-        for region in self.supported_regions:
+        for start, end, _ in find_national_ids(text):  # explained: no region need try them
+            masked = masked[:start] + " " * (end - start) + masked[end:]
+        masked = self._matched(text, masked, self.supported_regions, results, _any_number)
+        if digit_runs(masked):  # every other region, where a run left could be one of its numbers
+            self._matched(text, masked, fitting_regions(phone_runs(masked)), results, keeps)
+        return results
+
+    def _matched(
+        self,
+        text: str,
+        masked: str,
+        regions: Sequence[str],
+        results: list[Any],
+        kept: Callable[[str, Any], bool],
+    ) -> str:
+        """`masked` with the numbers found in `regions` (and `kept`) blanked and added to
+        `results`."""
+        import phonenumbers
+
+        for region in regions:
             if not digit_runs(masked):
                 break
             for match in phonenumbers.PhoneNumberMatcher(masked, region, PHONE_LENIENCY):
+                if not kept(region, match):
+                    continue
                 results.append(self._get_recognizer_result(match, text, region, None))
                 blank = " " * (match.end - match.start)
                 masked = masked[: match.start] + blank + masked[match.end :]
-        return results
+        return masked
+
+
+class NationalIds(EntityRecognizer):  # type: ignore[misc]
+    """National ids by their shapes and checksums (pipeline.pii.national_ids), and US SSNs
+    written with spaces."""
+
+    def load(self) -> None:
+        pass
+
+    def analyze(self, text: str, entities: list[str], nlp_artifacts: Any) -> list[Any]:
+        entity = {NATIONAL_ID: "NATIONAL_ID", SSN: "US_SSN"}
+        return [
+            RecognizerResult(entity[kind], start, end, 0.85)
+            for start, end, kind in find_national_ids(text)
+        ]
+
+
+class ScriptNames(EntityRecognizer):  # type: ignore[misc]
+    """Names in every script and in lower case (pipeline.pii.scripts)."""
+
+    def load(self) -> None:
+        name_lists()
+
+    def analyze(self, text: str, entities: list[str], nlp_artifacts: Any) -> list[Any]:
+        return [RecognizerResult("SCRIPT_PERSON", s, e, 0.75) for s, e in find_names(text)]
+
+
+class PostcodePlaces(EntityRecognizer):  # type: ignore[misc]
+    """A postcode and the place after it (pipeline.pii.postcodes)."""
+
+    def load(self) -> None:
+        pass
+
+    def analyze(self, text: str, entities: list[str], nlp_artifacts: Any) -> list[Any]:
+        return [RecognizerResult("POSTCODE_PLACE", s, e, 0.7) for s, e in postcode_places(text)]
+
+
+class ListedPlaces(EntityRecognizer):  # type: ignore[misc]
+    """A place of the lists where a place goes (pipeline.pii.rules.listed_places)."""
+
+    def load(self) -> None:
+        pass
+
+    def analyze(self, text: str, entities: list[str], nlp_artifacts: Any) -> list[Any]:
+        return [RecognizerResult("LISTED_PLACE", s, e, 0.6) for s, e in listed_places(text)]
 
 
 class PaddedIpv4(PatternRecognizer):  # type: ignore[misc]
@@ -157,6 +248,10 @@ def _recognizers() -> list[Any]:
         ),
         SpacyRecognizer(supported_entities=["PERSON", "LOCATION"]),
         NameListRecognizer(supported_entities=["PERSON"], name="NameListRecognizer"),
+        ScriptNames(supported_entities=["SCRIPT_PERSON"], name="ScriptNameRecognizer"),
+        NationalIds(supported_entities=["NATIONAL_ID", "US_SSN"], name="NationalIdRecognizer"),
+        PostcodePlaces(supported_entities=["POSTCODE_PLACE"], name="PostcodePlaceRecognizer"),
+        ListedPlaces(supported_entities=["LISTED_PLACE"], name="ListedPlaceRecognizer"),
         PatternRecognizer(
             "STREET_ADDRESS",
             name="StreetAddressRecognizer",

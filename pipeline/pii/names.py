@@ -1,6 +1,7 @@
-"""A tenant's names: the people the detector found in any of its texts, redacted in every text of
-that tenant (SPEC §5 round 3), also where the detector missed them or the text is derived
-(a lower-cased conflict subject)."""
+"""A tenant's names: every person found or given anywhere in the tenant (the detector's findings
+and the sources of `pipeline.pii.lexicon`), redacted in every text of that tenant (SPEC §5 rounds
+3 and 4), case-insensitively, also where the detector missed them or the text is derived (a
+lower-cased conflict subject, a tag); an identifier or label that holds one is pseudonymized."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from pipeline.pii.rules import COMMON_WORD_NAMES, PLACEHOLDER, WORD, faker_names
+from pipeline.pii import lexicon
+from pipeline.pii.rules import (
+    COMMON_WORD_NAMES,
+    PLACEHOLDER,
+    WORD,
+    faker_names,
+    faker_places,
+    world_places,
+)
 
 _PLACEHOLDERS = re.compile("|".join(re.escape(p) for p in PLACEHOLDER.values()))
 _POSSESSIVE = re.compile(r"['’]s$")
@@ -21,6 +30,8 @@ _WORDS = r"[^\W\d_][^\W\d_'’-]*"  # rules.WORD, also with a curly apostrophe (
 # capitalised uses of it: a product or a common word the NER sometimes calls a person ("Safari",
 # "React", issue 43) is mostly not found as one, and a word used in lower case more than
 # MAX_LOWER of its capitalised uses is an ordinary word ("will", "grace"), never a name to spread.
+# A found word that is no known name must also be used inside a sentence at least once: the NER
+# finds "Aww Mel" as one person, but "Aww" only ever opens a sentence.
 MIN_FOUND = 2
 # 0.1: on five LoCoMo conversations (one tenant) the speakers the NER finds least are found in
 # 5-20 % of their capitalised uses (a turn's "Jon: …" prefix is mostly missed); 0.2 spread 6 of 9
@@ -28,14 +39,20 @@ MIN_FOUND = 2
 MIN_SHARE = 0.1
 MAX_LOWER = 0.1
 MIN_CHARS = 3
+# A given name of the lists (`lexicon.given_names`) is one of the tenant's names once its texts
+# use it capitalised inside a sentence MIN_LIST_USES times ("… told Jolene …"), unless it is a
+# place ("Paris") or a thing: after a determiner in more than MAX_DETERMINED of those uses ("the
+# Mercedes plan", "an Alexa", "our Jasper server").
+MIN_LIST_USES = 2
+MAX_DETERMINED = 0.1
 # A word that opens texts as their speaker ("Jon: I'll call her", a transcript's turn) in at least
 # MIN_LABELS texts is a name however rarely the NER finds it there, if the NER found it as a person
-# MIN_FOUND times or it is a known first name: the NER misses most "Name: …" prefixes, and a label
-# that is no name ("Note:", "Agent:") is neither. A speaker a conversation log declares
-# (`metadata.speaker`, SPEC §2) is a person whatever the NER says: on five LoCoMo conversations it
-# never once found "Nate" (316 turns; a nickname, in no name list).
+# MIN_FOUND times, it is a known given name or the texts address it ("Hey Nate!"): the NER misses
+# most "Name: …" prefixes, and a label that is no name ("Note:", "Agent:") is none of these.
 MIN_LABELS = 3
-_LABEL = rf"^\s*({_WORDS})\s*:"
+# A word the texts greet, thank or introduce ("Hey Nate!", "I'm Jolene") MIN_ADDRESSED times, or
+# once if it is a known given name.
+MIN_ADDRESSED = 2
 
 
 @dataclass(frozen=True)
@@ -46,6 +63,22 @@ class TenantNames:
     # those found only after another word of a full name: a capitalised word before one is its
     # first name ("Priyanka Raghunathan" where "Priya Raghunathan" was found)
     surnames: frozenset[str] = frozenset()
+
+    def with_words(self, more: frozenset[str]) -> TenantNames:
+        return self if more <= self.words else TenantNames(self.words | more, self.surnames)
+
+    def frame(self) -> pl.DataFrame:
+        """The words as a table (word, surname), as they are kept beside the redaction cache."""
+        words = sorted(self.words)
+        return pl.DataFrame(
+            {"word": words, "surname": [w in self.surnames for w in words]},
+            schema={"word": pl.String, "surname": pl.Boolean},
+        )
+
+    @classmethod
+    def of_frame(cls, frame: pl.DataFrame) -> TenantNames:
+        surnames = frame.filter(pl.col("surname"))["word"].to_list()
+        return cls(frozenset(frame["word"].to_list()), frozenset(surnames))
 
     def _names(self) -> str:
         return "|".join(re.escape(w) for w in sorted(self.words, key=lambda w: (-len(w), w)))
@@ -111,16 +144,27 @@ class TenantNames:
 
         return pattern.subn(one, text)
 
+    def in_identifiers(self, values: pl.Series) -> pl.Series:
+        """Which of `values` (identifiers, labels) hold one of the names as a word of letters,
+        in any case ("jolene_smith", "desk-nate"): they are pseudonymized like PII."""
+        if not self.words:
+            return pl.Series(values.name, [False] * len(values), dtype=pl.Boolean)
+        letters = r"[^\p{L}]"
+        named = rf"(?i)(?:^|{letters})(?:{self._names()})(?:{letters}|$)"
+        return values.str.contains(named).fill_null(False)
+
     @property
     def _lower(self) -> frozenset[str]:
         return frozenset(w.lower() for w in self.words)
 
 
-def found_people(findings: pl.DataFrame) -> list[str]:
-    """The person values the detector found, one per finding, read off each text beside its
-    redaction (`text`, `redacted`, `kinds`: the redaction cache's rows), so the names themselves
-    are never stored: only the keyed hashes and redacted texts the cache already holds."""
-    rows = findings.filter(pl.col("kinds").list.contains("person")).select("text", "redacted")
+def found_people(findings: pl.DataFrame, kind: str = "person") -> list[str]:
+    """The values of a kind the detector found (people by default), one per finding, read off
+    each text beside its redaction (`text`, `redacted`, `kinds`: the redaction cache's rows), so
+    the names themselves are never stored: only the keyed hashes and redacted texts the cache
+    already holds."""
+    rows = findings.filter(pl.col("kinds").list.contains(kind)).select("text", "redacted")
+    placeholder = PLACEHOLDER[kind]
     people = []
     for text, redacted in rows.iter_rows():
         pieces = _PLACEHOLDERS.split(redacted)
@@ -128,56 +172,89 @@ def found_people(findings: pl.DataFrame) -> list[str]:
         match = re.fullmatch("(.+?)".join(re.escape(p) for p in pieces), text, re.DOTALL)
         if match is None:  # the redaction is not the text's (cannot be aligned): nothing to read
             continue
-        people += [v for v, k in zip(match.groups(), kinds, strict=True) if k == "[PERSON]"]
+        people += [v for v, k in zip(match.groups(), kinds, strict=True) if k == placeholder]
     return people
 
 
+def _people_called_places(findings: pl.DataFrame) -> list[str]:
+    """Full names the NER called places: two or more capitalised words, none of them a place of
+    the lists ("Olusegun Adeyemi" is no place): taken as a person's full name."""
+    return [
+        value
+        for value in found_people(findings, "location")
+        if len(words := WORD.findall(value)) > 1
+        and all(w[:1].isupper() and w not in world_places() for w in words)
+    ]
+
+
 def tenant_names(
-    findings: pl.DataFrame, texts: pl.Series, declared: Iterable[str] = ()
+    findings: pl.DataFrame,
+    texts: pl.Series,
+    declared: Iterable[str] = (),
+    identifiers: Iterable[str] = (),
 ) -> TenantNames:
-    """The words of the found people (`findings`), of the speakers opening turns and of the
-    `declared` people (a conversation log's speakers) that are names in this tenant's `texts`
-    (its distinct original free texts): see MIN_FOUND, MIN_SHARE, MAX_LOWER, MIN_LABELS."""
+    """The tenant's names, from every source it has: the people the detector found (`findings`),
+    the speakers opening its turns, the people its texts address or introduce, the given names of
+    the name lists used as names in its `texts` (its distinct original free texts), the
+    `declared` people (a conversation log's speakers) and the people its `identifiers` name
+    (contact and user ids; `pipeline.pii.lexicon`). Weighed against look-alikes: see MIN_FOUND,
+    MIN_SHARE, MIN_LIST_USES, MIN_LABELS, MIN_ADDRESSED and MAX_LOWER."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
     found: Counter[str] = Counter()
-    in_full: set[str] = set()
+    in_full: set[str] = set()  # words of a full name found with a known name in it
     leading: set[str] = set()  # words found first in a value ("Priya" of "Priya Raghunathan")
-    for value in found_people(findings):
+    called_places = _people_called_places(findings)
+    for value in found_people(findings) + called_places:
         words = [_POSSESSIVE.sub("", w) for w in WORD.findall(value)]
         words = [w for w in words if w[:1].isupper() and w[1:] == w[1:].lower()]
         found.update(words)
         leading.update(words[:1])
-        if len(words) > 1:
+        named = any(map(lexicon.listed, words)) or value in called_places  # not "Whispering Pines"
+        if len(words) > 1 and named:
             in_full.update(words)
-    labels = {w: n for w, n in _speaker_labels(texts).items() if n >= MIN_LABELS}
-    named = {w for person in declared for w in WORD.findall(person) if w[:1].isupper()}
-    speakers = named | {w for w in labels if found[w] >= MIN_FOUND or w in faker_names()[0]}
-    if not found and not speakers:
-        return TenantNames(frozenset())
-    wanted = set(found) | speakers
-    counts = _word_counts(texts, wanted | {w.lower() for w in wanted})
+    texts = texts.drop_nulls()
+    mid = lexicon.mid_sentence(texts)
+    labels, called = lexicon.speaker_labels(texts), lexicon.addressed(texts)
+    determined = lexicon.determined(texts)
+    given = {w for person in declared for w in WORD.findall(person) if w[:1].isupper()}
+    given |= lexicon.identifier_names(identifiers)
+    # A place of the lists or of the detector's findings is no given name ("Paris", "Austin").
+    places = faker_places() | {
+        w for v in found_people(findings, "location") for w in WORD.findall(v)
+    }
 
     def by_detector(w: str) -> bool:
-        n = found[w]
-        return (n >= MIN_FOUND or w in in_full) and n >= MIN_SHARE * counts.get(w, 0)
+        n, confirmed = found[w], mid.get(w, 0) > 0 or lexicon.known_name(w)
+        return (n >= MIN_FOUND or w in in_full) and n >= MIN_SHARE * counts.get(w, 0) and confirmed
 
+    def by_list(w: str) -> bool:
+        uses, things = mid.get(w, 0), determined.get(w, 0)
+        listed = lexicon.given_name(w) and w not in places
+        return uses >= MIN_LIST_USES and listed and things <= MAX_DETERMINED * uses
+
+    def by_label(w: str) -> bool:
+        vouched = found[w] >= MIN_FOUND or lexicon.known_name(w) or called.get(w, 0) > 0
+        return labels.get(w, 0) >= MIN_LABELS and vouched
+
+    def by_address(w: str) -> bool:
+        n = called.get(w, 0)
+        return n >= MIN_ADDRESSED or (n > 0 and lexicon.known_name(w))
+
+    wanted = set(found) | given | set(labels) | set(called) | {w for w in mid if by_list(w)}
+    if not wanted:
+        return TenantNames(frozenset())
+    counts = _word_counts(texts, wanted | {w.lower() for w in wanted})
     names = {
         w
         for w in wanted
         if len(w) >= MIN_CHARS
-        and w not in COMMON_WORD_NAMES
+        and w not in lexicon.NOT_NAMES
         and w.lower() not in STOP_WORDS
-        and (by_detector(w) or w in speakers)
+        and (w in given or by_detector(w) or by_list(w) or by_label(w) or by_address(w))
         and counts.get(w.lower(), 0) <= MAX_LOWER * counts.get(w, 0)
     }
     return TenantNames(frozenset(names), frozenset((names & in_full) - leading))
-
-
-def _speaker_labels(texts: pl.Series) -> dict[str, int]:
-    """Per capitalised word, the texts it opens as a speaker label ("Jon: …")."""
-    opened = texts.drop_nulls().str.extract(_LABEL, 1).drop_nulls()
-    return dict(opened.filter(opened.str.contains(r"^\p{Lu}")).value_counts(name="n").iter_rows())
 
 
 def _word_counts(texts: pl.Series, wanted: Iterable[str]) -> dict[str, int]:

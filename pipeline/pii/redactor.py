@@ -18,14 +18,21 @@ from pipeline.pii import rules
 from pipeline.pii.detect import AnalysisPool
 from pipeline.pii.guard import find_pii, guard_version
 from pipeline.pii.keys import pii_key, pseudonym
+from pipeline.pii.lexicon import names_a_person
+from pipeline.pii.names import TenantNames
 from pipeline.pii.rules import detector_version
-from pipeline.storage.lake import Lake
+from pipeline.storage.lake import Lake, read_file, write_parquet_atomic
 from pipeline.storage.vectors import PartsCache
 
-# The cache folder of identifiers: `<detector version>+<guard version>+identifiers2`. 2: plain ids
+# The cache folder of identifiers: `<detector version>+<guard version>+identifiers3`. 2: plain ids
 # are no longer cached (`plain_identifiers`); the first folder held every id (3.7M at 1M
-# interactions), which each lookup scanned. A home's earlier `+identifiers` folder is no longer read (it may be deleted).
-IDENTIFIERS_KEY = "+identifiers2"
+# interactions), which each lookup scanned. 3: ids that name a person by their words
+# (`lexicon.names_a_person`: "jane_doe") are pseudonymized. A home's earlier folders are no
+# longer read (they may be deleted).
+IDENTIFIERS_KEY = "+identifiers3"
+# The tenant's names (pipeline.pii.names), beside its redaction cache: written with each pack,
+# read by the analyst snapshot, which redacts the tenant's rows as its pack's.
+NAMES_FILE = "names.parquet"
 
 
 class RedactionCache(PartsCache):
@@ -81,10 +88,15 @@ def plain_identifiers(values: pl.Series) -> pl.Series:
 
 def identifier_kinds(ids: list[str], rows: list[tuple[str, list[str]]]) -> list[list[str]]:
     """The kinds found in each identifier: by the redactor's detector (`rows`, its analysis of
-    `ids`) or else by the publish guard's (pipeline.pii.guard). One rule for identifiers: an id
-    either detector flags is pseudonymized, so the guard never finds one the redactor left
-    (SPEC §5); what neither calls PII (`rules.phone_shape`: `ix-000394-153365`) stays."""
-    return [kinds or list(find_pii(i)) for i, (_, kinds) in zip(ids, rows, strict=True)]
+    `ids`) or else by the publish guard's (pipeline.pii.guard), or a person its words name
+    (`lexicon.names_a_person`: "jane_doe", "Bartholomew Quigley desk"). One rule for
+    identifiers: an id either detector flags is pseudonymized, so the guard never finds one the
+    redactor left (SPEC §5); what neither calls PII (`rules.phone_shape`: `ix-000394-153365`)
+    stays."""
+    return [
+        kinds or list(find_pii(i)) or (["person"] if names_a_person(i) else [])
+        for i, (_, kinds) in zip(ids, rows, strict=True)
+    ]
 
 
 @dataclass
@@ -106,6 +118,7 @@ class Redactor:
     served: int = 0  # distinct texts served by the cache
     seconds: float = 0.0  # wall time spent redacting frames and flushing the cache
     pool: AnalysisPool = field(default_factory=AnalysisPool)
+    tenant: str | None = None  # the tenant whose cache this is; None: the home's (every tenant)
 
     @classmethod
     def for_home(cls, paths: Paths, workers: int = 1) -> Redactor:
@@ -115,7 +128,12 @@ class Redactor:
         cache = paths.pii_cache
         tenants = [] if paths.tenant is not None else Lake(paths).tenants("pii_cache")
         packs = {tenant: cache / f"{TENANT_COLUMN}={tenant}" for tenant in tenants}
-        return cls(pii_key(paths.home), RedactionCache(cache, packs), pool=AnalysisPool(workers))
+        return cls(
+            pii_key(paths.home),
+            RedactionCache(cache, packs),
+            pool=AnalysisPool(workers),
+            tenant=paths.tenant,
+        )
 
     def _hash(self, texts: pl.Series) -> pl.Series:
         return pl.Series(
@@ -185,6 +203,27 @@ class Redactor:
                 redacted=pl.lit(None, pl.String), kinds=pl.lit([], pl.List(pl.String))
             ),
         )
+
+    def _names_file(self, tenant: str) -> Location | None:
+        """Where a tenant's names are kept: in its own redaction cache folder."""
+        if self.cache is None:
+            return None
+        own = self.tenant is not None  # a tenant's redactor: its cache is the tenant's folder
+        folder = self.cache.root if own else self.cache.root / f"{TENANT_COLUMN}={tenant}"
+        return folder / NAMES_FILE
+
+    def save_names(self, tenant: str, names: TenantNames) -> None:
+        """Keep the names a tenant's pack spread, for the analyst snapshot (`names`)."""
+        path = self._names_file(tenant)
+        if path is not None:
+            write_parquet_atomic(names.frame(), path)
+
+    def names(self, tenant: str) -> TenantNames:
+        """The names the tenant's last pack spread (none before its first pack)."""
+        path = self._names_file(tenant)
+        if path is None or not path.is_file():
+            return TenantNames(frozenset())
+        return TenantNames.of_frame(read_file(path))
 
     def flush(self) -> None:
         """Write the redactions computed since the last flush to the cache (one part per key)."""

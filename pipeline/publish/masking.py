@@ -12,11 +12,12 @@ import polars as pl
 from pipeline.pii import PLACEHOLDER, PSEUDONYM, pseudonym
 from pipeline.pii.guard import MAYBE_PII, candidates, find_spans, guard_version
 from pipeline.pii.redactor import Redactor
-from pipeline.publish.build import cut_long_texts
+from pipeline.pii.scripts import in_word
 from pipeline.publish.content import ENUM_COLUMNS, ID_COLUMNS, PackContent
+from pipeline.publish.redaction import cut_long_texts
 
 _TEXT_TYPES = (pl.String, pl.List(pl.String))
-_INNER = re.compile(r"\[(EMAIL|PHONE|CARD|IBAN|SSN|IP)\]")
+_INNER = re.compile(r"\[(EMAIL|PHONE|CARD|IBAN|SSN|NATIONAL_ID|IP)\]")
 # What a value half left beside its placeholder is made of ("jürgen.mü[EMAIL]", "+31 6 [PHONE]").
 _VALUE_CHAR = re.compile(r"[\w.%+@-]")
 
@@ -81,9 +82,9 @@ def mask_text(text: str, spans: list[tuple[int, int, str]]) -> str:
                 end += 1
         else:
             placeholder = PLACEHOLDER[kind]
-            while start > 0 and text[start - 1].isalnum():
+            while start > 0 and in_word(text[start - 1]):  # not into the next word of CJK text
                 start -= 1
-            while end < len(text) and text[end].isalnum():
+            while end < len(text) and in_word(text[end]):
                 end += 1
         text = text[:start] + placeholder + text[end:]
     return text

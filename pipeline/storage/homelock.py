@@ -1,9 +1,11 @@
 """One writer per part of a home: exclusive locks held for a whole run, naming their holder (SPEC §3).
 
 A home has one lock for ingest (and the commands that change the whole home), one per tenant (a
-tenant's run holds its tenant's; ingest takes it while it writes that tenant's tables) and one for
-the analytics build. Tenant runs share a home but never a tenant. Taken in that order (ingest,
-tenant, analytics), never the other way, so two holders never wait on each other."""
+tenant's run holds its tenant's; ingest takes it while it writes that tenant's tables), one per
+tenant for its DPO policies (a tenant's training run holds it, so training never holds back the
+tenant's pack; an erasure takes it too) and one for the analytics build. Tenant runs share a home
+but never a tenant. Taken in that order (ingest, tenant, training, analytics), never the other
+way, so two holders never wait on each other."""
 
 from __future__ import annotations
 
@@ -23,6 +25,20 @@ from pipeline.errors import UserError
 
 LOCK_NAME = ".memorypack.lock"  # ingest and whole-home commands
 ANALYTICS = "analytics"
+TRAINING = ".training"  # `<tenant>.training`: a tenant id never holds a dot
+
+
+def training_scope(tenant: str) -> str:
+    """The lock of a tenant's DPO policies (`models/<tenant>-<id>/`): its training run's."""
+    return f"{tenant}{TRAINING}"
+
+
+def scope_tenant(scope: str | None) -> str | None:
+    """The tenant a lock scope is of (None: ingest or the analytics build)."""
+    if scope is None or scope == ANALYTICS:
+        return None
+    return scope.removesuffix(TRAINING)
+
 
 _held: set[Path] = set()  # lock files this process holds: taking one again is a no-op
 _held_guard = threading.Lock()
@@ -84,11 +100,27 @@ def home_lock(
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextmanager
+def held_if_free(home: Path, command: str, scope: str) -> Iterator[bool]:
+    """Hold the lock of `scope` if no one holds it (cleaning what a killed holder left), without
+    waiting: True when held (or already held by this process), False when another holds it."""
+    stack = ExitStack()
+    try:
+        taken = stack.enter_context(home_lock(home, command, scope=scope))
+    except UserError:
+        yield False
+        return
+    with stack:
+        if taken:
+            clean_leftovers(home, scope)
+        yield True
+
+
 def clean_leftovers(home: Path, scope: str | None = None) -> list[Path]:
     """Remove temp files a killed run left in what the lock of `scope` guards: half-written
-    Parquet of the shared tables (ingest), of one tenant's folders and its DPO policies
-    (`models/.<tenant>-<id>.<hex>.tmp` folders, `models/<tenant>-<id>/.run.json.<hex>.tmp`), or
-    analytics copies.
+    Parquet of the shared tables (ingest), of one tenant's folders, of its DPO policies (its
+    training scope: `models/.<tenant>-<id>.<hex>.tmp` folders,
+    `models/<tenant>-<id>/.run.json.<hex>.tmp`), or analytics copies.
 
     Call only while holding that lock: then no writer of those files is alive to own them.
     Pack temp folders are cleaned by the publisher under each tenant's publish lock."""
@@ -99,9 +131,10 @@ def clean_leftovers(home: Path, scope: str | None = None) -> list[Path]:
         found = [p for name in SHARED_TABLES for p in (lake / name).rglob(".*.tmp")]
     elif scope == ANALYTICS:
         found = [*home.glob(".analytics.duckdb.*.tmp*")]
+    elif scope.endswith(TRAINING):
+        found = _policy_leftovers(home / "models", scope.removesuffix(TRAINING))
     else:
         found = [p for p in lake.glob(f"*/{TENANT_COLUMN}={scope}") for p in p.rglob(".*.tmp")]
-        found += _policy_leftovers(home / "models", scope)
     for path in found:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
@@ -130,7 +163,8 @@ def _policy_leftovers(models: Path, tenant: str) -> list[Path]:
 
 @contextmanager
 def tenant_locks(home: Path, command: str, *scopes: str) -> Iterator[None]:
-    """Hold the locks of `scopes` (tenants, then ANALYTICS), waiting for each in turn."""
+    """Hold the locks of `scopes` (tenants, their training scopes, then ANALYTICS), waiting for
+    each in turn."""
     with ExitStack() as stack:
         for scope in scopes:
             stack.enter_context(home_lock(home, command, wait=True, scope=scope))

@@ -28,7 +28,7 @@ from pipeline.tables.declaration import (
     Table,
 )
 from pipeline.tables.enforce import KeyViolation, SchemaMismatch, as_declared, checks, conform
-from pipeline.tables.publish import PACK_SUMMARY
+from pipeline.tables.publish import PACK_SUMMARY, PACK_SUMMARY_DESCRIPTIONS
 from pipeline.tables.registry import (
     ASSET_OF_TABLE,
     BOOKKEEPING,
@@ -37,6 +37,7 @@ from pipeline.tables.registry import (
     SHARED_TABLES,
     TABLES,
     asset_name,
+    column_description,
     columns,
     empty,
     schema,
@@ -56,6 +57,7 @@ __all__ = [
     "LOAD_DATE",
     "MEMORY_COLUMNS",
     "PACK_SUMMARY",
+    "PACK_SUMMARY_DESCRIPTIONS",
     "PARTITION_COLUMNS",
     "SHARED_TABLES",
     "SIGNALS",
@@ -69,6 +71,7 @@ __all__ = [
     "as_declared",
     "asset_name",
     "checks",
+    "column_description",
     "columns",
     "conform",
     "empty",

@@ -59,6 +59,52 @@ KEY_DESCRIPTIONS: dict[str, str] = {
     "model": "the embedding model the vector is of",
 }
 
+# What other columns mean wherever they appear, unless the table says otherwise. A number that is
+# not a probability says its range.
+COMMON_DESCRIPTIONS: dict[str, str] = {
+    "ts": "when the event happened, UTC (it may arrive on a later load date)",
+    "as_of": "the instant the snapshot is of: 00:00 UTC after its day",
+    "memory_kind": "interaction (an AI call) | statement (a memory event)",
+    "memory_type": "explicit_instruction | correction | confirmed_pattern | inferred_pattern | "
+    "single_inference | temporary, or interaction for an AI call",
+    "impact_level": "high | medium | low (SPEC §2)",
+    "category": "communication | scheduling | money | relationships | preferences | other",
+    "content": "the statement's text",
+    "input": "what the AI was asked",
+    "output": "what the AI answered (a JSON value as canonical JSON text)",
+    "tags": "the app's tags of the event",
+    "status": "active | inactive | archived (SPEC §4.2)",
+    "n_feedback": "votes about the memory (validations are not votes)",
+    "n_positive": "votes whose signal is positive (thumbs_up, action_taken, follow_up, copy)",
+    "n_negative": "votes whose signal is negative (thumbs_down, correction, user_override, "
+    "user_edit, action_ignored, regenerate)",
+    "quality_score": "SPEC §4.1 quality, −1 to 1: the votes' positive and negative weight "
+    "through a Beta(2, 2) prior, 2a / (a + b) − 1; 0 without votes, +0.2 after one up-vote",
+    "quality_lower": "95 % lower bound of quality_score, on its −1 to 1 scale (2 × the Wilson "
+    "lower bound of the positive share with the prior − 1): −0.70 without votes, −0.54 after one "
+    "up-vote, so below 0 even for a liked memory with few votes; rank by it, it is no probability",
+    "confidence": "SPEC §4.2 confidence, 0 to the type's cap: reinforced_confidence × "
+    "decay_factor × reputation",
+    "reputation": "1 + 0.2 × quality_score, 0.8 to 1.2; exactly 1.0 without votes",
+    "age_days": "days from last_confirmed to as_of",
+    "last_confirmed": "the latest of created, last validated and last reinforced: age counts "
+    "from it",
+    "reinforcement_count": "other non-conflicting members of the memory's cluster (repeats); "
+    "each adds 0.1 confidence, up to the type's cap",
+    "last_reinforced_at": "when the latest repeat was said",
+    "last_validated_at": "the latest `validate` feedback: a person confirmed the memory",
+    "last_feedback_at": "the latest feedback's ts",
+    "created_at": "when it was made (UTC)",
+    "eval_accuracy": "share of the held-out pairs whose chosen reply the DPO policy's implicit "
+    "reward ranks above the rejected one, 0 to 1",
+    "eval_margin": "mean implicit reward margin, β·(log π/π_ref) of chosen minus of rejected, "
+    "over the held-out pairs (unbounded; above 0 favours chosen)",
+    "n_eval": "held-out pairs scored",
+    "n": "statements in the group when it was fingerprinted",
+    "digest": "hash of the group's sorted statement ids: a changed group has another",
+    "salt": "the embedding model and stage config the group was processed with",
+}
+
 
 @dataclass(frozen=True)
 class Table:
@@ -86,8 +132,13 @@ class Table:
         return tuple(c for c in folders if c in self.columns)
 
     def description(self, column: str) -> str | None:
-        """What `column` holds: the table's own description, else the key columns' meaning."""
-        return self.descriptions.get(column) or KEY_DESCRIPTIONS.get(column)
+        """What `column` holds: the table's own description, else the key columns' meaning, else
+        the common one."""
+        return (
+            self.descriptions.get(column)
+            or KEY_DESCRIPTIONS.get(column)
+            or COMMON_DESCRIPTIONS.get(column)
+        )
 
 
 # --- the typed columns of an event (SPEC §2): events holds all, each typed table its share ---
@@ -141,6 +192,36 @@ INTERACTION_COLUMNS = [
     *("importance", "model", "stage", "category", "parent_event_id", "user_id", "metadata"),
     *("context_pack_version", "context_items", "context_holdout"),
 ]
+# What each field of an event means (SPEC §2), for every table that holds events' columns.
+EVENT_DESCRIPTIONS: dict[str, str] = {
+    "event_type": "interaction | feedback | memory",
+    "schema_version": "the raw contract's version the line declared (1)",
+    "system": "the app system that made the call (e.g. support)",
+    "kind": "the kind of call within its system (e.g. support_reply)",
+    "session_id": "the app session the call belongs to",
+    "summary": "the app's short summary of the call",
+    "importance": "the app's importance of the call, 0 to 1: its memory's base confidence",
+    "model": "the AI model the app called",
+    "stage": "classify | route | gather | draft | validate",
+    "category": "the app's category of the call or statement",
+    "parent_event_id": "the interaction this one regenerates",
+    "target_id": "the event the feedback is about (an interaction or a statement)",
+    "signal": "thumbs_up | thumbs_down | correction | follow_up | user_override | user_edit | "
+    "action_taken | action_ignored | regenerate | copy | validate",
+    "rating": "1 to 5 stars (maps to (rating − 3) / 2)",
+    "reason": "too_verbose | too_brief | wrong_tone | not_helpful | incorrect_info | other",
+    "comment": "the person's comment, at most 300 characters",
+    "comment_truncated": "the comment was longer and was cut to 300 characters",
+    "corrected_output": "the output a person wrote instead (a correction)",
+    "memory_type": "explicit_instruction | correction | confirmed_pattern | inferred_pattern | "
+    "single_inference | temporary (memory events)",
+    "confidence": "the confidence the app stated, 0 to 1 (null: the type's base, SPEC §4.2)",
+    "supersedes": "ids of the statements this one replaces",
+    "metadata": "the line's other fields, as JSON text",
+    "content_hash": "hash of the event's content: a re-sent line is a duplicate",
+    "source_file": "the landing file the event came from",
+    "line_no": "the event's line in its file, from 1",
+}
 # The receipt's columns (SPEC §2 `context`), described once for every table that holds them.
 CONTEXT_DESCRIPTIONS = {
     "context_pack_version": "the pack version the call's receipt names (null: no receipt)",
@@ -168,6 +249,11 @@ TYPE_COUNT_FIELDS = (
     *("explicit_instruction", "correction", "confirmed_pattern", "inferred_pattern"),
     *("single_inference", "temporary", "interaction"),
 )
+
+
+def event_descriptions(columns: Iterable[str]) -> dict[str, str]:
+    """EVENT_DESCRIPTIONS of these columns (a typed event table holds its share of them)."""
+    return {c: EVENT_DESCRIPTIONS[c] for c in columns if c in EVENT_DESCRIPTIONS}
 
 
 def pick(columns: Iterable[str]) -> dict[str, pl.DataType]:

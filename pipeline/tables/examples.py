@@ -27,6 +27,18 @@ TABLES: tuple[Table, ...] = (
         },
         ("tenant_id", "user_id", "skill_id"),
         asset="skill_stats",
+        descriptions={
+            "usage": "the user's calls with the skill",
+            "n_feedback": "votes on those calls",
+            "n_positive": "votes whose value is above 0",
+            "n_negative": "votes whose value is below 0",
+            "positive_share": "n_positive / (n_positive + n_negative), 0 to 1 (null: no votes)",
+            "ema_confidence": "exponential moving average (rate 0.1) of (1 + vote value) / 2 "
+            "from 0.5, 0 to 1: what skill selection weighs 0.7",
+            "mean_reward": "mean vote value, −1 to 1",
+            "last_used_at": "the user's latest call with the skill",
+            "last_feedback_at": "the latest vote on those calls",
+        },
     ),
     Table(
         "user_preferences",
@@ -40,6 +52,12 @@ TABLES: tuple[Table, ...] = (
         },
         ("tenant_id", "user_id"),
         asset="user_preferences",
+        descriptions={
+            "preference_vector": "unit vector (zeros when the votes cancel) in the skill vectors' "
+            "space: its dot product with a skill's vector is the alignment skill selection "
+            "weighs 0.3",
+            "n_updates": "votes that moved it",
+        },
     ),
     Table(
         "skill_vectors",
@@ -55,6 +73,12 @@ TABLES: tuple[Table, ...] = (
         },
         ("tenant_id", "skill_id"),
         asset="skill_vectors",
+        descriptions={
+            "vector": "unit vector: the mean embedding of the skill's interactions (one-hot)",
+            "n_interactions": "the skill's interactions",
+            "n_embedded": "of those, with an embedding (0 for one-hot)",
+            "vector_source": "embedding | one_hot (no interaction of the tenant had one)",
+        },
     ),
     Table(
         "few_shot_sets",
@@ -69,5 +93,20 @@ TABLES: tuple[Table, ...] = (
         },
         ("tenant_id", "system", "kind", "skill_id", "rank"),
         asset="few_shot_sets",
+        descriptions={
+            "input": "the example's input (what the AI was asked)",
+            "output": "the output shown: the corrected one when a person corrected it",
+            "is_corrected": "the output is a person's correction",
+            "quality_lower": "feedback_scores.quality_lower, −1 to 1 (rank by it; no probability)",
+            "n_feedback": "votes about the example's interaction",
+            "ts": "the interaction's ts (the correction's, when later)",
+            "why": "why it was chosen, in words: votes, correction, usage, MMR value",
+            "n_positive": "positive votes about the interaction",
+            "n_negative": "negative votes about the interaction",
+            "selection_score": "quality_lower (1.0 for a corrected output) plus up to 0.1 for "
+            "an item the calls' receipts found helpful: −1 to 1.1",
+            "mmr": "the maximal-marginal-relevance value it was picked at, about −1 to 0.8: 0.7 "
+            "× selection_score − 0.3 × its highest cosine to an example picked before",
+        },
     ),
 )

@@ -31,9 +31,14 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "memory_id"),
         asset="feedback_scores",
         descriptions={
-            "memory_kind": "interaction | statement",
-            "quality_lower": "Wilson lower bound of the positive share: rank by it",
-            "reputation": "exactly 1.0 without feedback",
+            **{f"n_{signal}": f"{signal} signals about the memory" for signal in SIGNALS},
+            "rating_mean": "mean 1 to 5 rating of its feedback (null: none rated)",
+            "positive_mass": "the votes' positive weight: Σ signal weight × (1 + value) / 2, "
+            "0 up (a thumbs_up weighs 1)",
+            "negative_mass": "the votes' negative weight: Σ signal weight × (1 − value) / 2, 0 up",
+            "naive_score": "the seeds' baseline (n_positive − n_negative) / max(n_feedback, 1), "
+            "−1 to 1: what quality_score improves on",
+            "has_correction": "a person corrected the output",
         },
     ),
 )

@@ -8,6 +8,7 @@ import polars as pl
 from pipeline.tables.declaration import (
     CONTEXT_DESCRIPTIONS,
     EVENT_COLUMNS,
+    EVENT_DESCRIPTIONS,
     FEEDBACK_COLUMNS,
     INT,
     INTERACTION_COLUMNS,
@@ -15,6 +16,7 @@ from pipeline.tables.declaration import (
     MEMORY_COLUMNS,
     STR,
     Table,
+    event_descriptions,
     pick,
 )
 
@@ -27,10 +29,7 @@ TABLES: tuple[Table, ...] = (
         asset="raw_events",
         partition=LOAD_DATE,
         by_tenant=False,
-        descriptions={
-            "content_hash": "hash of the event's content: a re-sent line is a duplicate",
-            **CONTEXT_DESCRIPTIONS,
-        },
+        descriptions=EVENT_DESCRIPTIONS | CONTEXT_DESCRIPTIONS,
     ),
     Table(
         "quarantine",
@@ -52,6 +51,9 @@ TABLES: tuple[Table, ...] = (
         descriptions={
             "reason": "machine-readable: missing_field:<f>, bad_type:<f>, corrupt_gzip, …",
             "raw_bytes": "the bytes not ingested of an unreadable file's rest",
+            "raw": "the line as read (redacted in the analytics snapshot)",
+            "tenant_id": "the line's tenant_id when it could be read",
+            "event_id": "the line's event_id when it could be read",
         },
     ),
     Table(
@@ -69,6 +71,13 @@ TABLES: tuple[Table, ...] = (
         asset="ingest_stats",
         partition=LOAD_DATE,
         by_tenant=False,
+        descriptions={
+            "files": "landing files read",
+            "lines_read": "lines read: accepted + duplicates + quarantined",
+            "accepted": "events stored",
+            "duplicates": "re-sent identical events, counted once",
+            "quarantined": "lines refused, each in quarantine with its reason",
+        },
     ),
     Table(
         "interactions",
@@ -77,7 +86,7 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "event_id"),
         asset="interactions",
         partition=LOAD_DATE,
-        descriptions=CONTEXT_DESCRIPTIONS,
+        descriptions=event_descriptions(INTERACTION_COLUMNS) | CONTEXT_DESCRIPTIONS,
     ),
     Table(
         "feedback",
@@ -86,6 +95,8 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "event_id"),
         asset="feedback",
         partition=LOAD_DATE,
+        descriptions=event_descriptions(FEEDBACK_COLUMNS)
+        | {"user_id": "the app user who gave the feedback"},
     ),
     Table(
         "memory_statements",
@@ -94,5 +105,7 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "event_id"),
         asset="memory_statements",
         partition=LOAD_DATE,
+        descriptions=event_descriptions(MEMORY_COLUMNS)
+        | {"category": "communication | scheduling | money | relationships | preferences | other"},
     ),
 )

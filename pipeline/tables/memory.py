@@ -42,7 +42,18 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "snapshot_date", "memory_id"),
         asset="decay_snapshots",
         partition="snapshot_date",
-        descriptions={"status": "active | inactive | archived"},
+        descriptions={
+            "status": "active | inactive | archived",
+            "created_at": "the memory's ts",
+            "category": "a statement's category (communication | scheduling | money | "
+            "relationships | preferences | other), or the call's",
+            "base_confidence": "stated confidence, else the type's base (SPEC §4.2), 0 to 1",
+            "reinforced_confidence": "base_confidence + 0.1 per repeat, capped by the type",
+            "decay_factor": "the type's decay over age_days, 0 to 1 (1: none)",
+            "quality_score": "the memory's feedback_scores.quality_score, −1 to 1 (0: no votes)",
+            "needs_reconfirmation": "high impact and confidence below 0.6: ask before acting",
+            "stale": "older than 180 days: mention the age before acting",
+        },
     ),
     Table(
         "memory_audit",
@@ -64,6 +75,15 @@ TABLES: tuple[Table, ...] = (
         # Findings, not entities: a summary finding has no memory, a memory may have several.
         (),
         asset="memory_audit",
+        descriptions={
+            "check": "high_confidence_review | stale_pattern | needs_reconfirmation | conflict | "
+            "archived_inference | archived_inferences_summary | promotion_candidate",
+            "memory_id": "the memory found (null for a summary finding)",
+            "confidence": "the memory's confidence in the latest snapshot, 0 to 1",
+            "status": "the memory's status in the latest snapshot",
+            "n_memories": "memories the finding stands for (1, or a summary's count)",
+            "detail": "the finding in words",
+        },
     ),
     Table(
         "promotion_candidates",
@@ -85,5 +105,15 @@ TABLES: tuple[Table, ...] = (
         },
         ("tenant_id", "memory_id"),
         asset="promotion_candidates",
+        descriptions={
+            "memory_type": "the candidate's type now (inferred_pattern)",
+            "proposed_type": "the type it would become once a person confirms it",
+            "evidence_confidence": "base + repeats × reputation, capped, without decay: 0 to 1, "
+            "at least 0.7 for a candidate",
+            "confidence": "its confidence in the latest snapshot (with decay), 0 to 1",
+            "repeats": "other non-conflicting statements of it (at least 2)",
+            "content": "the statement's text",
+            "reason": "why it is a candidate, in words",
+        },
     ),
 )

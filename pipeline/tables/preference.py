@@ -49,14 +49,24 @@ TABLES: tuple[Table, ...] = (
             "split": STR,
             "chosen_id": STR,
             "rejected_id": STR,
+            "load_date": pl.Date(),
         },
         ("tenant_id", "pair_id"),
         asset="preference_pairs",
         descriptions={
-            "margin": "how clearly chosen beats rejected: corrections a fixed margin; "
+            "prompt": "the prompt both replies answer (an interaction's input)",
+            "chosen": "the better reply",
+            "rejected": "the worse reply",
+            "source": "correction | regenerate | same_prompt (near-identical prompts, same skill) "
+            "| ranked (imported siblings)",
+            "margin": "how clearly chosen beats rejected: corrections a fixed margin (1.0); "
             "regenerations and near-identical prompts the quality gap (0–2); ranked siblings "
             "the rank gap / (siblings − 1)",
             "split": "train | eval",
+            "chosen_id": "the event holding the chosen reply (an interaction, or a correction)",
+            "rejected_id": "the interaction holding the rejected reply",
+            "load_date": "the load date of the newer of the two events behind the pair "
+            "(chosen_id, rejected_id; the prompt is one of theirs): pairs per day need no join",
         },
     ),
     Table(
@@ -80,7 +90,10 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "skill_id", "text_hash_a", "text_hash_b"),
         asset="prompt_neighbors",
         role="bookkeeping",
-        descriptions={"text_hash_a": "text_hash_a < text_hash_b"},
+        descriptions={
+            "text_hash_a": "text_hash_a < text_hash_b",
+            "similarity": "cosine of the two prompts' embeddings, −1 to 1 (kept from 0.90)",
+        },
     ),
     Table(
         "dpo_runs",
@@ -91,9 +104,26 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "run_at"),
         asset="dpo_runs",
         descriptions={
-            "eval_accuracy_low": "95 % Wilson interval of eval_accuracy",
-            "reference_accuracy": "the model before DPO: Σ log-prob of chosen > of rejected",
-            "length_rule_accuracy": "the longer reply wins, a tie counts half",
+            "status": "trained | skipped (with skipped_reason)",
+            "skipped_reason": "why no policy was trained (e.g. fewer train pairs than min_pairs)",
+            "n_train": "train pairs trained on (a consistent sample above max_train_pairs)",
+            "n_eval": "held-out pairs it was scored on",
+            "eval_accuracy_low": "lower end of eval_accuracy's 95 % Wilson interval",
+            "eval_accuracy_high": "upper end of eval_accuracy's 95 % Wilson interval",
+            "reference_accuracy": "the model before DPO, 0 to 1: share of held-out pairs whose "
+            "chosen reply has the higher Σ log-prob",
+            "length_rule_accuracy": "the longer reply wins, a tie counts half: 0 to 1",
+            "verdict": "whether learning beats the length rule and chance, in one sentence",
+            "train_loss": "mean DPO training loss over the steps (the sigmoid loss starts near "
+            "0.69)",
+            "steps": "optimizer steps of DPO",
+            "seconds": "wall time of SFT, DPO and scoring",
+            "model_dir": "where the policy's weights are on this host",
+            "n_sft": "well-rated outputs the policy was first fine-tuned on (SFT)",
+            "sft_loss": "mean SFT training loss (cross-entropy per token)",
+            "base_model": "the model trained: a local path, or gpt2-config:<layers>x<width>",
+            "beta": "DPO's β: the implicit reward's scale",
+            "reused": "the recorded policy was reused: the train pairs grew too little",
             "is_latest": "the tenant's newest row",
         },
     ),
@@ -105,6 +135,10 @@ TABLES: tuple[Table, ...] = (
         asset=None,
         by_tenant=False,
         role="record",
+        descriptions={
+            "withdrawn_at": "when the erasure withdrew it",
+            "reason": "why, in words (the erasure that withdrew it)",
+        },
     ),
     Table(
         "template_history",
@@ -125,6 +159,15 @@ TABLES: tuple[Table, ...] = (
         descriptions={
             "version": "the template's number per tenant × skill, from 1",
             "evidence": "JSON text: why this version exists",
+            "template": "the procedure text the model follows",
+            "is_current": "the live version of its skill",
+            "eval_accuracy": "the policy's preference accuracy on held-out pairs with this "
+            "template as the prompt, 0 to 1",
+            "created_at": "when this version was made",
+            "eval_n": "held-out pairs it was scored on",
+            "win_p_value": "one-sided sign test of its wins against the version it replaced, 0 "
+            "to 1 (adopted only when small)",
+            "gain_high": "upper end of that interval",
             "source": "registry | refined",
             "base_version": "the registry version this template derives from",
             "gain_low": "95 % interval of the accuracy gain over the version it replaced",
@@ -151,6 +194,11 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "skill_id", "policy_id", "template_sha", "eval_sha"),
         asset="template_scores",
         role="bookkeeping",
-        descriptions={"pair_diffs": "per eval pair, in canonical order"},
+        descriptions={
+            "pair_diffs": "per eval pair, in canonical order: reward(chosen) − reward(rejected)",
+            "eval_accuracy": "share of the eval pairs the policy ranks right with this template, "
+            "0 to 1",
+            "scored_at": "when the score was computed",
+        },
     ),
 )

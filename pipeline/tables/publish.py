@@ -21,6 +21,16 @@ PACK_SUMMARY: dict[str, pl.DataType] = {
     "texts_analysed": INT,  # distinct texts the cache did not know: analysed this night
     "pii_masked": INT,  # values the publish guard found and masked (the redactor missed them)
 }
+PACK_SUMMARY_DESCRIPTIONS: dict[str, str] = {
+    "version": "the version published or kept live (null: the tenant kept its previous pack)",
+    "published": "a new version went live this run",
+    "reason": "what happened to the tenant's pack, in words",
+    "memories": "memories in the pack",
+    "redacted": "PII values redacted in its files",
+    "redaction_s": "wall time of its PII redaction (the cache serves known texts)",
+    "texts_analysed": "distinct texts the cache did not know: analysed this run",
+    "pii_masked": "values the publish guard found and masked (the redactor missed them)",
+}
 
 TABLES: tuple[Table, ...] = (
     Table(
@@ -39,6 +49,15 @@ TABLES: tuple[Table, ...] = (
         },
         ("tenant_id", "version"),
         asset="pack_versions",
+        descriptions={
+            "as_of": "the instant the pack's data is of (its newest load date's end)",
+            "created_at": "when it was published",
+            "n_memories": "memories in memories.parquet",
+            "bytes": "the version's files, in bytes",
+            "is_latest": "LATEST names it: the version apps load",
+            "redacted": "PII values redacted in its files",
+            "dagster_run_id": "the Dagster run that published it",
+        },
     ),
     Table(
         "tombstones",
@@ -52,6 +71,7 @@ TABLES: tuple[Table, ...] = (
             "kind": "contact (the erased identifier) | event (one of their event ids)",
             "subject_hash": "HMAC with the PII key, domain erasure",
             "source": "cli | log (an erasure event)",
+            "erased_at": "when the person was erased",
         },
     ),
     Table(
@@ -68,6 +88,11 @@ TABLES: tuple[Table, ...] = (
         ("model", "text_hash"),
         asset=None,
         role="cache",
+        descriptions={
+            "embedding": "the normalised text's unit vector (dim floats)",
+            "dim": "the vector's length",
+            "embedded_at": "when it was computed",
+        },
     ),
     Table(
         "pii_cache",
@@ -77,6 +102,10 @@ TABLES: tuple[Table, ...] = (
         ("text_hash",),
         asset=None,
         role="cache",
-        descriptions={"text_hash": "HMAC-SHA256 of the text with the home key"},
+        descriptions={
+            "text_hash": "HMAC-SHA256 of the text with the home key",
+            "redacted": "the text with its PII replaced by placeholders ([EMAIL], …)",
+            "kinds": "the kinds of PII found in it",
+        },
     ),
 )

@@ -84,6 +84,15 @@ def table_of_asset(asset: str) -> Table | None:
     return found if found is not None and found.asset == asset else None
 
 
+def column_description(column: str) -> str | None:
+    """What a column of this name holds in the first declared table that has it (data order): how
+    a frame that is no lake table (a step's summary) describes the columns it shares with one."""
+    for declared in _TABLES:
+        if column in declared.columns:
+            return declared.description(column)
+    return None
+
+
 def table_with_columns(columns: Iterable[str]) -> Table | None:
     """The table whose rows a frame with these columns holds (all its declared columns, the hive
     ones of its folders optional), if any: tables with the same columns have the same

@@ -29,7 +29,10 @@ TABLES: tuple[Table, ...] = (
         {"tenant_id": STR, "memory_id": STR, "memory_kind": STR, "text_hash": STR, "model": STR},
         ("tenant_id", "memory_id"),
         asset="memory_embeddings",
-        descriptions={"text_hash": "key of the vector in embedding_cache"},
+        descriptions={
+            "text_hash": "key of the vector in embedding_cache",
+            "memory_kind": "interaction (its input is embedded) | statement (its content)",
+        },
     ),
     Table(
         "memory_conflicts",
@@ -49,6 +52,17 @@ TABLES: tuple[Table, ...] = (
         },
         ("tenant_id", "memory_id_a", "memory_id_b"),
         asset="memory_conflicts",
+        descriptions={
+            "preferred_id": "the side the source hierarchy prefers (explicit > correction > "
+            "confirmed > inferred > single); null when neither ranks above the other",
+            "reason": "supersedes (a link) | correction (against an older pattern) | "
+            "opposite_polarity (always vs never about one subject)",
+            "subject": "what both statements are about, as the detector read it",
+            "memory_type_a": "memory_id_a's type",
+            "memory_type_b": "memory_id_b's type",
+            "subject_similarity": "cosine of the two subjects' embeddings, −1 to 1 (a conflict "
+            "needs 0.85, a correction 0.75; null for a supersedes link)",
+        },
     ),
     Table(
         "conflict_groups",
@@ -68,7 +82,22 @@ TABLES: tuple[Table, ...] = (
         },
         ("tenant_id", "cluster_id"),
         asset="consolidated_summaries",
-        descriptions={"scope": "statement | interaction"},
+        descriptions={
+            "scope": "statement | interaction",
+            "system": "the interactions' app system (interaction clusters; null for statements)",
+            "kind": "the interactions' kind within the system (null for statements)",
+            "summary": "the representative member's text",
+            "representative_id": "the member that stands for the cluster: the most trusted type, "
+            "then the most central, then the newest",
+            "member_ids": "every member's memory id, sorted",
+            "n_members": "memories in the cluster",
+            "confidence": "the members' highest confidence plus 0.1 per further member, capped by "
+            "the representative's type (statements); the highest (interactions); 0 to 1",
+            "tags": "every member's tags, sorted",
+            "first_seen": "the oldest member's ts",
+            "last_seen": "the newest member's ts",
+            "n_by_type": "members per memory type",
+        },
     ),
     Table(
         "memory_reinforcement",
@@ -84,8 +113,10 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "memory_id"),
         asset="memory_reinforcement",
         descriptions={
+            "reinforcement_count": "other non-conflicting members of its cluster: repeats",
+            "last_reinforced_at": "when the latest repeat was said",
             "reinforced_at": "every repeat dated: decay as of an earlier day counts only the "
-            "repeats known by then"
+            "repeats known by then",
         },
     ),
     Table(

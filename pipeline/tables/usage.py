@@ -10,7 +10,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "pack_usage",
         "Per pack item × skill, from the calls' receipts: uses, the outcomes of the calls that "
-        "used it, and its effect against comparable calls without it (shrunk toward 0).",
+        "used it, and the item's effect, estimated with every other item of the tenant's "
+        "receipts in one model (shrunk toward 0).",
         {
             "tenant_id": STR,
             "item_id": STR,
@@ -39,13 +40,17 @@ TABLES: tuple[Table, ...] = (
             "n_outcomes": "of those, calls with feedback: their quality_score is the outcome",
             "mean_outcome": "mean quality_score of the calls that used it",
             "positive_calls": "calls that used it with a positive quality_score",
-            "n_compared": "scored calls of the same skill and pack version without it",
-            "raw_effect": "stratified difference in mean outcome, with minus without",
-            "tau2": "the skill's prior variance of item effects (empirical Bayes)",
-            "effect": "raw_effect shrunk toward 0 by tau2 / (tau2 + its variance)",
+            "n_compared": "scored calls of the same skill and pack versions without it (0: no "
+            "effect)",
+            "raw_effect": "stratified difference in mean outcome, with minus without: the item "
+            "and what its presence pushed out of the prompt, together",
+            "tau2": "the tenant's prior variance of item effects (empirical Bayes)",
+            "effect": "the item's own effect over every skill it served: one ridge regression of "
+            "the outcome on all items, with skill × pack-version levels (pipeline/usage/joint.py)",
             "effect_lower": f"lower end of the effect's {_INTERVAL}",
             "effect_upper": f"upper end of the effect's {_INTERVAL}",
             "verdict": "harmful (interval below 0), helpful (above 0) or unclear",
+            "pack_versions": "pack versions whose receipts name the item",
         },
     ),
     Table(
@@ -68,9 +73,13 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "pack_version", "skill_id"),
         asset="pack_uplift",
         descriptions={
+            "n_pack_calls": "calls whose receipt names this pack version and used its content",
+            "n_holdout_calls": "holdout calls of this pack version (no pack content: the control)",
+            "pack_mean": "mean outcome (quality_score, −1 to 1) of the scored pack calls",
+            "holdout_mean": "mean outcome (quality_score, −1 to 1) of the scored holdout calls",
             "n_pack_scored": "pack calls with feedback (the outcome is their quality_score)",
             "n_holdout_scored": "holdout calls with feedback",
-            "uplift": "pack_mean − holdout_mean (null without scored calls on both sides)",
+            "uplift": "pack_mean − holdout_mean, −2 to 2 (null without scored calls on both sides)",
             "uplift_lower": f"lower end of the uplift's {_INTERVAL} (below 0: the pack is hurting)",
             "uplift_upper": f"upper end of the uplift's {_INTERVAL}",
         },

@@ -8,27 +8,31 @@ import polars as pl
 
 
 def _because() -> pl.Expr:
-    """Where and how sure, for a row of pack_usage: `harmful in skill concise: effect -0.21,
-    95 % interval [-0.35, -0.07] over 40 uses`."""
+    """How sure, for a row of pack_usage: `harmful: effect -0.21, 95 % interval [-0.35, -0.07]
+    over 40 uses in 2 skills` (the effect is the item's over every skill it served)."""
+    skills = pl.len().over("tenant_id", "item_id")
     return pl.format(
-        "{} in skill {}: effect {}, 95 % interval [{}, {}] over {} uses",
+        "{}: effect {}, 95 % interval [{}, {}] over {} uses in {} skill{}",
         pl.col("verdict"),
-        pl.col("skill_id"),
         pl.col("effect").round(2),
         pl.col("effect_lower").round(2),
         pl.col("effect_upper").round(2),
-        pl.col("uses"),
+        pl.col("uses").sum().over("tenant_id", "item_id"),
+        skills,
+        pl.when(skills == 1).then(pl.lit("")).otherwise(pl.lit("s")),
     )
 
 
 def demoted(usage: pl.DataFrame) -> pl.DataFrame:
-    """The items whose effect's 95 % interval lies below 0 in some skill (item_id, reason), the
-    reason from the skill where it is surest. Empty without receipts, so nothing changes then."""
+    """The items whose effect's 95 % interval lies below 0 (item_id, reason; with the round-3 rule's
+    per-skill effects, in some skill, the reason from the surest). Empty without receipts, so
+    nothing changes then."""
     return (
-        usage.filter(pl.col("verdict") == "harmful")
+        usage.with_columns(_because().alias("reason"))
+        .filter(pl.col("verdict") == "harmful")
         .sort("effect_upper", "skill_id")
         .group_by("item_id", maintain_order=True)
-        .agg(_because().first().alias("reason"))
+        .agg(pl.col("reason").first())
         .sort("item_id")
     )
 
@@ -40,13 +44,14 @@ def boosts(usage: pl.DataFrame, cap: float) -> pl.DataFrame:
     receipts."""
     harmful = usage.filter(pl.col("verdict") == "harmful").select("item_id")
     return (
-        usage.filter(pl.col("verdict") == "helpful")
+        usage.with_columns(_because().alias("reason"))
+        .filter(pl.col("verdict") == "helpful")
         .join(harmful, on="item_id", how="anti")
         .sort("effect_lower", "skill_id", descending=[True, False])
         .group_by("item_id", maintain_order=True)
         .agg(
             pl.col("effect_lower").first().clip(upper_bound=cap).alias("boost"),
-            _because().first().alias("reason"),
+            pl.col("reason").first(),
         )
         .sort("item_id")
     )

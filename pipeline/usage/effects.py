@@ -7,19 +7,11 @@ signal the product trusts (corrections, regenerates, ratings, not only thumbs), 
 positive-feedback indicator would throw away; a call nobody reacted to says nothing about its
 outcome and is left out of the effects (it still counts as a use).
 
-Item effect: empirical-Bayes normal-normal shrinkage of a stratified difference in means.
-Within each stratum (skill × pack version) the calls that used the item are compared with the
-stratum's calls that did not (other pack calls and the holdout, the clean control); the
-difference's variance uses the stratum's outcome variance. Strata combine by inverse variance.
-Across a skill's items, effects are drawn from N(0, τ²) with τ² estimated by the method of
-moments (mean squared difference minus mean sampling variance, floored at `tau2_floor`), so the
-posterior mean is the difference × τ²/(τ² + se²) and its 95 % interval shrinks toward 0 when an
-item has few uses. Why this rather than a ridge regression on item indicators: items of one
-prompt are used together, but a regression needs a solve per skill whose size grows with the
-items; the shrunken difference in means is a handful of group-bys, exact for the holdout
-comparison, and its prior is learnt from the data rather than tuned. Its limit: two items that
-are always used in each other's place (A exactly when not B) take mirrored effects; the interval
-says how sure each is, not which of the two caused it.
+Item effect: one model of the outcome over every item of a tenant's receipts (`joint.py`: a ridge
+regression on item indicators with skill × pack-version levels, its penalty learnt from the data),
+so an item is not charged for what its presence pushed out of the prompt. `raw_effect` beside it is the
+with-versus-without difference in means (`marginal.py`), kept for the analyst: where the two
+disagree, the item's neighbours in the prompt explain the difference.
 
 Uplift: per pack version × skill, mean outcome of pack calls minus holdout calls (Welch's
 standard error, a 95 % normal interval), with the calls behind it.
@@ -27,34 +19,15 @@ standard error, a 95 % normal interval), with the calls behind it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 from pipeline import tables
+from pipeline.usage.config import STRATUM, USAGE_CONFIG, UsageConfig
+from pipeline.usage.joint import joint_effects
+from pipeline.usage.marginal import marginal_effects, prior_variance, used_items
 
-STRATUM = ("skill_id", "pack_version")
 # A template version's item (memorypack.receipt.template_item): `<skill>@<integer version>`.
 TEMPLATE_ITEM = r"^[^@]+@[0-9]+$"
-
-
-@dataclass(frozen=True)
-class UsageConfig:
-    """The constants of SPEC §4.9 in one place."""
-
-    z: float = 1.959964  # 95 % two-sided normal interval
-    # The smallest prior variance of item effects: effects of ±0.1 on a [−1, 1] score stay
-    # plausible even when a skill's items look alike (τ² = 0 would pin every effect at 0).
-    tau2_floor: float = 0.01
-    # The outcome variance of a stratum with fewer than two scored calls (a [−1, 1] score's
-    # variance is at most 1; 0.25 is that of a coin between ±0.5).
-    fallback_variance: float = 0.25
-    # The most a memory measured helpful gains in confidence (as a few-shot example gains in
-    # score, FewShotConfig.helpful_boost): it moves up among peers, never past a clearly surer one.
-    memory_boost: float = 0.1
-
-
-USAGE_CONFIG = UsageConfig()
 
 
 def calls(
@@ -100,68 +73,25 @@ def known_items(interactions: pl.LazyFrame, statements: pl.LazyFrame) -> pl.Data
     ).collect()
 
 
-def _strata(scored: pl.DataFrame, config: UsageConfig) -> pl.DataFrame:
-    """Per stratum: scored calls, their outcome sum and variance."""
-    y = pl.col("outcome")
-    n = pl.len()
-    variance = (y.pow(2).sum() - y.sum().pow(2) / n) / (n - 1)
-    return scored.group_by(STRATUM).agg(
-        n.alias("n_stratum"),
-        y.sum().alias("sum_stratum"),
-        pl.when(n >= 2).then(variance).otherwise(config.fallback_variance).alias("variance"),
-    )
-
-
 def pack_usage(
     receipts: pl.DataFrame, known: pl.DataFrame, config: UsageConfig = USAGE_CONFIG
 ) -> pl.DataFrame:
-    """Per item × skill: uses, outcomes of the calls that used it, and its shrunken effect.
-    `receipts` is `calls(...)`; `known` (item_id, item_kind) names the tenant's items, anything
-    else is kind `unknown` (kept and counted, never an error)."""
-    used = (
-        receipts.filter(~pl.col("holdout"))
-        .explode("items")
-        .drop_nulls("items")
-        .rename({"items": "item_id"})
-    )
-    scored = receipts.filter(pl.col("outcome").is_not_null())
-    strata = _strata(scored, config)
-    per_stratum = (
-        used.filter(pl.col("outcome").is_not_null())
-        .group_by("item_id", *STRATUM)
-        .agg(pl.len().alias("n_with"), pl.col("outcome").sum().alias("sum_with"))
-        .join(strata, on=list(STRATUM))
-        .with_columns((pl.col("n_stratum") - pl.col("n_with")).alias("n_without"))
-        .filter(pl.col("n_without") > 0)  # nothing to compare with in this stratum
-        .with_columns(
-            (
-                pl.col("sum_with") / pl.col("n_with")
-                - (pl.col("sum_stratum") - pl.col("sum_with")) / pl.col("n_without")
-            ).alias("difference"),
-            (pl.col("variance") * (1 / pl.col("n_with") + 1 / pl.col("n_without")))
-            .clip(lower_bound=1e-12)
-            .alias("sampling_variance"),
-        )
-    )
-    weight = 1 / pl.col("sampling_variance")
-    raw = per_stratum.group_by("item_id", "skill_id").agg(
-        ((weight * pl.col("difference")).sum() / weight.sum()).alias("raw_effect"),
-        (1 / weight.sum()).alias("raw_variance"),
-        pl.col("n_without").sum().alias("n_compared"),
-    )
-    tau2 = (
-        (pl.col("raw_effect").pow(2).mean() - pl.col("raw_variance").mean())
-        .over("skill_id")
-        .clip(lower_bound=config.tau2_floor)
-    )
-    shrink = pl.col("tau2") / (pl.col("tau2") + pl.col("raw_variance"))
-    effects = raw.with_columns(tau2.alias("tau2")).with_columns(
-        (shrink * pl.col("raw_effect")).alias("effect"),
-        (shrink * pl.col("raw_variance")).sqrt().alias("effect_sd"),
-    )
+    """Per item × skill: uses, outcomes of the calls that used it, and the item's effect, estimated
+    with every other item of the tenant's receipts in one model (the same on each of the item's
+    skill rows). `receipts` is `calls(...)`; `known` (item_id, item_kind) names the tenant's
+    items, anything else is kind `unknown` (kept and counted, never an error). A row without a
+    comparable call (the item was in every scored call of the skill's pack versions) has none."""
+    used = used_items(receipts)
+    marginal = marginal_effects(receipts, config)
+    keys = ["tenant_id", "item_id", "skill_id"]
+    if config.joint:  # one model per tenant: an item's effect over every skill it served
+        prior = marginal.group_by("tenant_id").agg(prior_variance(config).alias("tau2"))
+        effects = joint_effects(receipts, prior, config).join(prior, on="tenant_id")
+    else:
+        effects = marginal.select(*keys, "effect", "effect_sd", "tau2")
+    marginal = marginal.select(*keys, "raw_effect", "n_compared")
     half = config.z * pl.col("effect_sd")
-    totals = used.group_by("item_id", "skill_id").agg(
-        pl.first("tenant_id"),
+    totals = used.group_by("tenant_id", "item_id", "skill_id").agg(
         pl.len().alias("uses"),
         pl.col("outcome").count().alias("n_outcomes"),
         pl.col("outcome").mean().alias("mean_outcome"),
@@ -169,17 +99,22 @@ def pack_usage(
         pl.col("pack_version").n_unique().alias("pack_versions"),
     )
     out = (
-        totals.join(effects, on=["item_id", "skill_id"], how="left")
+        totals.join(marginal, on=keys, how="left")
+        .join(effects, on=[k for k in keys if k in effects.columns], how="left")
         .join(known.unique("item_id"), on="item_id", how="left")
         .with_columns(
+            # No comparable call: the data say nothing of this item, whatever the prior says.
+            pl.when(pl.col("n_compared").is_not_null()).then(pl.col("effect", "effect_sd")),
             pl.when(pl.col("item_kind").is_not_null())
             .then("item_kind")
             .when(pl.col("item_id").str.contains(TEMPLATE_ITEM))
             .then(pl.lit("template"))
             .otherwise(pl.lit("unknown")),
+            pl.col("n_compared").fill_null(0),
+        )
+        .with_columns(
             (pl.col("effect") - half).alias("effect_lower"),
             (pl.col("effect") + half).alias("effect_upper"),
-            pl.col("n_compared").fill_null(0),
         )
         .with_columns(
             pl.when(pl.col("effect_upper") < 0)

@@ -77,6 +77,26 @@ class Answers(Ranking):
                 counts[example.system] = counts.get(example.system, 0) + 1
         return sorted(counts, key=lambda s: (-counts[s], s))
 
+    def skills_of(self, system: str, kind: str | None = None) -> list[str]:
+        """The skills the pack's calls of `system` (× `kind`) used: its interaction memories' and
+        few-shot examples' skills, in name order."""
+        used = {
+            skill
+            for row_system, row_kind, skill in zip(
+                column_values(self.memories, "system"),
+                column_values(self.memories, "kind"),
+                column_values(self.memories, "skill_id"),
+                strict=True,
+            )
+            if row_system == system and (kind is None or row_kind == kind)
+        }
+        used |= {
+            e.skill_id
+            for e in self._examples
+            if e.system == system and (kind is None or e.kind == kind)
+        }
+        return sorted(s for s in used if s is not None)
+
     def template(self, skill_id: str, version: Any = None) -> Template | None:
         """The current template of a skill (or a given version); None when the pack has none."""
         history = self._templates.get(skill_id, [])
@@ -113,14 +133,19 @@ class Answers(Ranking):
         rng: np.random.Generator | int | None = None,
         min_confidence: float = 0.0,
         min_score: float | None = None,
+        skills: Sequence[str] | None = None,
     ) -> SkillChoice | None:
         """0.7·confidence + 0.3·alignment(user preference, skill vector); ε-greedy when asked.
 
         The confidence starts at the tenant's (every user's votes on the skill) and moves to the
         user's own as their votes arrive, so a new user gets the skills that work for the tenant.
-        Floors: `confidence` ≥ min_confidence, `score` ≥ min_score; None when no skill passes."""
+        `skills`: choose among these only (e.g. `skills_of(system)`). Floors: `confidence` ≥
+        min_confidence, `score` ≥ min_score; None when no skill passes."""
         known = self._user_skills.get(user_id or "", {})
         candidates = self._all_skills
+        if skills is not None:
+            allowed = set(skills)
+            candidates = [s for s in candidates if s in allowed]
         if context_tags:
             wanted = set(context_tags)
             tagged = self._tags_by_skill()

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -237,18 +237,101 @@ def questions_for(pack: MemoryPack, contact_id: str | None, now: datetime) -> li
 
 
 def _template(
-    pack: MemoryPack, skill_id: str | None, user_id: str | None, tags: Sequence[str] | None
+    pack: MemoryPack,
+    skill_id: str | None,
+    user_id: str | None,
+    tags: Sequence[str] | None,
+    system: str | None,
+    kind: str | None,
 ) -> Template | None:
     """The current template of `skill_id`, else of the best skill for this user that has one (a
-    skill may have statistics only)."""
+    skill may have statistics only) among the skills `system`'s calls used (of `kind`, when it
+    has any): a support call never gets a procedure only another system's calls use. A system
+    the pack holds no call of gets none."""
     if skill_id is not None:
         return pack.template(skill_id)
-    choice = pack.select_skill(user_id, context_tags=tags)
+    among = None
+    if system is not None:
+        among = (pack.skills_of(system, kind) if kind is not None else []) or pack.skills_of(system)
+    choice = pack.select_skill(user_id, context_tags=tags, skills=among)
     for skill, _ in choice.ranking if choice is not None else []:
         template = pack.template(skill)
         if template is not None:
             return template
     return None
+
+
+def _said(text: str | None) -> str:
+    """A text as a reader compares it: spacing and case aside."""
+    return " ".join((text or "").split()).casefold()
+
+
+def distinct_memories(memories: Sequence[ScoredMemory], k: int) -> list[ScoredMemory]:
+    """The first k memories whose texts differ (a statement logged twice, a request sent twice:
+    the better ranked one stands for both)."""
+    seen: set[str] = set()
+    kept: list[ScoredMemory] = []
+    for memory in memories:
+        if _said(memory.text) not in seen and len(kept) < k:
+            seen.add(_said(memory.text))
+            kept.append(memory)
+    return kept
+
+
+def distinct_examples(
+    examples: Sequence[FewShotExample], memories: Sequence[ScoredMemory], k: int
+) -> list[FewShotExample]:
+    """The first k examples that repeat nothing: not a memory already listed (by id or text), not
+    an input or an output an earlier example shows."""
+    seen = {m.memory_id for m in memories} | {_said(m.text) for m in memories}
+    kept: list[FewShotExample] = []
+    for example in examples:
+        said = {example.memory_id, _said(example.input), _said(example.output)}
+        if not said & seen and len(kept) < k:
+            seen |= said
+            kept.append(example)
+    return kept
+
+
+def _memories(
+    pack: MemoryPack, contact_id: str | None, k: int, asked: dict[str, Any]
+) -> list[ScoredMemory]:
+    """`memories_for`'s k best with distinct texts: ranked as `memories_for(k)` ranks them, asked
+    again for twice as many while repeats left the list short (and the pack holds more)."""
+    fetch, kept = k, []
+    while k > 0:
+        ranked = pack.memories_for(contact_id, k=fetch, **asked)
+        kept = distinct_memories(ranked, k)
+        if len(kept) == k or len(ranked) < fetch:
+            break
+        fetch *= 2
+    return kept
+
+
+def _unique_lines(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if line not in lines[:i]]
+
+
+def _examples(
+    pack: MemoryPack,
+    system: str | None,
+    kind: str | None,
+    skill_id: str | None,
+    query: str | None,
+    query_vector: Sequence[float] | np.ndarray | None,
+    memories: list[ScoredMemory],
+    k: int,
+) -> list[FewShotExample]:
+    """`system`'s examples (of the skill, else any skill's when the skill has none left) that
+    repeat nothing (`distinct_examples`)."""
+    if system is None or k <= 0:
+        return []
+    asked = {"kind": kind, "k": 3 * k, "query": query, "query_vector": query_vector}
+    own = pack.few_shot(system, skill_id=skill_id, **asked)  # type: ignore[arg-type]
+    examples = distinct_examples(own, memories, k)
+    if not examples and skill_id is not None:
+        examples = distinct_examples(pack.few_shot(system, **asked), memories, k)  # type: ignore[arg-type]
+    return examples
 
 
 def prompt_context(
@@ -278,28 +361,14 @@ def prompt_context(
             contact_id, query, system, budget_chars, "", None, [], [], [], [], empty
         )
     now = now or datetime.now(UTC)
-    template = _template(pack, skill_id, user_id, tags)
-    memories = (
-        pack.memories_for(
-            contact_id,
-            k=k_memories,
-            tags=tags,
-            query=query,
-            query_vector=query_vector,
-            kind=kind,
-            now=now,
-        )
-        if k_memories > 0
-        else []
-    )
-    examples: list[FewShotExample] = []
-    if system is not None and k_examples > 0:
-        asked = {"kind": kind, "k": k_examples, "query": query, "query_vector": query_vector}
-        examples = pack.few_shot(system, skill_id=skill_id, **asked)  # type: ignore[arg-type]
-        if not examples and skill_id is not None:  # the skill has no examples of its own
-            examples = pack.few_shot(system, **asked)  # type: ignore[arg-type]
+    template = _template(pack, skill_id, user_id, tags, system, kind)
+    asked = {"tags": tags, "query": query, "query_vector": query_vector, "kind": kind, "now": now}
+    memories = _memories(pack, contact_id, k_memories, asked)
+    examples = _examples(pack, system, kind, skill_id, query, query_vector, memories, k_examples)
     conflicts = pack.conflicts(contact_id) if contact_id is not None else []
+    conflicts = [conflicts[i] for i in _unique_lines([conflict_line(c) for c in conflicts])]
     questions = questions_for(pack, contact_id, now)
+    questions = [questions[i] for i in _unique_lines([q.text for q in questions])]
     candidates = {
         "template": [template_block(template)] if template is not None else [],
         "conflicts": [conflict_line(c) for c in conflicts],

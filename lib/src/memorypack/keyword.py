@@ -4,8 +4,15 @@ Built by the loader from memories.parquet, not shipped in the pack: a format-1 l
 file its format does not list, so a stored index would make every deployed loader refuse new
 packs; and the one tokenizer that makes the index also splits the queries, so the two cannot
 drift apart between a pipeline and a library version. It is built on the first text query (or
-`MemoryPack.warm()`), in pyarrow and numpy, no Python loop over texts (see the bench for its cost
-at 100,000 memories).
+`MemoryPack.warm()`), in pyarrow and numpy, no Python loop over texts (one over the distinct
+tokens, for the stems of a stemmed index: `memorypack.stem`; see the bench for its cost at
+100,000 memories).
+
+The keyword channel alone (`retrieval="keyword"`, or "hybrid" without a vector: the library
+without `memorypack[embed]`) matches stems, so "refund" finds "refunds"; fused with the vector
+channel, which matches inflections by meaning, it matches words as written (the constants below
+were chosen so, and stems there lost one of 24 paraphrase queries of tests/test_hybrid_retrieval.py's
+planted set, as a query's "want" then matched every "Wants …" row).
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import unicodedata
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from memorypack.stem import stem
 
 # Okapi BM25 with the usual constants (Robertson & Zaragoza 2009): term-frequency saturation k1,
 # length normalisation b.
@@ -128,6 +137,17 @@ def tokenize(texts: pa.Array) -> pa.Array:
 
 
 _TOKEN = re.compile(r"[^\W_]+")
+# A stop word's term key: set apart from every term, so "us" (a stop word) never drops "uses".
+_STOP = "\x00"
+
+
+def term_key(token: str, stemmed: bool = False) -> str:
+    """The term a token counts as: itself, or its stem (memorypack.stem) in a stemmed index, so
+    a query for "refund" finds "refunds" and "refunded"; a stop word keeps a key of its own that
+    is never searched."""
+    if token in STOPWORDS:
+        return _STOP + token
+    return stem(token) if stemmed else token
 
 
 def query_tokens(text: str) -> list[str]:
@@ -139,10 +159,12 @@ def query_tokens(text: str) -> list[str]:
 
 
 class KeywordIndex:
-    """BM25 postings, term-major: the rows holding each term and each row's weight for it."""
+    """BM25 postings, term-major: the rows holding each term and each row's weight for it; with
+    `stemmed`, a term is a stem (texts and queries alike)."""
 
-    def __init__(self, texts: pa.Array) -> None:
+    def __init__(self, texts: pa.Array, stemmed: bool = False) -> None:
         n = len(texts)
+        self.stemmed = stemmed
         tokens = tokenize(texts)
         flat = pc.list_flatten(tokens)
         lengths = pc.list_value_length(tokens).to_numpy(zero_copy_only=False).astype(np.float64)
@@ -156,7 +178,17 @@ class KeywordIndex:
         encoded = pc.dictionary_encode(flat)
         term_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         rows = pc.list_parent_indices(tokens).to_numpy(zero_copy_only=False).astype(np.int64)
-        vocabulary = encoded.dictionary.to_pylist()
+        # The distinct tokens become terms (stems, when stemmed): one Python call per distinct
+        # token, never one per row.
+        distinct = encoded.dictionary.to_pylist()
+        ids: dict[str, int] = {}
+        stem_of = np.fromiter(
+            (ids.setdefault(term_key(t, stemmed), len(ids)) for t in distinct),
+            np.int64,
+            len(distinct),
+        )
+        vocabulary = list(ids)
+        term_ids = stem_of[term_ids]
         keys, tf = np.unique(term_ids * n + rows, return_counts=True)  # sorted: term, then row
         terms, posting_rows = keys // n, keys % n
         df = np.bincount(terms, minlength=len(vocabulary)).astype(np.float64)
@@ -166,14 +198,17 @@ class KeywordIndex:
         weights = idf[terms] * tf * (BM25_K1 + 1) / (tf + norm[posting_rows])
         common = df > max(COMMON_TERM_SHARE * n, COMMON_TERM_MIN_ROWS)
         self._terms = {
-            term: i for i, term in enumerate(vocabulary) if not common[i] and term not in STOPWORDS
+            term: i
+            for i, term in enumerate(vocabulary)
+            if not common[i] and not term.startswith(_STOP)
         }
         self._starts = np.concatenate([[0], np.cumsum(df.astype(np.int64))])
         self._rows = posting_rows
         self._weights = weights.astype(np.float32)
 
     def query_terms(self, query: str) -> list[int]:
-        return sorted({self._terms[t] for t in query_tokens(query) if t in self._terms})
+        keys = {term_key(t, self.stemmed) for t in query_tokens(query)}
+        return sorted({self._terms[k] for k in keys if k in self._terms})
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every row for the query (0 where no query term occurs)."""
@@ -185,21 +220,19 @@ class KeywordIndex:
 
 
 class LazyKeywordIndex:
-    """Built once, on first use, by whichever thread asks first."""
+    """Each index (exact or stemmed) built once, on first use, by whichever thread asks first."""
 
     def __init__(self, texts: pa.Array) -> None:
-        self._texts: pa.Array | None = texts
-        self._index: KeywordIndex | None = None
+        self._texts = texts  # the pack's own column: kept, not copied
+        self._indexes: dict[bool, KeywordIndex] = {}
         self._lock = threading.Lock()
 
-    def get(self) -> KeywordIndex:
-        if self._index is None:
+    def get(self, stemmed: bool = False) -> KeywordIndex:
+        if stemmed not in self._indexes:
             with self._lock:
-                if self._index is None:
-                    assert self._texts is not None
-                    self._index = KeywordIndex(self._texts)
-                    self._texts = None
-        return self._index
+                if stemmed not in self._indexes:
+                    self._indexes[stemmed] = KeywordIndex(self._texts, stemmed)
+        return self._indexes[stemmed]
 
 
 def top_ranks(scores: np.ndarray, valid: np.ndarray, depth: int = RANK_DEPTH) -> np.ndarray:

@@ -195,11 +195,15 @@ class MemoryPack(Answers):
         session_id: str | None = None,
     ) -> PromptContext:
         """The prompt pieces for one call about `contact_id`: the current template (of `skill_id`,
-        else of the skill `select_skill(user_id, tags)` picks), the person's memories ranked for
-        `query` with their trust lines and age warnings, open conflicts, the questions to ask the
-        person, and `system`'s few-shot examples — trimmed to `budget_chars` in the priority
-        order documented in `memorypack.context`. `.text` is the rendering; the fields are the
-        pieces that fitted, `dropped` counts the rest. `now` (default: the clock) dates ages.
+        else of the skill `select_skill(user_id, tags)` picks among `skills_of(system, kind)`,
+        the skills that system's calls used; none for a system the pack holds no call of), the
+        person's memories ranked for `query` with their trust lines and age warnings, open
+        conflicts, the questions to ask the person, and `system`'s few-shot examples — trimmed
+        to `budget_chars` in the priority order documented in `memorypack.context`. Nothing is
+        said twice: a memory whose text an earlier one has, an example that is a listed memory
+        or repeats an earlier example's input or output, is left out for the next one. `.text`
+        is the rendering; the fields are the pieces that fitted, `dropped` counts the rest.
+        `now` (default: the clock) dates ages.
 
         `.receipt` is what the app logs with the call: `event["context"] =
         ctx.receipt.as_context()`. A call whose session (else contact) falls in the holdout

@@ -130,6 +130,7 @@ class Ranking(TextQueries):
         )
         best = best[np.lexsort((rows[best], -total[best]))]
         picked = self.memories.take(pa.array(rows[best])).to_pylist()
+        relevance = parts.get("relevance", parts.get("similarity"))
         return [
             ScoredMemory(
                 memory_id=row["memory_id"],
@@ -150,6 +151,7 @@ class Ranking(TextQueries):
                     **({OVERRULED[overruled[i]]: float(demotion[i])} if overruled[i] else {}),
                 },
                 overruled_by=self._overruled_by.get(int(rows[i])),
+                matched=None if relevance is None else bool(relevance[i] > 0),
             )
             for row, i in zip(picked, best, strict=True)
         ]
@@ -234,7 +236,12 @@ class Ranking(TextQueries):
         `query_vector`, "hybrid" runs the keyword channel alone (logged once; `encoder_error`
         says why). Parts: `keyword` (BM25), `similarity` (cosine), `keyword_rank` /
         `vector_rank` (1 = best, 0 = not in the channel's best RANK_DEPTH), `neighbours` and
-        `relevance` (the channels fused, 1.0 = first in both, plus `neighbours`)."""
+        `relevance` (the channels fused, 1.0 = first in both, plus `neighbours`).
+
+        The keyword channel matches stems (`memorypack.stem`: "refund" finds "refunds" and
+        "refunded"). A memory nothing points at — no query term in its text, no neighbour that
+        has one, no cosine (keyword channel alone) — has relevance 0 and `matched=False`: it is
+        returned only to fill k, after every matched one; filter on `matched` for matches only."""
         if contact_id is None:
             rows = np.arange(self._n)
             keep = np.ones(self._n, dtype=bool)

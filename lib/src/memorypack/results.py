@@ -15,7 +15,12 @@ class ScoredMemory:
     resolved conflict is overruled: `overruled_by` names the memory the pack prefers, and its
     parts hold `superseded` (the other side of a supersedes link won) or `not_preferred` (the
     source hierarchy prefers the other side), equal to minus its `semantic` part: its
-    confidence counts for nothing. Only `include_superseded=True` returns such memories."""
+    confidence counts for nothing. Only `include_superseded=True` returns such memories.
+
+    `matched` (a query text or vector was given; None otherwise): whether the query points at
+    the memory — a query term in its text, a neighbour in time that has one, or the vector
+    channel's cosine — i.e. its relevance part is above 0. False: the memory only fills the k
+    rows `search` promises (SPEC §7) and ranks after every matched one."""
 
     memory_id: str
     text: str
@@ -33,6 +38,7 @@ class ScoredMemory:
     parts: dict[str, float]
     selector_reason: str | None = None
     overruled_by: str | None = None
+    matched: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -58,11 +58,11 @@ class TextQueries(PackIndexes):
     def warm(self, keyword: bool = True, encoder: bool = True) -> Self:
         """Build the keyword index and load the encoder now rather than on the first text query
         (an encoder that cannot load is only noted in `encoder_error`)."""
-        if keyword:
-            self._keyword.get()
         if encoder:
             with contextlib.suppress(EncoderUnavailable):
                 self.encoder()
+        if keyword:  # the index text queries will use: stems without the vector channel
+            self._keyword.get(stemmed=self._encoder is None)
         return self
 
     def _query_vector(self, query: str, required: bool) -> np.ndarray | None:
@@ -107,7 +107,9 @@ class TextQueries(PackIndexes):
                 parts["similarity"] = self._similarities(rows, vector).astype(np.float64)
         if text is None or retrieval == "vector":
             return parts  # the cosine is the relevance, as before text queries
-        keyword = self._keyword.get().scores(text)[rows].astype(np.float64)
+        # Alone, the keyword channel matches stems; beside a cosine, words (memorypack.keyword).
+        index = self._keyword.get(stemmed="similarity" not in parts)
+        keyword = index.scores(text)[rows].astype(np.float64)
         parts["keyword"] = keyword
         parts["keyword_rank"] = top_ranks(keyword, keyword > 0).astype(np.float64)
         dense = None

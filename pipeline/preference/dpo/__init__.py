@@ -1,8 +1,9 @@
 """DPO policy (SPEC §4.7): a small causal LM fitted on well-rated outputs (SFT), then TRL DPO on the
 train preference pairs; scored by the implicit reward β·(log π(y|x) − log π_ref(y|x)).
 
-Read in data order: settings (the knobs), runs (the record and reuse), model, fit, scorer,
-baselines, training (one night)."""
+Read in data order: settings (the knobs), runs (the record and reuse), model, progress (lines
+while a trainer steps), fit, scorer, baselines, training (one training), report, shared (policies
+on an object-store home), shipped (the policy a pack ships, and whether the next one is due)."""
 
 from pipeline.preference.dpo.baselines import (
     Z_95,

@@ -8,22 +8,33 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.preference.dpo.progress import TrainingProgress, trainer_callback
 from pipeline.preference.dpo.settings import DPOPolicyConfig, format_prompt
+from pipeline.progress import Progress
 
 # transformers 5 renamed gradient_checkpointing; TRL 1.16 still passes the old name on every run.
 warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
 
 
-def _train(trainer: Any) -> Any:
-    """Run a TRL trainer without its per-step printing; its TrainOutput."""
+def _train(trainer: Any, progress: Progress, label: str) -> Any:
+    """Run a TRL trainer without its per-step printing, reporting to `progress` instead (a line
+    every PROGRESS_EVERY_SECONDS: step, epoch, loss); its TrainOutput."""
     from transformers import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(trainer_callback(TrainingProgress(progress, label)))
     return trainer.train()
 
 
 def _fit_pairs(
-    trainer_class: Any, args: Any, model: Any, tokenizer: Any, train: pl.DataFrame, **more: Any
+    trainer_class: Any,
+    args: Any,
+    model: Any,
+    tokenizer: Any,
+    train: pl.DataFrame,
+    progress: Progress,
+    label: str,
+    **more: Any,
 ) -> tuple[float, int]:
     """A pair trainer (DPO, CPO) on `train`: its training loss and steps."""
     output = _train(
@@ -33,7 +44,9 @@ def _fit_pairs(
             train_dataset=_pair_dataset(train),
             processing_class=tokenizer,
             **more,
-        )
+        ),
+        progress,
+        label,
     )
     return float(output.training_loss), int(output.global_step)
 
@@ -46,7 +59,7 @@ EXECUTION: dict[str, Any] = {
     "gradient_checkpointing": False,
     "report_to": [],
     "save_strategy": "no",
-    "logging_steps": 10,
+    "logging_steps": 1,  # each step's loss reaches the progress lines (a log is no extra pass)
     "disable_tqdm": True,
     "dataloader_num_workers": 0,
 }
@@ -68,7 +81,12 @@ def trl_args(
 
 
 def supervised_fit(
-    model: Any, tokenizer: Any, examples: pl.DataFrame, config: DPOPolicyConfig
+    model: Any,
+    tokenizer: Any,
+    examples: pl.DataFrame,
+    config: DPOPolicyConfig,
+    progress: Progress,
+    label: str = "SFT",
 ) -> float | None:
     """TRL SFT on (prompt, completion) rows: the policy first learns what well-rated answers look like."""
     from datasets import Dataset
@@ -85,7 +103,7 @@ def supervised_fit(
     with tempfile.TemporaryDirectory() as tmp:
         args = trl_args(SFTConfig, config, SFT_KNOBS, tmp, packing=False)
         trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
-        return float(_train(trainer).training_loss)
+        return float(_train(trainer, progress, label).training_loss)
 
 
 def _pair_dataset(pairs: pl.DataFrame) -> Any:
@@ -101,21 +119,34 @@ def _pair_dataset(pairs: pl.DataFrame) -> Any:
 
 
 def dpo_fit(
-    model: Any, ref_model: Any, tokenizer: Any, train: pl.DataFrame, config: DPOPolicyConfig
+    model: Any,
+    ref_model: Any,
+    tokenizer: Any,
+    train: pl.DataFrame,
+    config: DPOPolicyConfig,
+    progress: Progress,
+    label: str = "DPO",
 ) -> tuple[float, int]:
     """TRL DPOTrainer on the train pairs (CPOTrainer for SimPO); returns (train loss, optimizer
     steps)."""
     from trl import DPOConfig, DPOTrainer
 
     if config.loss_type == "simpo":
-        return simpo_fit(model, tokenizer, train, config)
+        return simpo_fit(model, tokenizer, train, config, progress, label)
     with tempfile.TemporaryDirectory() as tmp:
         args = trl_args(DPOConfig, config, DPO_KNOBS, tmp, loss_type=[config.loss_type])
-        return _fit_pairs(DPOTrainer, args, model, tokenizer, train, ref_model=ref_model)
+        return _fit_pairs(
+            DPOTrainer, args, model, tokenizer, train, progress, label, ref_model=ref_model
+        )
 
 
 def simpo_fit(
-    model: Any, tokenizer: Any, train: pl.DataFrame, config: DPOPolicyConfig
+    model: Any,
+    tokenizer: Any,
+    train: pl.DataFrame,
+    config: DPOPolicyConfig,
+    progress: Progress,
+    label: str = "SimPO",
 ) -> tuple[float, int]:
     """SimPO with TRL's CPOTrainer (cpo_alpha 0: no NLL term; SFT is the separate stage):
     reference-free, on the per-token mean log-prob, with a target margin."""
@@ -138,4 +169,4 @@ def simpo_fit(
             cpo_alpha=0.0,
             simpo_gamma=config.simpo_gamma,
         )
-        return _fit_pairs(CPOTrainer, args, model, tokenizer, train)
+        return _fit_pairs(CPOTrainer, args, model, tokenizer, train, progress, label)

@@ -57,14 +57,15 @@ def learning_summary(trained: pl.DataFrame, short: pl.DataFrame) -> str:
 
 
 def run_figures(
-    runs: Sequence[PolicyRun], current: pl.DataFrame, loss_type: str, recorded: int
+    runs: Sequence[PolicyRun], current: pl.DataFrame, loss_type: str, recorded: int | None = None
 ) -> tuple[dict[str, object], pl.DataFrame]:
     """The night's figures (`current` is `runs_frame(runs)`) and the trained policies short of
-    their baselines."""
+    their baselines; `recorded`: the rows dpo_runs gained (None: the runs are not recorded)."""
     trained = current.filter(pl.col("status") == STATUS_TRAINED)
     short = trained.filter(short_of_baselines())
     figures: dict[str, object] = {
-        "runs_recorded": recorded,  # 0: every tenant's policy is the one dpo_runs already has
+        # 0: every tenant's policy is the one dpo_runs already has
+        **({"runs_recorded": recorded} if recorded is not None else {}),
         "loss_type": loss_type,
         "tenants_trained": trained.height,
         "tenants_skipped": current.height - trained.height,

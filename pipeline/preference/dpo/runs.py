@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,10 @@ from pipeline import tables
 from pipeline.preference.dpo.settings import (
     EVAL_FILE,
     HELD_OUT,
+    MINED,
     RUN_FILE,
     STATUS_FAILED,
+    TRAINED_AT,
     DPOPolicyConfig,
 )
 
@@ -112,17 +114,54 @@ def saved_run(model_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def finished_runs(tenant_id: str, models_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The saved runs of this tenant's complete policies (`run.json` is written last), newest
+    first: by when training finished (`trained_at`), else by when `run.json` was written (a
+    policy saved before it was recorded; a rewrite of its run.json may move it forward)."""
+    found = []
+    for path in Path(models_dir).glob(f"{tenant_id}-*/{RUN_FILE}"):
+        saved = json.loads(path.read_text())
+        if saved.get("tenant_id") != tenant_id:
+            continue  # another tenant whose name starts alike
+        when = (
+            saved.get(TRAINED_AT) or datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
+        )
+        found.append((when, path.parent.name, saved))
+    return [saved for *_, saved in sorted(found, key=lambda item: item[:2], reverse=True)]
+
+
 def newest_run(
     tenant_id: str, config: DPOPolicyConfig, models_dir: str | os.PathLike[str]
 ) -> dict[str, Any] | None:
     """The newest saved policy of this tenant trained with this exact config, if any."""
     wanted = json.loads(config.fingerprint())  # as saved: tuples became JSON lists
-    found = []
-    for path in Path(models_dir).glob(f"{tenant_id}-*/{RUN_FILE}"):
-        saved = json.loads(path.read_text())
-        if saved.get("tenant_id") == tenant_id and saved.get("config") == wanted:
-            found.append((path.stat().st_mtime_ns, saved))
-    return max(found, key=lambda item: item[0])[1] if found else None
+    return next(
+        (s for s in finished_runs(tenant_id, models_dir) if s.get("config") == wanted), None
+    )
+
+
+def reusable_run(
+    tenant_id: str, train: pl.DataFrame, config: DPOPolicyConfig, models_dir: str | os.PathLike[str]
+) -> dict[str, Any] | None:
+    """The saved policy a night uses instead of training this config on `train` (the tenant's
+    mined train pairs; only `pair_id` is read): the policy of exactly these pairs and config, or
+    the newest of this config while the pairs have grown by less than `retrain_growth` since."""
+    sample = consistent_sample(train, config.max_train_pairs)
+    model_dir = Path(models_dir) / policy_id_for(tenant_id, sample, config)
+    saved = saved_run(model_dir) or newest_run(tenant_id, config, models_dir)
+    if saved is None or train.height >= saved.get(MINED, saved["n_train"]) * (
+        1 + config.retrain_growth
+    ):
+        return None
+    return saved
+
+
+def run_of(saved: dict[str, Any], tenant_id: str, models_dir: str | os.PathLike[str]) -> PolicyRun:
+    """A saved policy as this night's run of `tenant_id` (reused: not trained by this step),
+    where this host keeps it (another host, or another home folder, may have trained it)."""
+    fields = {k: saved[k] for k in DPO_RUNS_SCHEMA if k in saved}
+    fields["model_dir"] = str(Path(models_dir) / saved["policy_id"])
+    return PolicyRun(**{**fields, "tenant_id": tenant_id, "reused": True})
 
 
 def consistent_sample(pairs: pl.DataFrame, limit: int) -> pl.DataFrame:

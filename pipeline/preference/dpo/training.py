@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,11 @@ from pipeline.preference.dpo.baselines import baseline_fields
 from pipeline.preference.dpo.fit import dpo_fit, supervised_fit
 from pipeline.preference.dpo.model import load_base, torch_setup, unpatch
 from pipeline.preference.dpo.runs import (
-    DPO_RUNS_SCHEMA,
     PolicyRun,
     consistent_sample,
-    newest_run,
     policy_id_for,
-    saved_run,
+    reusable_run,
+    run_of,
 )
 from pipeline.preference.dpo.scorer import PolicyScorer
 from pipeline.preference.dpo.settings import (
@@ -39,9 +39,11 @@ from pipeline.preference.dpo.settings import (
     STATUS_FAILED,
     STATUS_SKIPPED,
     STATUS_TRAINED,
+    TRAINED_AT,
     DPOPolicyConfig,
     format_prompt,
 )
+from pipeline.progress import Progress, reporter
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +90,13 @@ def train_policy(
     sft_examples: pl.DataFrame,
     config: DPOPolicyConfig,
     models_dir: str | os.PathLike[str],
+    progress: Progress | None = None,
 ) -> PolicyRun:
     """SFT then DPO for one tenant (or the pooled set); weights under `<models>/<policy_id>/`.
-    A policy whose id (train pairs + config) already exists on disk is reused, not retrained."""
+    A policy whose id (train pairs + config) already exists on disk is reused, not retrained.
+    What it does, and every few seconds of training its step, epoch and loss, go to `progress`
+    (default: the log)."""
+    report = reporter(progress)
     n_train, n_eval = train.height, eval_pairs.height
     if n_train < config.min_pairs:
         return PolicyRun(
@@ -102,23 +108,20 @@ def train_policy(
             n_eval=n_eval,
         )
     mined = n_train  # the growth rule compares what was mined, not the capped sample
+    saved = reusable_run(tenant_id, train, config, models_dir)
+    if saved is not None:
+        return run_of(_with_baselines(saved, config), tenant_id, models_dir)
     train = consistent_sample(train, config.max_train_pairs)
     eval_pairs = consistent_sample(eval_pairs, config.max_eval_pairs)
     if sft_examples.height > config.max_sft_examples:
         sft_examples = sft_examples.sample(config.max_sft_examples, seed=config.seed)
     policy_id = policy_id_for(tenant_id, train, config)
     model_dir = Path(models_dir) / policy_id
-    saved = saved_run(model_dir) or newest_run(tenant_id, config, models_dir)
-    if saved is not None and mined < saved.get(MINED, saved["n_train"]) * (
-        1 + config.retrain_growth
-    ):
-        saved = _with_baselines(saved, config)
-        fields = {k: saved[k] for k in DPO_RUNS_SCHEMA if k in saved}
-        # where it is on this host (another host, or another home folder, may have trained it)
-        fields["model_dir"] = str(Path(models_dir) / saved["policy_id"])
-        return PolicyRun(**{**fields, "tenant_id": tenant_id, "reused": True})
     started = time.perf_counter()
-    fitted = _fit_policy(train, sft_examples, config)
+    sizes = f"{train.height} train pairs and {sft_examples.height} SFT examples"
+    report(f"{tenant_id}: training policy {policy_id} on {sizes}")
+    fitted = _fit_policy(train, sft_examples, config, report, tenant_id)
+    report(f"{tenant_id}: scoring {eval_pairs.height} eval pairs")
     accuracy, margin, reference_accuracy = fitted.scorer(config).evaluate(eval_pairs)
     seconds = time.perf_counter() - started
     run = PolicyRun(
@@ -143,12 +146,13 @@ def train_policy(
         **run.row(),
         MINED: mined,
         HELD_OUT: sorted(eval_pairs["pair_id"].to_list()),
+        TRAINED_AT: datetime.now(UTC).isoformat(),
         "max_length": config.max_length,
         "config": config.identity(),
         "loss_type": config.loss_type,
     }
     _write_policy(model_dir, fitted, eval_pairs, record)
-    log.info("policy %s (%.1fs): %s", policy_id, seconds, run.verdict or "no eval pairs")
+    report(f"{tenant_id}: policy {policy_id} saved ({seconds:.1f} s)")
     return run
 
 
@@ -177,18 +181,23 @@ class FittedPolicy:
 
 
 def _fit_policy(
-    train: pl.DataFrame, sft_examples: pl.DataFrame, config: DPOPolicyConfig
+    train: pl.DataFrame,
+    sft_examples: pl.DataFrame,
+    config: DPOPolicyConfig,
+    progress: Progress,
+    tenant_id: str,
 ) -> FittedPolicy:
     """SFT on the well-rated outputs, freeze a copy as the reference, then DPO (through LoRA
     adapters merged back when `use_lora`)."""
     torch_setup(config)
     model, tokenizer = load_base(_corpus(train, sft_examples), config)
-    sft_loss = supervised_fit(model, tokenizer, sft_examples, config)
+    sft_loss = supervised_fit(model, tokenizer, sft_examples, config, progress, f"{tenant_id} SFT")
     reference = copy.deepcopy(unpatch(model)).eval()
     for param in reference.parameters():
         param.requires_grad_(False)
     policy = _with_lora(model, config) if config.use_lora else model
-    train_loss, steps = dpo_fit(policy, reference, tokenizer, train, config)
+    label = f"{tenant_id} {'SimPO' if config.loss_type == 'simpo' else 'DPO'}"
+    train_loss, steps = dpo_fit(policy, reference, tokenizer, train, config, progress, label)
     if config.use_lora:
         policy = policy.merge_and_unload()
     return FittedPolicy(unpatch(policy), unpatch(reference), tokenizer, train_loss, steps, sft_loss)
@@ -230,13 +239,17 @@ def train_policies(
     config: DPOPolicyConfig,
     models_dir: str | os.PathLike[str],
     tenants: Sequence[str] | None = None,
+    progress: Progress | None = None,
 ) -> list[PolicyRun]:
-    """One run per tenant, or one pooled run shared by every tenant (`config.pooled`)."""
+    """One run per tenant, or one pooled run shared by every tenant (`config.pooled`); each
+    reports to `progress` (see `train_policy`)."""
     tenants = sorted(set(tenants or []) | set(pairs["tenant_id"].unique().to_list()))
     train = pairs.filter(pl.col("split") == "train")
     evals = pairs.filter(pl.col("split") == "eval")
     if config.pooled:
-        run = _train_or_fail(POOLED_TENANT, train, evals, sft_examples, config, models_dir)
+        run = _train_or_fail(
+            POOLED_TENANT, train, evals, sft_examples, config, models_dir, progress
+        )
         return [PolicyRun(**{**asdict(run), "tenant_id": t}) for t in tenants]
     runs = []
     for tenant in tenants:
@@ -249,6 +262,7 @@ def train_policies(
                 sft_examples.filter(mine) if "tenant_id" in sft_examples.columns else sft_examples,
                 config,
                 models_dir,
+                progress,
             )
         )
     return runs

@@ -100,7 +100,10 @@ def _kept(pairs: pl.DataFrame) -> pl.Series:
 
 def finalize_pairs(mined: pl.DataFrame, config: PairConfig | None = None) -> pl.DataFrame:
     """Mined rows with their texts (MINED_COLUMNS) into the `preference_pairs` table: texts
-    stripped, pairs without two different answers dropped, one row per pair_id, split."""
+    stripped, pairs without two different answers dropped, one row per pair_id, split. Rows
+    without a load date (planted pairs: no events behind them) get none."""
+    if "load_date" not in mined.columns:
+        mined = mined.with_columns(pl.lit(None, pl.Date).alias("load_date"))
     pairs = (
         mined.select(MINED_COLUMNS)
         .cast({c: PAIR_SCHEMA[c] for c in MINED_COLUMNS})  # type: ignore[arg-type]

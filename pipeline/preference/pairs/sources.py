@@ -13,6 +13,7 @@ import polars as pl
 
 from pipeline.ingest.contracts import Signal
 from pipeline.preference.pairs.table import PairConfig, PairSource
+from pipeline.tables import LOAD_DATE
 
 
 def corrections(feedback: pl.DataFrame) -> pl.DataFrame:
@@ -26,38 +27,47 @@ def corrections(feedback: pl.DataFrame) -> pl.DataFrame:
 class PairTexts:
     """The texts pairs are made of, stripped, by (tenant_id, event_id): prompts (an interaction's
     input) and answers (an interaction's output, a correction's corrected output; event ids are
-    unique across both)."""
+    unique across both), each answer with its event's load date."""
 
     prompts: pl.DataFrame
     answers: pl.DataFrame
 
     @classmethod
     def of(cls, interactions: pl.DataFrame, feedback: pl.DataFrame | None = None) -> PairTexts:
-        def texts(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+        def texts(frame: pl.DataFrame, column: str, dated: bool = True) -> pl.DataFrame:
+            # A frame made by hand (a test, an import) may come without load dates.
+            loaded = pl.col(LOAD_DATE) if LOAD_DATE in frame.columns else pl.lit(None, pl.Date)
             return frame.select(
-                "tenant_id", "event_id", pl.col(column).str.strip_chars().alias("text")
+                "tenant_id",
+                "event_id",
+                pl.col(column).str.strip_chars().alias("text"),
+                *([loaded.alias(LOAD_DATE)] if dated else []),
             )
 
         answers = [texts(interactions, "output")]
         if feedback is not None:
             answers.append(texts(corrections(feedback), "corrected_output"))
-        return cls(texts(interactions, "input"), pl.concat(answers))
+        return cls(texts(interactions, "input", dated=False), pl.concat(answers))
 
     def attach(self, refs: pl.DataFrame) -> pl.DataFrame:
-        """`refs` (`pair_refs`) with their prompt, chosen and rejected texts, in their order."""
+        """`refs` (`pair_refs`) with their prompt, chosen and rejected texts, in their order, and
+        the load date of the newer of the two answers' events (the prompt is one of theirs)."""
         for column, ref, lookup in (
             ("prompt", "prompt_id", self.prompts),
             ("chosen", "chosen_id", self.answers),
             ("rejected", "rejected_id", self.answers),
         ):
             refs = refs.join(
-                lookup.rename({"event_id": ref, "text": column}),
+                lookup.rename(
+                    {"event_id": ref, "text": column, LOAD_DATE: f"_{column}_loaded"}, strict=False
+                ),
                 on=["tenant_id", ref],
                 how="left",
                 validate="m:1",
                 maintain_order="left",
             )
-        return refs
+        newer = pl.max_horizontal("_chosen_loaded", "_rejected_loaded").alias(LOAD_DATE)
+        return refs.with_columns(newer).drop("_chosen_loaded", "_rejected_loaded")
 
 
 def pair_refs(source: PairSource, margin: pl.Expr, prompt_id: str) -> list[pl.Expr]:

@@ -46,6 +46,7 @@ INTERACTION_COLUMNS = (
     "output",
     "parent_event_id",
     "metadata",
+    "load_date",
 )
 
 SCORE_SCHEMA = tables.schema(

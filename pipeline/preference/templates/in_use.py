@@ -15,18 +15,20 @@ from pipeline.usage import USAGE_CONFIG
 
 
 def _pooled(usage: pl.DataFrame) -> pl.DataFrame:
-    """Per template item (`<skill>@<version>`): its effect and standard error over the skill's
-    rows (one per skill the calls named: a template serves one skill, so normally one row)."""
+    """Per template item (`<skill>@<version>`): its effect, standard error and uses. The effect is
+    the item's over every skill its calls named (pipeline/usage/joint.py), so each of its rows (a
+    template serves one skill: normally one) carries the same; a row without one is skipped."""
     z = USAGE_CONFIG.z
     return (
         usage.filter(pl.col("item_kind") == "template")
         .with_columns(se=(pl.col("effect_upper") - pl.col("effect_lower")) / (2 * z))
         .group_by("item_id")
         .agg(
-            (pl.col("effect") * pl.col("uses")).sum() / pl.col("uses").sum(),
-            (pl.col("se").pow(2) * pl.col("uses").pow(2)).sum().sqrt() / pl.col("uses").sum(),
+            pl.col("effect").drop_nulls().first(),
+            pl.col("se").drop_nulls().first(),
             pl.col("uses").sum(),
         )
+        .drop_nulls("effect")
     )
 
 
