@@ -172,3 +172,31 @@ def test_pairs_judged_for_all_groups_at_once_equal_those_judged_per_group(model:
         assert np.allclose(together.distances(start, end)(local), alone, atol=1e-6)
         subset = local[::2]  # a block of a large group: its rows only
         assert np.allclose(together.distances(start, end)(subset), alone[np.ix_(subset, subset)])
+
+
+def test_the_default_merge_keeps_one_subject_with_another_value_apart(model: Any) -> None:
+    """The default (the distance rule with the value guard): pairs of SUBJECTS that sit within the
+    rule's distance would merge without the guard and never merge with it; the learned judgement
+    stays opt-in."""
+    from pipeline.semantic.consolidate import consolidate
+    from tests.test_conflicts import embedded, no_interactions, statement, statements_frame
+
+    assert not CONFIG.statement_judgement and CONFIG.value_guard
+    rows = [
+        statement(f"m{k}-{side}", text.format(n="Ana Diaz"), contact=f"c{k}", day=1 + side)
+        for k, pair in enumerate(SUBJECTS)
+        for side, text in enumerate(pair)
+    ]
+    statements = statements_frame(rows)
+    embeddings, vectors, conflicts = embedded(statements, model)
+
+    def merged(config: ConsolidationConfig) -> set[str]:
+        """Contacts (one pair each) whose two statements share a cluster."""
+        summaries = consolidate(
+            statements, no_interactions(), embeddings, conflicts, vectors, config
+        ).summaries
+        return set(summaries.filter(pl.col("n_members") > 1)["contact_id"].to_list())
+
+    assert merged(CONFIG) == set()
+    # Without the guard the rule merges several of them (those within its distance).
+    assert len(merged(ConsolidationConfig(value_guard=False))) >= 3

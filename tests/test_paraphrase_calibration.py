@@ -3,8 +3,9 @@ paraphrases scored by people, with the held-out figures quoted beside them (the 
 ../shared/data/paraphrase/, see bench/sections_paraphrase.py): a new sample that moves a threshold
 fails here. What is asserted holds on any x86-64 CPU: the int8 encoder's distances differ in the
 third or fourth decimal with and without AVX-512 VNNI, which moves a pair or two across a
-threshold, so figures are pinned to within a few pairs and a pick to "as well established as the
-best" (a lower bound within TIE of the rule's best), never to one machine's fourth decimal."""
+threshold, so figures are pinned to within a few pairs and a pick to the rule's pick or its
+neighbour on the grid, meeting the rule's floors on both splits, never to one machine's fourth
+decimal."""
 
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,11 @@ import polars as pl
 import pytest
 
 from bench.sections_paraphrase import (
+    GRID,
     HELD_OUT,
     MERGE_FLOOR,
     PREVIOUS,
-    RECALL_GOAL,
     SAME_PROMPT_FLOOR,
-    SELECTION,
     STATEMENT_MIN_RECALL,
     by_split,
     calibrate,
@@ -27,7 +27,6 @@ from bench.sections_paraphrase import (
     pair_distances,
 )
 from pipeline.preference.pairs import PairConfig
-from pipeline.semantic.calibration import merge_scores
 from pipeline.semantic.consolidate import ConsolidationConfig
 from pipeline.semantic.embed import EmbedConfig, load_model
 
@@ -38,8 +37,7 @@ needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason=f"no STS-B sample 
 Measured = tuple[pl.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 # ~240 pairs a split: one pair moves a precision by ~0.005-0.01, a recall by ~0.008.
 PAIRS = 0.025
-# Two thresholds whose dev lower bounds of precision differ by less than this are a numeric tie.
-TIE = 0.02
+GRID_STEP = GRID[1] - GRID[0]
 
 
 @pytest.fixture(scope="module")
@@ -66,41 +64,34 @@ def held_out(s: dict[str, Any]) -> tuple[float, float]:
     return s["precision"], s["recall"]
 
 
-def as_well_established(
+def meets_the_rule(
     sample: pl.DataFrame,
     distance: np.ndarray,
     cannot: np.ndarray,
     floor: float | None,
     chosen: float,
     min_recall: float = 0.0,
-) -> bool:
-    """`chosen` is the rule's pick, or ties with it: its dev lower bound of precision is within TIE
-    of the pick's (and, with a floor, clears the floor less TIE)."""
+) -> None:
+    """`chosen` is the rule's pick or a neighbour on its grid (a pair or two moved by the CPU's
+    numerics can tip a pick between two thresholds of near-equal precision bounds: 0.15 / 0.10 on
+    a CPU without AVX-512 VNNI), and it meets the rule's floors on both splits, to within a few
+    pairs."""
     pick = calibrate(sample, distance, cannot, floor, min_recall)
-    if pick == chosen:
-        return True
-    rows = (sample["split"] == SELECTION).to_numpy()
-    positive = (sample["score"] >= 4.0).to_numpy()[rows]
-    lower = {
-        t: merge_scores(distance[rows], cannot[rows], positive, t).precision_interval()[0]
-        for t in (chosen, pick)
-        if t is not None
-    }
-    enough = merge_scores(distance[rows], cannot[rows], positive, chosen).recall >= min_recall
-    bar = lower.get(pick, floor or 0.0) if floor is None else floor
-    return enough and lower[chosen] >= bar - TIE
+    assert pick is not None and abs(pick - chosen) <= GRID_STEP + 1e-9, (pick, chosen)
+    for split, s in by_split(sample, distance, cannot, chosen).items():
+        assert s["precision"] >= (floor or MERGE_FLOOR), (split, s)
+        assert s["recall"] >= min_recall - PAIRS, (split, s)
 
 
 @needs_sample
 def test_statement_threshold_is_the_rules_pick(measured: Measured) -> None:
-    """The distance rule statements merged by before the judgement (kept as the baseline and as
-    `judged_merges=False`)."""
+    """The distance rule statements merge by (the default, with the value guard; the learned
+    judgement is opt-in)."""
     sample, distance, cannot, _, _ = measured
     chosen = ConsolidationConfig().statement_distance
     assert chosen == 0.15
-    assert as_well_established(sample, distance, cannot, None, chosen, STATEMENT_MIN_RECALL)
+    meets_the_rule(sample, distance, cannot, None, chosen, STATEMENT_MIN_RECALL)
     held = by_split(sample, distance, cannot, chosen)[HELD_OUT]
-    assert held["precision"] >= MERGE_FLOOR and held["recall"] >= RECALL_GOAL - PAIRS
     assert held_out(held) == pytest.approx((0.948, 0.608), abs=PAIRS)
     # The floor rule's pick (0.20) and the constant before it merged more pairs raters called
     # "same topic, different facts".
@@ -114,7 +105,7 @@ def test_same_prompt_threshold_is_the_rules_pick(measured: Measured) -> None:
     sample, _, _, distance, cannot = measured
     chosen = round(1.0 - PairConfig().similarity_threshold, 2)
     assert chosen == 0.10
-    assert as_well_established(sample, distance, cannot, SAME_PROMPT_FLOOR, chosen)
+    meets_the_rule(sample, distance, cannot, SAME_PROMPT_FLOOR, chosen)
     held = by_split(sample, distance, cannot, chosen)[HELD_OUT]
     assert held_out(held) == pytest.approx((0.9815, 0.4417), abs=PAIRS)
 
@@ -124,7 +115,7 @@ def test_interaction_threshold_is_the_rules_pick(measured: Measured) -> None:
     sample, _, _, distance, cannot = measured
     chosen = ConsolidationConfig().interaction_distance
     assert chosen == 0.15
-    assert as_well_established(sample, distance, cannot, MERGE_FLOOR, chosen)
+    meets_the_rule(sample, distance, cannot, MERGE_FLOOR, chosen)
     held = by_split(sample, distance, cannot, chosen)[HELD_OUT]
     assert held_out(held) == pytest.approx((0.9302, 0.6667), abs=PAIRS)
 

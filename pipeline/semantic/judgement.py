@@ -132,9 +132,16 @@ class PairTexts:
             ]
         ).astype(np.float64)
 
-    def other_value(self, i: np.ndarray, j: np.ndarray, features: np.ndarray) -> np.ndarray:
-        """Pairs that name another value on one subject (never one statement)."""
-        other = features[:, OTHER : OTHER + len(CLASSES)] > 0
+    def other_value(
+        self, i: np.ndarray, j: np.ndarray, features: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Pairs that name another value on one subject (never one statement); `features`: the
+        pairs' FEATURES when the caller has them (else only the values are compared)."""
+        other = (
+            features[:, OTHER : OTHER + len(CLASSES)]
+            if features is not None
+            else mismatches(self.values, i, j)[0]
+        ) > 0
         never = other[:, [CLASSES.index(c) for c in NEVER_MERGE]].any(axis=1)
         substituted = other[:, [CLASSES.index(c) for c in SUBSTITUTED]].any(axis=1)
         shared = np.asarray(self.words[i].multiply(self.words[j]).sum(axis=1)).ravel()

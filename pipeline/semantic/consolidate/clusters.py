@@ -85,6 +85,21 @@ def _candidates(
     return i, j, cosine
 
 
+def _value_links(
+    texts: pl.Series, matrix: np.ndarray, bounds: list[tuple[int, int]], distance: float
+) -> np.ndarray:
+    """Global (i, j) row pairs of one group within cosine `distance` (those the distance rule
+    could merge) that name another value of one subject (the value guard): words and values are
+    read only for the rows of such pairs."""
+    i, j, _ = _candidates(matrix, bounds, distance)
+    if not len(i):
+        return np.zeros((0, 2), np.int64)
+    involved, inverse = np.unique(np.concatenate([i, j]), return_inverse=True)
+    pairs = PairTexts(texts.gather(involved), matrix[involved])
+    other = pairs.other_value(inverse[: len(i)], inverse[len(i) :])
+    return np.stack([i[other], j[other]], axis=1).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class JudgedPairs:
     """Every pair i < j the embedding proposes (global unit rows, in group order) and its
@@ -133,15 +148,16 @@ def label_groups(
     """Adds `cluster` (a global integer) to members, clustering within each group of `keys`.
 
     With `dedupe`, identical texts are trivially one cluster: only distinct texts are clustered.
-    Otherwise (statements) the cannot-link rules of `_group_links` apply, and with
-    `config.judged_merges` pairs merge by the judgement (`threshold` is then unused).
+    Otherwise (statements) the cannot-link rules of `_group_links` apply, with
+    `config.value_guard` one subject with another value never merges, and with
+    `config.statement_judgement` pairs merge by the judgement (`threshold` is then unused).
     """
     units = members.unique([*keys, "text_hash"], keep="first") if dedupe else members
     units = units.sort(*keys, "memory_id", nulls_last=True)
     rows = vectors.rows(units["text_hash"])
     bounds = group_bounds(units, keys)
     judged = None
-    if not dedupe and config.judged_merges:
+    if not dedupe and config.statement_judgement:
         threshold = 1.0 - config.merge_probability
         judged = JudgedPairs.of(PairTexts(units["text"], vectors.matrix[rows]), bounds, config)
     if not dedupe:
@@ -155,6 +171,10 @@ def label_groups(
         )
         speakers = codes(units["speaker"].fill_null(""))
         links = _cannot_links(units, conflicts).to_numpy().reshape(-1, 2)
+        if judged is None and config.value_guard:
+            guard = _value_links(units["text"], vectors.matrix[rows], bounds, threshold)
+            links = np.concatenate([links, guard])
+            links = links[np.argsort(links[:, 0], kind="stable")]
     labels = np.empty(units.height, dtype=np.int64)
     next_label = 0
     for start, end in bounds:
