@@ -1,6 +1,7 @@
-"""The merge judgement (pipeline/semantic/judgement.py): held-out figures on pairs people scored,
-one subject with another value never merges, the committed coefficients are what the training
-command makes, and decisions hold under the encoder's ISA-level numerics (any x86-64 CPU)."""
+"""The merge judgement (pipeline/semantic/judgement.py, opt-in) and the value guard (on by default
+with the distance rule): held-out figures on pairs people scored, one subject with another value
+never merges, the committed coefficients are what the training command makes, and decisions hold
+under the encoder's ISA-level numerics (any x86-64 CPU)."""
 
 import itertools
 from pathlib import Path

@@ -105,11 +105,11 @@ DECAY_CASES: tuple[tuple[str, timedelta, str, str, bool, bool, str], ...] = (
     ),
 )
 # Re-wordings people would score "same meaning", in other words as people reword a preference
-# (the generator's first wordings, and the morning example of issue 52): 0.10-0.25 apart as the
+# (the generator's first wordings, and the morning example of issue 52): 0.09-0.30 apart as the
 # pipeline embeds them, beyond any one distance that keeps "prefers afternoon meetings" / "prefers
-# morning meetings" (0.07-0.10) apart. They were never worded to fit a rule. The merge judgement
-# (pipeline/semantic/judgement.py) merges 6-10 of their 12 pairs depending on the person's name,
-# 4 with the name masked (bench/README.md "merges: the judgement and the person's name").
+# morning meetings" (0.07-0.10) apart. They were never worded to fit a rule. The default merge (the
+# distance rule 0.15) merges 2-5 of their 12 pairs depending on the person's name, the opt-in
+# judgement (pipeline/semantic/judgement.py) 6-10 (bench/README.md "merges").
 PARAPHRASES = (
     (
         "communication",

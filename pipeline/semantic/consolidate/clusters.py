@@ -172,7 +172,9 @@ def label_groups(
         speakers = codes(units["speaker"].fill_null(""))
         links = _cannot_links(units, conflicts).to_numpy().reshape(-1, 2)
         if judged is None and config.value_guard:
-            guard = _value_links(units["text"], vectors.matrix[rows], bounds, threshold)
+            # A hair beyond the threshold: a pair the linkage's own rounding puts at it is guarded
+            # too (guarding a pair the rule would not merge changes nothing).
+            guard = _value_links(units["text"], vectors.matrix[rows], bounds, threshold + 1e-6)
             links = np.concatenate([links, guard])
             links = links[np.argsort(links[:, 0], kind="stable")]
     labels = np.empty(units.height, dtype=np.int64)
