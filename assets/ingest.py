@@ -45,6 +45,8 @@ CONTRACT_MODELS = {
 
 
 INGEST_FIGURES = ("files", "lines_read", "accepted", "duplicates", "quarantined")
+FILES_NOT_READ = "files_not_read"  # file → reason: what the run's report names, one line each
+ERASURES_FAILED = "erasures_failed"  # tenant → why its requests failed (its pack is withheld)
 
 
 @dataclass
@@ -57,6 +59,8 @@ class PartitionSummary:
     preview: pl.DataFrame
     contract: tuple[bool, dict[str, str]]  # matches_contract: passed, metadata
     erasures: list[tuple[str, str]]  # requests read (tenant_id, contact_id): in memory only
+    files_not_read: dict[str, str]  # file → why it (or its rest) was not read
+    quarantine_rows: int  # a row may stand for several lines (blank, identical): stats count lines
 
 
 def _ingest_partition(
@@ -69,13 +73,17 @@ def _ingest_partition(
     lake.write_partition("quarantine", key, result.quarantine)
     lake.write_partition("ingest_stats", key, stats_frame(result))
     log.info(f"ingested {key}: {result.stats}")
+    for file, why in result.files_not_read.items():
+        log.warning(f"landing file {key}/{file} not read: {why}")
     return PartitionSummary(
         stats=result.stats,
         conserved=result.conserved,
-        by_reason=dict(result.quarantine.group_by("reason").len().iter_rows()),
+        by_reason=dict(result.quarantine.group_by("reason").agg(pl.col("lines").sum()).iter_rows()),
         preview=detached_head(result.events, PREVIEW_ROWS),
         contract=contract,
         erasures=result.erasures,
+        files_not_read=result.files_not_read,
+        quarantine_rows=result.quarantine.height,
     )
 
 
@@ -108,11 +116,13 @@ def raw_events(
     keys = sorted(context.partition_keys)
     tombstones = Tombstones.load(home.paths)
     summaries = [_ingest_partition(home, key, context.log, tombstones) for key in keys]
-    erased = carry_out_erasures(
-        home.lake, [pair for s in summaries for pair in s.erasures], context.log
+    erasures = carry_out_erasures(
+        home.lake, [pair for s in summaries for pair in s.erasures], context.log, home.landing_dir
     )
     for summary in summaries:  # taken before the erasure; stored in the run history after it
-        summary.preview, contract = forget_in_memory(summary.preview, summary.contract[1], erased)
+        summary.preview, contract = forget_in_memory(
+            summary.preview, summary.contract[1], erasures.erased
+        )
         summary.contract = (summary.contract[0], contract)
     # Each partition carries its own day's figures, not the range's (one step, several partitions).
     for key, summary in zip(keys, summaries, strict=True):
@@ -121,6 +131,7 @@ def raw_events(
             {
                 **{k: summary.stats[k] for k in INGEST_FIGURES},
                 "quarantine_by_reason": dict(sorted(summary.by_reason.items())),
+                FILES_NOT_READ: summary.files_not_read,
             },
             preview_columns=["tenant_id", "event_id", "event_type", "ts", "contact_id"],
         )
@@ -128,8 +139,10 @@ def raw_events(
         context.add_asset_metadata(metadata, asset_key="raw_events", partition_key=key)
         context.add_asset_metadata(
             {
-                "dagster/row_count": dg.MetadataValue.int(int(summary.stats["quarantined"])),
+                "dagster/row_count": dg.MetadataValue.int(summary.quarantine_rows),
+                "lines": dg.MetadataValue.int(int(summary.stats["quarantined"])),
                 "by_reason": dg.MetadataValue.json(dict(sorted(summary.by_reason.items()))),
+                FILES_NOT_READ: dg.MetadataValue.json(summary.files_not_read),
             },
             asset_key="quarantine",
             partition_key=key,
@@ -141,7 +154,11 @@ def raw_events(
         )
     yield dg.MaterializeResult(
         asset_key="raw_events",
-        metadata={"run_load_dates": keys, "erasures_carried_out": len(erased)},
+        metadata={
+            "run_load_dates": keys,
+            "erasures_carried_out": len(erasures.erased),
+            ERASURES_FAILED: dg.MetadataValue.json(erasures.failed),
+        },
     )
     yield dg.MaterializeResult(asset_key="quarantine")
     yield dg.MaterializeResult(asset_key="ingest_stats")

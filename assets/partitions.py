@@ -9,10 +9,7 @@ import dagster as dg
 
 # Not exported by `dagster`: what links a check result to the materialization it checked (the UI
 # counts a partition's check as run only through it).
-from dagster._core.definitions.asset_checks.asset_check_evaluation import (
-    AssetCheckEvaluationTargetMaterializationData,
-)
-
+from assets.dagster_internals import AssetCheckEvaluationTargetMaterializationData
 from assets.metadata import table_schema
 from assets.resources import TENANTS_NAME
 from pipeline.config import first_partition_date

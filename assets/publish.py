@@ -20,6 +20,7 @@ from pipeline.publish.inputs import INPUT_TABLES, USAGE_TABLES
 from pipeline.publish.store import DEFAULT_KEEP
 from pipeline.publish.writer import publish
 from pipeline.storage.owed import settle
+from pipeline.storage.withheld import withheld
 from pipeline.tables import PACK_SUMMARY, asset_name
 
 # What a pack reads: its tenant's input tables and what the receipts measured (its event counts and load dates come from its
@@ -104,6 +105,47 @@ def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckRe
     return results
 
 
+def _publish_tenant(
+    context: dg.AssetExecutionContext,
+    home: MemorypackHome,
+    config: PackConfig,
+    inputs: PackInputs,
+    tenant: str,
+    found: tuple[dict[str, list[GuardResult]], dict[str, str], dict[str, object]],
+) -> dict[str, object]:
+    """One tenant's pack built, guarded and published (or why not): its summary row, and in
+    `found` its guards, why it broke, its redactions. A tenant whose pack is withheld (an erasure
+    request the night could not carry out), that fails a guard or whose build raises keeps its
+    previous pack; the others still publish."""
+    guards, broken, redactions = found
+    row: dict[str, object] = dict.fromkeys(PACK_SUMMARY) | {"tenant_id": tenant, "published": False}
+    held = withheld(home.paths, tenant)
+    if held:
+        row["reason"] = f"not published: {next(iter(held.values()))}; previous pack stays"
+        context.log.warning(f"{tenant}: {row['reason']}")
+        return row
+    try:
+        content, built = _built(context, inputs, tenant)
+        guards[tenant] = run_guards(content, inputs)  # masks what the PII check finds
+        row |= built | {"pii_masked": _masked_total(content)}
+        redactions[tenant] = content.redactions["by_kind"]
+        failed = [g.name for g in guards[tenant] if not g.passed]
+        if failed:
+            row["reason"] = f"not published: failed {', '.join(failed)}; previous pack stays"
+        else:
+            result = publish(home.paths.packs, content, context.run_id, config.keep)
+            row |= {"version": result.version, "published": result.published}
+            row["reason"] = result.reason
+            context.log.info(
+                f"{tenant}: {result.reason} {result.version} (removed {result.removed or 'none'})"
+            )
+    except Exception as error:  # this tenant only: the others still publish
+        context.log.exception(f"{tenant}: pack not built, previous pack stays")
+        broken[tenant] = one_line(error)
+        row["reason"] = f"not published: {broken[tenant]}; previous pack stays"
+    return row
+
+
 @dg.multi_asset(
     specs=[
         asset_spec(
@@ -143,32 +185,9 @@ def memory_pack(
     broken: dict[str, str] = {}  # tenant → why its pack could not be built or written
     redactions: dict[str, object] = {}
     for tenant in inputs.tenants():
-        row: dict[str, object] = dict.fromkeys(PACK_SUMMARY) | {
-            "tenant_id": tenant,
-            "published": False,
-        }
-        try:
-            content, built = _built(context, inputs, tenant)
-            guards[tenant] = run_guards(content, inputs)  # masks what the PII check finds
-            row |= built | {"pii_masked": _masked_total(content)}
-            redactions[tenant] = content.redactions["by_kind"]
-            failed = [g.name for g in guards[tenant] if not g.passed]
-            if failed:
-                row["reason"] = f"not published: failed {', '.join(failed)}; previous pack stays"
-            else:
-                result = publish(home.paths.packs, content, context.run_id, config.keep)
-                row |= {"version": result.version, "published": result.published}
-                row["reason"] = result.reason
-                context.log.info(
-                    f"{tenant}: {result.reason} {result.version} "
-                    f"(removed {result.removed or 'none'})"
-                )
-            del content
-        except Exception as error:  # this tenant only: the others still publish
-            context.log.exception(f"{tenant}: pack not built, previous pack stays")
-            broken[tenant] = one_line(error)
-            row["reason"] = f"not published: {broken[tenant]}; previous pack stays"
-        rows.append(row)
+        rows.append(
+            _publish_tenant(context, home, config, inputs, tenant, (guards, broken, redactions))
+        )
     checks = _check_results(guards)
     versions = pack_versions_frame(home.paths)
     home.lake.write("pack_versions", versions)

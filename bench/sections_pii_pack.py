@@ -58,7 +58,11 @@ class SkippedRedactor(Redactor):
     """Redaction skipped: every frame goes into the pack as it is (the baseline)."""
 
     def frame(
-        self, frame: pl.DataFrame, identifiers: Iterable[str] = (), keep: Iterable[str] = ()
+        self,
+        frame: pl.DataFrame,
+        identifiers: Iterable[str] = (),
+        keep: Iterable[str] = (),
+        findings: list[pl.DataFrame] | None = None,
     ) -> tuple[pl.DataFrame, Counter[str]]:
         return frame, Counter()
 

@@ -13,6 +13,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
+from jobs.cli_generate import check_receipts, cmd_generate, progress, show_packs
 from jobs.cli_people import add_people_commands
 from memorypack import PackError
 from memorypack.fs import Location
@@ -35,10 +36,6 @@ def _date(text: str) -> str:
         return date.fromisoformat(text).isoformat()
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text} is not a date (expected YYYY-MM-DD)") from None
-
-
-def _progress(message: str) -> None:
-    print(f"  {message}", flush=True)
 
 
 def _landing_dates(landing: Path) -> list[str]:
@@ -90,12 +87,14 @@ def _run(
     exit code (0, or EXIT_NOT_PUBLISHED with a line per such tenant) or raises a one-line error
     (also when another run holds the home and `wait` is off)."""
     offline_environment()
-    try:  # Dagster is only loaded when a run is asked for
-        from jobs import instance, runner
+    try:  # Dagster is only loaded when a run is asked for: its dependencies checked here
+        from jobs import runner  # noqa: F401
     except ImportError as error:
         raise UserError(
             f"running the pipeline needs its dependencies ({error}): pip install memorypack-pipeline"
         ) from None
+    from jobs import stopping
+
     command = f"memorypack run --date {start}" if start == end else f"memorypack run {start}..{end}"
 
     def busy(holder: str) -> None:
@@ -103,30 +102,22 @@ def _run(
 
     local = Paths.from_env(home).local  # locks are local files (one host; see README)
     scratch_in_local(Paths.from_env(home))
-    with home_lock(local, command, wait=wait, on_busy=busy):
-        leftovers = clean_leftovers(local)
-        if leftovers:
-            print(f"memorypack: removed {len(leftovers)} leftover(s) of a killed run")
-            log.info("removed %s", ", ".join(map(str, leftovers)))
-        began = time.perf_counter()
-        workers = workers or int(instance.workers())
-        job = "tenant_nightly_fast" if fast else "tenant_nightly"
-        print(
-            f"memorypack: ingesting, then each changed tenant ({job}, {workers} at once)",
-            flush=True,
-        )
-        outcome = runner.run_nightly(
-            home, landing, start, end, workers=workers, on_tenant=_tenant_done, fast=fast
-        )
+    try:
+        with stopping.SignalStop(), home_lock(local, command, wait=wait, on_busy=busy):
+            outcome, began = _night(home, landing, start, end, workers, fast)
+    except stopping.RunStopped as stop:
+        return stopping.reported(Paths.from_env(home), stop)
     if not outcome.success and not outcome.not_published:  # nothing ran, or the analytics build
         raise UserError(
             f"run {outcome.run_id} failed at {outcome.failed_step or 'an unknown step'}: {outcome.error}"
         )
+    published = [t for t in outcome.tenants if t not in outcome.not_published]
     print(
         f"memorypack: night succeeded in {time.perf_counter() - began:.1f}s: "
-        f"{len(outcome.tenants) - len(outcome.not_published)} of {len(outcome.tenants)} changed "
-        "tenant(s) published"
+        f"{len(published)} of {len(outcome.tenants)} changed tenant(s) published"
     )
+    for notice in outcome.notices:
+        print(f"memorypack: {notice}", file=sys.stderr)
     slowest = sorted(outcome.step_seconds.items(), key=lambda kv: -kv[1])[:3]
     if slowest:
         print("memorypack: slowest steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in slowest))
@@ -139,6 +130,27 @@ def _run(
     for tenant, reason in outcome.not_published.items():
         print(f"memorypack: {tenant}: {reason}", file=sys.stderr)
     return EXIT_NOT_PUBLISHED if outcome.not_published else 0
+
+
+def _night(
+    home: Location, landing: Path, start: str, end: str, workers: int | None, fast: bool
+) -> tuple[Any, float]:
+    """The night itself, under the lock: leftovers of a killed run removed, then the run."""
+    from jobs import instance, runner
+
+    local = Paths.from_env(home).local
+    leftovers = clean_leftovers(local)
+    if leftovers:
+        print(f"memorypack: removed {len(leftovers)} leftover(s) of a killed run")
+        log.info("removed %s", ", ".join(map(str, leftovers)))
+    began = time.perf_counter()
+    workers = workers or int(instance.workers())
+    job = "tenant_nightly_fast" if fast else "tenant_nightly"
+    print(f"memorypack: ingesting, then each changed tenant ({job}, {workers} at once)", flush=True)
+    outcome = runner.run_nightly(
+        home, landing, start, end, workers=workers, on_tenant=_tenant_done, fast=fast
+    )
+    return outcome, began
 
 
 def _tenant_done(tenant: str, outcome: Any) -> None:
@@ -186,50 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
-    from pipeline.generate import FEEDBACK_PER_INTERACTION, generate
-
-    for flag, value in [
-        ("days", args.days),
-        ("tenants", args.tenants),
-        ("interactions", args.interactions),
-    ]:
-        if value < 1:
-            raise UserError(f"--{flag} must be at least 1 (got {value})")
-    feedback = args.feedback_per_interaction or FEEDBACK_PER_INTERACTION
-    if feedback < FEEDBACK_PER_INTERACTION:
-        raise UserError(f"--feedback-per-interaction must be at least {FEEDBACK_PER_INTERACTION:g}")
-    _check_receipts(args.receipts)
-    out = Path(args.out)
-    print(
-        f"memorypack: generating {args.interactions} interactions over {args.days} days into {out}"
-    )
-    truth = generate(
-        out,
-        days=args.days,
-        interactions=args.interactions,
-        tenants=args.tenants,
-        seed=args.seed,
-        start=date.fromisoformat(args.start),
-        progress=_progress,
-        feedback_per_interaction=feedback,
-        receipts=args.receipts,
-    )
-    ingest = truth.get("ingest", {})
-    print(
-        f"memorypack: wrote {ingest.get('lines_read', '?')} lines "
-        f"({ingest.get('quarantined', '?')} planted bad lines); answers in {out / 'truth.json'}"
-    )
-    return 0
-
-
-def _check_receipts(share: float) -> None:
-    if not 0.0 <= share <= 1.0:
-        raise UserError(f"--receipts must lie in [0, 1] (got {share})")
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    _check_receipts(args.receipts)
+    check_receipts(args.receipts)
     paths = Paths.from_env(args.home)
     landing = paths.landing
     end = DEMO_START + timedelta(days=args.days - 1)
@@ -244,7 +214,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             tenants=3,
             seed=args.seed,
             start=DEMO_START,
-            progress=_progress,
+            progress=progress,
             receipts=args.receipts,
         )
     else:
@@ -267,20 +237,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("  Dagster UI        make ui   (then open http://localhost:3000; PORT=… for another)")
     print(f"  DuckDB            make duckdb   (.venv/bin/duckdb -readonly {paths.analytics})")
     print("  notebook          make notebook   (its plots as PNG beside the executed notebook)")
-    _show_packs(paths)
+    show_packs(paths)
     return code
-
-
-def _show_packs(paths: Paths) -> None:
-    try:
-        showcase = importlib.import_module("pipeline.publish.showcase")
-    except ImportError:
-        return
-    from pipeline.publish.store import tenants
-
-    for tenant in tenants(paths.packs)[:1]:  # one tenant is enough for a first look
-        print()
-        print(showcase.describe_pack(paths.packs / tenant))
 
 
 class _Parser(argparse.ArgumentParser):

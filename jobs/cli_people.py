@@ -72,7 +72,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         tenant_locks(paths.local, command, args.tenant, training_scope(args.tenant), ANALYTICS),
     ):
         clean_leftovers(paths.local)
-        report = forget(paths, args.tenant, args.contact, source="cli")
+        landing = Path(args.landing).resolve() if args.landing else None
+        report = forget(paths, args.tenant, args.contact, source="cli", landing=landing)
     for line in report.lines():
         print(f"memorypack: {line}")
     return 0
@@ -125,6 +126,11 @@ def add_people_commands(sub: Any) -> None:
     forget.add_argument("--home", default=None, help="memorypack home (default MEMORYPACK_HOME)")
     forget.add_argument("--tenant", required=True)
     forget.add_argument("--contact", required=True, **person)
+    forget.add_argument(
+        "--landing",
+        default=None,
+        help="a landing folder the nights read besides the home's own: their lines go too",
+    )
     forget.add_argument(
         "--wait", action="store_true", help="if a run holds this home, queue behind it"
     )

@@ -10,11 +10,7 @@ only the thread that forks (tests/test_tenants_apart.py holds this)."""
 
 import contextlib
 
-import dagster
-import dagster._core.storage.event_log.sqlite
-import dagster._core.storage.root
-import dagster._core.storage.runs.sqlite
-import dagster._core.storage.schedules.sqlite  # noqa: F401
+import dagster  # noqa: F401
 import onnx  # noqa: F401
 import onnxruntime  # noqa: F401
 import pyarrow.dataset  # noqa: F401
@@ -23,7 +19,10 @@ import transformers.models.gpt2.modeling_gpt2  # noqa: F401
 import trl  # noqa: F401
 import upath.implementations.local  # noqa: F401
 
+from assets.dagster_internals import preload_instance_storage
 from pipeline.pii.detect import warm_up
+
+preload_instance_storage()
 
 # Only a head start: if it fails here, a tenant's run loads it and says what failed.
 with contextlib.suppress(Exception):

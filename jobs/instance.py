@@ -20,6 +20,10 @@ HOME_TAG = "memorypack/home"
 TENANT_TAG = "memorypack/tenant"
 TRAINING_TAG = "memorypack/training"
 ANALYTICS_TAG = "memorypack/analytics"
+# The process a run ran in, set by `memorypack run` (jobs/runner.py) on the runs it makes itself:
+# a worker killed mid-run leaves its run "started", which the parent then records as failed; and
+# the sensors leave such a night's events to it.
+PROCESS_TAG = "memorypack/process"
 
 
 def workers() -> int:

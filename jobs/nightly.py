@@ -3,12 +3,19 @@ whose data changed in its own run, then the analytics build once the tenants' ru
 tenant whose next DPO policy is due trains it in a run of its own after its pack published. The
 02:00 UTC schedule and the landing sensor start ingest; three sensors chain the rest through the
 run queue (jobs/dagster.yaml limits: one run per tenant, one training per tenant, one ingest and
-one analytics build per home, and a number at once; trainings wait behind the other runs)."""
+one analytics build per home, and a number at once; trainings wait behind the other runs).
+
+Sensors start from now: a sensor's first tick (a new instance, a first `make ui`) only notes
+where things stand, so history is never replayed and no pack is published that nobody asked
+for; what came before is the operator's (`memorypack run`), or MEMORYPACK_SENSORS_CATCH_UP=1.
+Runs `memorypack run` made in its own process (PROCESS_TAG) chain their own tenants, analytics
+build and trainings: the sensors leave them alone."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,9 +26,10 @@ from assets import groups
 from assets.config import FAST, settings_config
 from assets.partitions import DAILY, TENANTS
 from assets.resources import ANALYTICS_JOB, INGEST_JOB, TRAINING_JOB
-from jobs.instance import ANALYTICS_TAG, HOME_TAG, TENANT_TAG, TRAINING_TAG
+from jobs.instance import ANALYTICS_TAG, HOME_TAG, PROCESS_TAG, TENANT_TAG, TRAINING_TAG
 from pipeline.config import Paths, nightly_cron
-from pipeline.ingest.folder import landing_files
+from pipeline.ingest.listing import landing_files
+from pipeline.settings import Settings
 from pipeline.storage.owed import owed
 
 TENANT_JOB = "tenant_nightly"
@@ -155,7 +163,8 @@ def landing_fingerprints(landing: Path) -> dict[str, str]:
             continue  # not a landing folder
         if load_date < first:
             continue
-        stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in landing_files(folder)]
+        files = landing_files(folder, landing)  # regular files only: a FIFO is never opened
+        stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files]
         if stats:
             prints[folder.name] = hashlib.sha256(json.dumps(stats).encode()).hexdigest()[:16]
     return prints
@@ -165,16 +174,54 @@ def landing_fingerprints(landing: Path) -> dict[str, str]:
     job=ingest_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED
 )
 def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    """Ingest every landing folder that appeared or changed since the last tick."""
+    """Ingest every landing folder that appeared or changed since the last tick (the first tick
+    notes the folders there are: catch-up is the operator's)."""
     landing = Paths.from_env().landing
-    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     current = landing_fingerprints(landing)
+    if context.cursor is None and not catching_up():
+        return dg.SensorResult(run_requests=[], cursor=json.dumps(current, sort_keys=True))
+    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     requests = [
         dg.RunRequest(run_key=f"landing:{key}:{fp}", partition_key=key, tags=ingest_tags())
         for key, fp in current.items()
         if seen.get(key) != fp
     ]
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(current, sort_keys=True))
+
+
+def catching_up() -> bool:
+    """MEMORYPACK_SENSORS_CATCH_UP: a sensor's first tick acts on what came before it."""
+    return Settings.from_env().sensors_catch_up
+
+
+def _cursor(text: str | None) -> dict[str, float]:
+    """A chaining sensor's state: `after`, the last event storage id it acted on, and `since`, the
+    Unix time of its first tick (an owed entry older than that is the operator's to catch up).
+    A bare storage id is the cursor of an earlier memorypack."""
+    if not text:
+        return {}
+    if text.isdigit():
+        return {"after": int(text), "since": 0.0}
+    state: dict[str, float] = json.loads(text)
+    return state
+
+
+def _first_tick(instance: dg.DagsterInstance, asset: str) -> dict[str, float]:
+    """Where a sensor starts: after the newest event of `asset` there is now (everything, with
+    MEMORYPACK_SENSORS_CATCH_UP)."""
+    if catching_up():
+        return {"since": 0.0}
+    newest = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset)), limit=1, ascending=False
+    ).records
+    return {"after": newest[0].storage_id if newest else 0, "since": time.time()}
+
+
+def _made_by_a_cli_night(instance: dg.DagsterInstance, record: dg.EventLogRecord) -> bool:
+    """The event comes from a run `memorypack run` made in its own process: that night runs its
+    own tenants and analytics build."""
+    run = instance.get_run_by_id(record.event_log_entry.run_id)
+    return run is not None and PROCESS_TAG in run.tags
 
 
 def changed_tenants(event: dg.EventLogEntry) -> dict[str, list[str]]:
@@ -192,8 +239,13 @@ def changed_tenants(event: dg.EventLogEntry) -> dict[str, list[str]]:
 def tenant_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """After each ingest, one run per tenant whose data changed (the queue runs them in parallel,
     one per tenant at a time); and one more run for a tenant whose pack still owes load dates
-    when no run of it is waiting or running (`owed_requests`)."""
-    after = int(context.cursor) if context.cursor else None
+    when no run of it is waiting or running (`owed_requests`). Its first tick starts from now."""
+    state = _cursor(context.cursor)
+    if not state:
+        state = _first_tick(context.instance, CHANGED_BY)
+        if "after" in state:
+            return dg.SensorResult(run_requests=[], cursor=json.dumps(state))
+    after = int(state["after"]) if state.get("after") else None
     records = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(CHANGED_BY), after_storage_id=after),
         limit=100,
@@ -202,22 +254,28 @@ def tenant_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     requests = [
         tenant_request(tenant, dates, run_key=f"tenant:{tenant}:{record.storage_id}")
         for record in records
+        if not _made_by_a_cli_night(context.instance, record)
         for tenant, dates in changed_tenants(record.event_log_entry).items()
     ]
-    cursor = str(records[-1].storage_id) if records else context.cursor
-    requests += owed_requests(context.instance, {r.partition_key for r in requests})
-    return dg.SensorResult(run_requests=requests, cursor=cursor)
+    if records:
+        state["after"] = records[-1].storage_id
+    requested = {r.partition_key for r in requests}
+    requests += owed_requests(context.instance, requested, state.get("since", 0.0))
+    return dg.SensorResult(run_requests=requests, cursor=json.dumps(state))
 
 
-def owed_requests(instance: dg.DagsterInstance, requested: set[str | None]) -> list[dg.RunRequest]:
+def owed_requests(
+    instance: dg.DagsterInstance, requested: set[str | None], since: float = 0.0
+) -> list[dg.RunRequest]:
     """A run for each tenant whose pack still owes load dates (pipeline/storage/owed.py: its run
     failed, or its worker was killed) and that no run of this tick, the queue or an ingest under
-    way will bring up to date. The run key is what it owes, so a tenant that fails again is not
-    retried in a loop: new data (a new debt) or an operator's re-execution tries it next."""
+    way will bring up to date; only what was recorded `since` (the sensor's first tick). The run
+    key is what it owes, so a tenant that fails again is not retried in a loop: new data (a new
+    debt) or an operator's re-execution tries it next."""
     if instance.get_runs_count(dg.RunsFilter(job_name=INGEST_JOB, statuses=ACTIVE)):
         return []  # ingest records what it owes before it writes: its own requests follow
     requests = []
-    for tenant, dates in owed(Paths.from_env()).items():
+    for tenant, dates in owed(Paths.from_env(), since).items():
         tag = {TENANT_TAG: f"{_home()}:{tenant}"}
         if tenant in requested or instance.get_runs_count(dg.RunsFilter(tags=tag, statuses=ACTIVE)):
             continue
@@ -233,15 +291,22 @@ def owed_requests(instance: dg.DagsterInstance, requested: set[str | None]) -> l
 )
 def analytics_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     """Build the warehouse and analytics snapshot once no tenant run is waiting or running and a
-    pack was materialized since the last build."""
+    pack was materialized since the last build by a run the daemon made (a `memorypack run`
+    builds its own). Its first tick starts from now."""
+    if context.cursor is None:
+        start = _first_tick(context.instance, "memory_pack")
+        if "after" in start:
+            return dg.SensorResult(run_requests=[], cursor=str(int(start["after"])))
     after = int(context.cursor) if context.cursor else None
     packs = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("memory_pack"), after_storage_id=after),
-        limit=1,
+        limit=100,
         ascending=False,
     ).records
     if not packs:
         return dg.SkipReason("no pack materialized since the last analytics build")
+    if all(_made_by_a_cli_night(context.instance, record) for record in packs):
+        return dg.SensorResult(run_requests=[], cursor=str(packs[0].storage_id))
     busy = sum(
         context.instance.get_runs_count(dg.RunsFilter(job_name=job, statuses=ACTIVE))
         for job in (TENANT_JOB, FAST_TENANT_JOB)
@@ -277,8 +342,12 @@ def training_due_in_run(instance: dg.DagsterInstance, run_id: str) -> bool:
 )
 def training_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
     """After a tenant's run published its pack: its training run, when the run's dpo_policy
-    found the configured policy due (a run that failed trains nothing: its next night decides)."""
+    found the configured policy due (a run that failed trains nothing: its next night decides).
+    Dagster starts a run status sensor from now (its first tick notes the newest event), so no
+    training of history is replayed; what is due is found again by the tenant's next run."""
     run = context.dagster_run
+    if PROCESS_TAG in run.tags:
+        return dg.SkipReason(f"run {run.run_id}: memorypack run trains its own")
     tenant = run.tags.get("dagster/partition")
     if not tenant or not training_due_in_run(context.instance, run.run_id):
         return dg.SkipReason(f"run {run.run_id}: no policy due to train")

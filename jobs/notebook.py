@@ -44,8 +44,8 @@ def render(home: Path, out: Path, notebook: Path = NOTEBOOK) -> Rendered:
         )
     document = nbformat.read(notebook, as_version=4)
     # The notebook reads MEMORYPACK_HOME; the kernel must be this interpreter (first on PATH).
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, "MEMORYPACK_HOME": str(home), "PATH": path}
+    env = {**os.environ, "MEMORYPACK_HOME": str(home)}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     client = NotebookClient(
         document,
         kernel_name="python3",
@@ -61,7 +61,7 @@ def render(home: Path, out: Path, notebook: Path = NOTEBOOK) -> Rendered:
     executed = out / notebook.name
     nbformat.write(document, executed)
     outputs = [o for c in document.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-    plots = []
+    plots: list[Path] = []
     for o in outputs:
         png = o.get("data", {}).get("image/png")
         if png:

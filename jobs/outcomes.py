@@ -1,5 +1,6 @@
 """What a run of the night says: its outcome (success, the step that failed and why in one line,
-each step's seconds, the tenants that kept their previous pack, the trainings it started)."""
+each step's seconds, the tenants that kept their previous pack, the trainings it started, what
+ingest could not read or do)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ class RunOutcome:
     # A tenant run: its dpo_policy found the configured policy due to train after the publish.
     training_due: bool = False
     trainings: dict[str, RunOutcome] = field(default_factory=dict)  # each training run
+    # What ingest could not read or do, one line each for a person: landing files not read (a
+    # FIFO, a symlink leaving the folder, a damaged gzip), erasure requests that failed.
+    notices: list[str] = field(default_factory=list)
     # The Dagster results of the runs made in this process (ingest, tenants with workers=0,
     # analytics), for callers that read their events.
     results: list[dg.ExecuteInProcessResult] = field(default_factory=list, repr=False)
@@ -53,6 +57,27 @@ def not_published(result: dg.ExecuteInProcessResult) -> dict[str, str]:
     found = result.asset_materializations_for_node("memory_pack")
     value = found[0].metadata.get("not_published") if found else None
     return dict(value.value) if value is not None else {}  # type: ignore[arg-type]
+
+
+def ingest_notices(result: dg.ExecuteInProcessResult) -> tuple[list[str], dict[str, str]]:
+    """From ingest's metadata: a line per landing file not read (assets/ingest.py
+    FILES_NOT_READ) and tenant → why its erasure request failed (its pack is withheld)."""
+    from assets.ingest import ERASURES_FAILED, FILES_NOT_READ
+
+    lines: dict[str, None] = {}
+    failed: dict[str, str] = {}
+    for found in result.asset_materializations_for_node("raw_events"):
+        files: dict[str, str] = _json(found, FILES_NOT_READ)
+        for file, why in files.items():
+            lines[f"landing file {found.partition}/{file} not read: {why}"] = None
+        erasures: dict[str, list[str]] = _json(found, ERASURES_FAILED)
+        failed |= {tenant: why[0] for tenant, why in erasures.items()}
+    return list(lines), failed
+
+
+def _json(materialization: dg.AssetMaterialization, name: str) -> Any:
+    value = materialization.metadata.get(name)
+    return value.value if value is not None else {}
 
 
 def failure_cause(data: Any) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import ExitStack
 from functools import partial
 from multiprocessing import forkserver, get_context
@@ -19,10 +19,12 @@ import dagster as dg
 
 from assets.handoffs import resources
 from assets.resources import TENANTS_NAME, MemorypackHome
-from jobs.instance import dagster_home
+from jobs import stopping
+from jobs.instance import PROCESS_TAG, dagster_home
 from jobs.outcomes import (
     RunOutcome,
     failure_cause,
+    ingest_notices,
     not_published,
     step_seconds,
     training_due,
@@ -62,7 +64,7 @@ def _execute(
             instance.add_dynamic_partitions(TENANTS_NAME, [tenant])  # another instance's ingest
         result = defs.resolve_job_def(job_name).execute_in_process(
             instance=instance,
-            tags=tags,
+            tags={**tags, PROCESS_TAG: str(os.getpid())},
             resources=resources(MemorypackHome(home=str(paths.home), landing=str(landing))),
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}, **run_config},
             raise_on_error=False,
@@ -176,18 +178,29 @@ def _in_worker(
     every run still pending in it."""
     asker = (threads, dict(os.environ), os.getcwd(), nice)
     # The worker dies with this process (forked by the fork server, which ends with this process:
-    # the kernel's parent-death signal, and a watchdog on this process; pipeline/lifeline.py).
-    with ProcessPoolExecutor(
-        1,
-        mp_context=_fork_server(),
-        max_tasks_per_child=1,
-        initializer=die_with,
-        initargs=(os.getpid(),),
-    ) as pool:
+    # the kernel's parent-death signal, and a watchdog on this process; pipeline/lifeline.py), and
+    # when the run is stopped (jobs/stopping.py).
+    with (
+        ProcessPoolExecutor(
+            1,
+            mp_context=_fork_server(),
+            max_tasks_per_child=1,
+            initializer=die_with,
+            initargs=(os.getpid(),),
+        ) as pool,
+        stopping.tracked(pool),
+    ):
+        future = pool.submit(_forked, (run, call, *asker))
+        pids = stopping.pids(pool)
         try:
-            return pool.submit(_forked, (run, call, *asker)).result()
+            return stopping.result(future, pool)
         except Exception as error:  # the worker process died
+            stopping.fail_runs_left_by(call[0], pids, f"its process died: {one_line(error)}")
             return died(f"its run's process died: {one_line(error)}")
+        except BaseException as error:  # stopped (in the main thread): the pool must not wait
+            stopping.stop_workers()
+            stopping.fail_runs_left_by(call[0], pids, str(error) or "stopped")
+            raise
 
 
 def _tenant_died(tenant: str, why: str) -> RunOutcome:
@@ -216,8 +229,12 @@ def _tenant_runs(
             slots.submit(_in_worker, run, call, threads, partial(_tenant_died, call[2])): call[2]
             for call in calls
         }
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+        try:
+            for future in stopping.as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:  # stopped: no run starts, the running ones end, then it unwinds
+            stopping.stopped(futures)
+            raise
 
 
 def run_analytics(home: str, landing: Path, log_level: str) -> RunOutcome:
@@ -247,13 +264,14 @@ def run_nightly(
     `workers` > 0 runs that many tenants at once, each in its own process, and then the analytics
     build in one more; a training takes a worker once every tenant's run has started, at a lower
     CPU priority. 0 runs them all one after the other in this process (tests), the trainings
-    last. `fast` runs
-    `tenant_nightly_fast`; `settings` changes stage knobs over the job's, e.g.
+    last. `fast` runs `tenant_nightly_fast`; `settings` changes stage knobs over the job's, e.g.
     {"dpo": {"min_pairs": 5}}. `on_tenant` hears of each tenant's run as it ends.
     `instance`: the runs' Dagster instance (default: the home's; tests pass their own)."""
     from jobs.nightly import INGEST_JOB
 
     paths = Paths.from_env(home)
+    stopping.begin()
+    stopping.phase("ingest")
     if workers > 0:
         _fork_server()  # its imports overlap ingest
     tags = (
@@ -264,9 +282,11 @@ def run_nightly(
             "dagster/asset_partition_range_end": end,
         }
     )
-    _, outcome = _execute(paths, landing, INGEST_JOB, tags, {}, log_level, instance)
+    ingested, outcome = _execute(paths, landing, INGEST_JOB, tags, {}, log_level, instance)
+    stopping.check()  # Dagster took the signal while it ran ingest: a failed step, or none
     if not outcome.success:
         return outcome
+    outcome.notices, outcome.not_published = ingest_notices(ingested)
     # What ingest changed and what earlier nights left owed (pipeline/storage/owed.py): ingest records
     # each change there before writing it.
     calls = [
@@ -277,17 +297,25 @@ def run_nightly(
         slots = None
         if workers > 0:
             slots = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="run"))
-        trainings = {}
-        # A tenant's run settles what it owed once its pack is published or verified unchanged.
-        for tenant, tenant_outcome in _tenant_runs(calls, workers, instance, slots=slots):
-            _add_tenant(outcome, tenant, tenant_outcome)
-            if on_tenant is not None:
-                on_tenant(tenant, tenant_outcome)
-            if tenant_outcome.training_due:  # queued behind the tenants' runs not yet started
-                call = (str(paths.home), landing, tenant, log_level, settings, fast)
-                trainings[tenant] = _start_training(slots, call, workers, instance)
-        final = _analytics(paths, landing, log_level, workers, instance)
-        outcome.trainings = {t: _trained(pending) for t, pending in trainings.items()}
+        trainings: dict[str, Future[RunOutcome] | Callable[[], RunOutcome]] = {}
+        try:
+            # A tenant's run settles what it owed once its pack is published or verified unchanged.
+            stopping.phase("the tenant runs")
+            for tenant, tenant_outcome in _tenant_runs(calls, workers, instance, slots=slots):
+                _add_tenant(outcome, tenant, tenant_outcome)
+                if on_tenant is not None:
+                    on_tenant(tenant, tenant_outcome)
+                if tenant_outcome.training_due:  # queued behind the tenants' runs not yet started
+                    call = (str(paths.home), landing, tenant, log_level, settings, fast)
+                    trainings[tenant] = _start_training(slots, call, workers, instance)
+            stopping.phase("the analytics build")
+            final = _analytics(paths, landing, log_level, workers, instance)
+            stopping.phase("the trainings")
+            outcome.trainings = {t: _trained(pending) for t, pending in trainings.items()}
+            stopping.check()
+        except BaseException:  # stopped: a training queued never starts, a running one ends
+            stopping.stopped([p for p in trainings.values() if isinstance(p, Future)])
+            raise
     outcome.results += [r for training in outcome.trainings.values() for r in training.results]
     outcome.step_seconds |= final.step_seconds
     outcome.results += final.results
@@ -352,4 +380,4 @@ def _training_died(tenant: str, why: str) -> RunOutcome:
 
 
 def _trained(pending: Future[RunOutcome] | Callable[[], RunOutcome]) -> RunOutcome:
-    return pending.result() if isinstance(pending, Future) else pending()
+    return stopping.result(pending) if isinstance(pending, Future) else pending()

@@ -71,6 +71,15 @@ class Settings:
         default=None,
         metadata=_env("DAGSTER_HOME", "the Dagster instance folder (default `<local>/dagster`)"),
     )
+    sensors_catch_up: bool = field(
+        default=False,
+        metadata=_env(
+            "MEMORYPACK_SENSORS_CATCH_UP",
+            "`1`: a sensor that has not ticked yet (a new instance, a first `make ui`) acts on what"
+            " happened before it started: every landing folder, every ingest, every owed pack"
+            " (default: it starts from now; catch-up is `memorypack run`)",
+        ),
+    )
     cache_home: str | None = field(
         default=None,
         metadata=_env("XDG_CACHE_HOME", "the user's cache, for the local work folder's default"),
@@ -98,6 +107,10 @@ class Settings:
 
 
 def _typed(name: str, variable: str, value: str) -> object:
+    if name == "sensors_catch_up":
+        if value.lower() not in ("1", "true", "yes", "0", "false", "no"):
+            raise UserError(f"{variable} must be 1 or 0, not {value!r}")
+        return value.lower() in ("1", "true", "yes")
     if name != "workers":
         return value
     if not value.isdigit() or int(value) < 1:
@@ -110,5 +123,6 @@ def variables_table() -> str:
     rows = ["| Variable | Default | What it does |", "| --- | --- | --- |"]
     for spec in fields(Settings):
         default = "—" if spec.default is None else f"`{spec.default}`"
+        default = "`0`" if spec.default is False else default
         rows.append(f"| `{spec.metadata['env']}` | {default} | {spec.metadata['doc']} |")
     return "\n".join(rows)

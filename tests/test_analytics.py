@@ -48,7 +48,9 @@ def _home(tmp_path: Path) -> Paths:
 def test_snapshot_has_documented_tables_and_views(tmp_path: Path) -> None:
     paths = _home(tmp_path)
     lines: list[str] = []
-    with patch("pipeline.publish.analytics.Heartbeat", lambda: Heartbeat(0.0)):  # each slice
+    with patch(
+        "pipeline.publish.snapshot_redaction.Heartbeat", lambda: Heartbeat(0.0)
+    ):  # each slice
         report = build_snapshot(paths, lines.append)
     # The redaction's progress, as the asset puts it in the run's log: rows so far, growing.
     assert lines and all(line.startswith("analytics: ") for line in lines)
@@ -234,7 +236,7 @@ def test_rows_are_redacted_with_their_types_kept() -> None:
     from collections import Counter
 
     from pipeline.pii.redactor import Redactor
-    from pipeline.publish.analytics import redacting
+    from pipeline.publish.snapshot_redaction import redacting
     from tests.test_pack_support import PLANTED
 
     rows = duckdb.sql(
@@ -265,7 +267,7 @@ def test_pack_versions_and_run_ids_are_kept_as_made() -> None:
 
     from pipeline.pii import analyse
     from pipeline.pii.redactor import Redactor
-    from pipeline.publish.analytics import redacting
+    from pipeline.publish.snapshot_redaction import redacting
 
     version, run = "20261126T214901341307Z-0cce0bd3", "5f4ebd6d-06b3-4119-846b-c271219ed534"
     assert analyse([version], ner=True)[0][1] == ["location"]  # what made the test flaky

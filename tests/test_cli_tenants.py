@@ -107,7 +107,9 @@ def test_every_command_checks_the_tenant_id_in_one_line(
 ) -> None:
     extra = ["--contact", "c00001"] if command == ["forget"] else []
     assert _code([*command, "--home", str(home), "--tenant", tenant, *extra]) == 2
-    assert " is not a tenant id (1 to 64 letters, digits, _ or -)" in one_line(capsys)
+    assert " is not a tenant id (1 to 64 letters, digits, _ or -, not starting with __)" in (
+        one_line(capsys)
+    )
 
 
 def test_a_contact_of_bytes_no_utf8_decodes_is_one_line(

@@ -317,11 +317,12 @@ def test_every_asset_after_ingest_is_partitioned_by_tenant() -> None:
 def test_the_tenant_sensor_launches_one_run_per_changed_tenant(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MEMORYPACK_HOME", str(tmp_path))
     with dg.instance_for_test() as instance:
+        start = tenant_sensor(dg.build_sensor_context(instance=instance))  # starts from now
         changed = {"acme": ["2026-11-01", "2026-11-02"], "globex": ["2026-11-02"]}
         instance.report_runless_asset_event(
             dg.AssetMaterialization("interactions", metadata={"changed": changed})
         )
-        result = tenant_sensor(dg.build_sensor_context(instance=instance))
+        result = tenant_sensor(dg.build_sensor_context(instance=instance, cursor=start.cursor))
         requests = {r.partition_key: r for r in result.run_requests}
         assert set(requests) == {"acme", "globex"}
         assert requests["acme"].run_config == {
@@ -339,10 +340,11 @@ def test_the_tenant_sensor_runs_a_tenant_its_pack_still_owes_once(
     tick asks for one run of it, unless a run of it is waiting or an ingest is under way."""
     monkeypatch.setenv("MEMORYPACK_HOME", str(tmp_path))
     paths = Paths.from_env()
-    for tenant in ("acme", "globex", "initech"):
-        owed.record(paths, tenant, "2026-11-02")
-    owed.record(paths, "acme", "2026-11-03")
     with dg.instance_for_test() as instance:
+        start = tenant_sensor(dg.build_sensor_context(instance=instance))  # starts from now
+        for tenant in ("acme", "globex", "initech"):
+            owed.record(paths, tenant, "2026-11-02")
+        owed.record(paths, "acme", "2026-11-03")
         instance.add_dynamic_partitions("tenants", ["acme", "globex", "initech"])
         tenant_job = defs.resolve_job_def("tenant_nightly")
         instance.create_run_for_job(tenant_job, tags={TENANT_TAG: f"{tmp_path}:globex"})
@@ -350,7 +352,7 @@ def test_the_tenant_sensor_runs_a_tenant_its_pack_still_owes_once(
         instance.report_runless_asset_event(
             dg.AssetMaterialization("interactions", metadata={"changed": changed})
         )
-        result = tenant_sensor(dg.build_sensor_context(instance=instance))
+        result = tenant_sensor(dg.build_sensor_context(instance=instance, cursor=start.cursor))
         requests = sorted((r.partition_key, r.run_key) for r in result.run_requests)
         assert [tenant for tenant, _ in requests] == ["acme", "initech"]
         acme = next(r for r in result.run_requests if r.partition_key == "acme")
@@ -366,15 +368,19 @@ def test_the_tenant_sensor_runs_a_tenant_its_pack_still_owes_once(
         again = tenant_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
         assert [r.run_key for r in again.run_requests] == [acme.run_key]
         instance.create_run_for_job(defs.resolve_job_def("ingest"), tags={})
-        during_ingest = tenant_sensor(dg.build_sensor_context(instance=instance))
-        # ingest is under way: only what it changed (no cursor: initech's again), nothing owed
+        during_ingest = tenant_sensor(
+            dg.build_sensor_context(instance=instance, cursor=start.cursor)
+        )
+        # ingest is under way: only what it changed (from the start: initech's again), nothing owed
         assert [r.partition_key for r in during_ingest.run_requests] == ["initech"]
 
 
 def test_the_analytics_build_waits_for_the_tenant_runs(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MEMORYPACK_HOME", str(tmp_path))
     with dg.instance_for_test() as instance:
-        nothing = analytics_sensor(dg.build_sensor_context(instance=instance))
+        start = analytics_sensor(dg.build_sensor_context(instance=instance))  # starts from now
+        assert isinstance(start, dg.SensorResult) and start.run_requests == []
+        nothing = analytics_sensor(dg.build_sensor_context(instance=instance, cursor=start.cursor))
         assert isinstance(nothing, dg.SkipReason)
         instance.report_runless_asset_event(
             dg.AssetMaterialization("memory_pack", partition="acme")
@@ -384,7 +390,7 @@ def test_the_analytics_build_waits_for_the_tenant_runs(tmp_path: Path, monkeypat
             defs.resolve_job_def("tenant_nightly"), tags={"dagster/partition": "acme"}
         )
         instance.report_run_canceled(queued)  # not active: the build may start
-        ready = analytics_sensor(dg.build_sensor_context(instance=instance))
+        ready = analytics_sensor(dg.build_sensor_context(instance=instance, cursor=start.cursor))
         assert not isinstance(ready, dg.SkipReason) and len(ready.run_requests) == 1
 
 
@@ -419,7 +425,10 @@ def test_sensor_requests_new_and_changed_folders(tmp_path: Path, monkeypatch) ->
     (landing / "not-a-date").mkdir()
     monkeypatch.setenv("MEMORYPACK_LANDING", str(landing))
     first = landing_sensor(dg.build_sensor_context())
-    assert [r.partition_key for r in first.run_requests] == ["2026-11-01"]
+    assert first.run_requests == []  # starts from now: what was there is the operator's
+    monkeypatch.setenv("MEMORYPACK_SENSORS_CATCH_UP", "1")
+    caught_up = landing_sensor(dg.build_sensor_context())
+    assert [r.partition_key for r in caught_up.run_requests] == ["2026-11-01"]
     cursor = first.cursor
     unchanged = landing_sensor(dg.build_sensor_context(cursor=cursor))
     assert unchanged.run_requests == []

@@ -94,7 +94,7 @@ def test_ingest_counts_match_planted_truth(world) -> None:
         planted["quarantined"],
     )
     by_reason = dict(
-        _sql(paths, "SELECT reason, count(*) FROM quarantine GROUP BY reason").iter_rows()
+        _sql(paths, "SELECT reason, sum(lines) FROM quarantine GROUP BY reason").iter_rows()
     )
     assert by_reason == planted["quarantine_by_reason"]
     by_type = dict(_sql(paths, "SELECT event_type, count(*) FROM events GROUP BY 1").iter_rows())

@@ -253,7 +253,7 @@ def test_landing_and_dagster_history_lose_the_person(tmp_path: Path) -> None:
     lines = [json.dumps(x) for x in (mine, other_tenant, someone, keep)]
     (day / "a.jsonl").write_text("\n".join(lines) + "\n")
     (day / "b.jsonl.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
-    removed = scrub_landing(tmp_path / "landing", needles)
+    removed = scrub_landing(tmp_path / "landing", needles).removed
     assert removed == {"2026-11-01/a.jsonl": 2, "2026-11-01/b.jsonl.gz": 2}
     expected = [json.dumps(other_tenant), json.dumps(keep)]
     assert (day / "a.jsonl").read_text().splitlines() == expected
@@ -291,6 +291,35 @@ def test_an_erasure_keeps_embedding_rows_a_block_at_a_time(tmp_path: Path) -> No
     expected = io.BytesIO()
     np.save(expected, matrix[keep], allow_pickle=False)
     assert (tmp_path / "kept.npy").read_bytes() == expected.getvalue()
+
+
+def test_a_quarantine_partition_written_before_rows_were_counted_is_scrubbed(
+    tmp_path: Path,
+) -> None:
+    """Partitions from before issue 51 have no `lines`/`line_nos`: each row is one line."""
+    from pipeline.erasure.lake import scrub_lake
+    from pipeline.erasure.scrub import Needles
+
+    paths = Paths(tmp_path / "home")
+    path = paths.partition("quarantine", "2026-11-02")
+    path.parent.mkdir(parents=True)
+    old = pl.DataFrame(
+        {
+            "load_date": [date(2026, 11, 2)] * 2,
+            "file": ["a.jsonl"] * 2,
+            "line_no": [3, 4],
+            "reason": ["invalid_json"] * 2,
+            "raw": ['{"contact_id": "zelda-42", ', '{"contact_id": "yorick-7", '],
+            "raw_bytes": [None, None],
+            "tenant_id": ["acme", "acme"],
+            "event_id": [None, None],
+        },
+        schema_overrides={"raw_bytes": pl.Binary, "event_id": pl.String},
+    )
+    old.write_parquet(path)
+    assert scrub_lake(paths, Needles("acme", ids=frozenset({"zelda-42"}))) == {"quarantine": 1}
+    rows = pl.read_parquet(path).sort("line_no").select("reason", "lines", "line_nos").rows()
+    assert rows == [("erased_contact", 1, [3]), ("invalid_json", 1, [4])]
 
 
 def test_the_erased_persons_names_leave_the_tenants_lexicon(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 from pipeline.ingest.contracts import FILE_REASONS, Reason
-from pipeline.ingest.folder import ingest_folder, read_lines, typed_tables
+from pipeline.ingest.folder import ingest_folder, typed_tables
+from pipeline.ingest.lines import read_lines
 from tests.conftest import LOAD_DATE, feedback, interaction, memory, write_landing
 from tests.test_ingest_context import CONTEXT_CASES
 
@@ -23,6 +24,14 @@ def _one(folder: Path, line: str | bytes | dict) -> tuple[str | None, pl.DataFra
     reason = result.quarantine["reason"][0] if result.quarantine.height else None
     return reason, result.events
 
+
+DEEP = '{"a": ' * 3000 + "1" + "}" * 3000
+ERASURE = {
+    "event_id": "e1",
+    "event_type": "erasure",
+    "ts": "2026-11-02T10:00:00Z",
+    "tenant_id": "acme",
+}
 
 CASES = [
     (b'{"event_id": "i1", \xff\xfe}', "invalid_utf8"),
@@ -69,6 +78,14 @@ CASES = [
     (interaction(metadata={"k": "v" * 9000}), "too_long:metadata"),
     (feedback(user_id="u" * 257), "too_long:user_id"),
     (interaction(input="y" * (1 << 20)), "line_too_long"),
+    # issue 51: a valid line nested 3,000 deep is not invalid JSON, it is too deep to read again
+    (
+        json.dumps(interaction()).replace('"output"', '"metadata": ' + DEEP + ', "output"'),
+        "too_deep",
+    ),
+    (interaction(contact_id="c1\u0000"), "control_character:contact_id"),
+    (interaction(contact_id="pii-566439bd291a41590c7c4322"), "pseudonym_shaped_id:contact_id"),
+    (ERASURE | {"contact_id": "   "}, "blank_field:contact_id"),
 ]
 
 
@@ -178,12 +195,12 @@ def test_read_lines_keeps_every_line_and_the_bytes_of_bad_ones(tmp_path: Path) -
     )
     path = tmp_path / "a.jsonl"
     path.write_bytes(body)
-    lines = read_lines(path)
-    assert lines["line_no"].to_list() == [1, 2, 3, 4, 5, 6]
+    lines, blank = read_lines(path)
+    assert lines["line_no"].to_list() == [1, 2, 4, 5, 6]
+    assert (blank.count, blank.first) == (1, [3])  # counted, not a row
     assert lines["raw"].to_list() == [
         "café ☕",
         None,
-        "",
         "naïve \r inside",
         None,
         "last, no newline",
@@ -192,12 +209,11 @@ def test_read_lines_keeps_every_line_and_the_bytes_of_bad_ones(tmp_path: Path) -
         None,
         b"\xff bad",
         None,
-        None,
         b"\xc3\x28 also bad",
         None,
     ]
     (tmp_path / "empty.jsonl").write_bytes(b"")
-    assert read_lines(tmp_path / "empty.jsonl").is_empty()
+    assert read_lines(tmp_path / "empty.jsonl")[0].is_empty()
 
 
 def test_duplicates_counted_once_and_conflicts_quarantined(landing: Path) -> None:

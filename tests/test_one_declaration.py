@@ -30,6 +30,7 @@ ALLOWED = {
     ("pipeline/examples/fewshot.py", "GROUP_KEYS"): _KEYS,
     ("pipeline/semantic/consolidate/members.py", "INTERACTION_KEYS"): _KEYS,
     ("pipeline/ingest/rules.py", "_ENVELOPE"): _KEYS,
+    ("pipeline/ingest/quarantined.py", "_SAME"): _KEYS,
     ("pipeline/preference/pairs/table.py", "INTERACTION_COLUMNS"): _KEYS,
     ("pipeline/preference/templates/candidates.py", "EVIDENCE_FEEDBACK_COLUMNS"): _KEYS,
     ("pipeline/ingest/lines.py", "LINES_SCHEMA"): _STEP,

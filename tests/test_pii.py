@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pipeline.generate.pii_corpus import GUARD_KINDS, corpus, evaluate
 from pipeline.pii import PLACEHOLDER, PSEUDONYM, analyse, detect, pseudonym, redact_text
+from pipeline.pii.detect import may_hold_pii
 from pipeline.pii.guard import MAYBE_PII, find_pii, guard_version, iban_valid, luhn_valid
 from pipeline.pii.names import tenant_names
 from pipeline.pii.redactor import IDENTIFIERS_KEY, RedactionCache, Redactor
@@ -404,9 +405,7 @@ def test_plain_identifiers_are_exactly_the_ones_may_hold_pii_skips(values: list[
     found = plain_identifiers(pl.Series(values, dtype=pl.String)).to_list()
     assert found == [rules.PLAIN_ID.fullmatch(v) is not None for v in values]
     assert all(
-        not rules.may_hold_pii(v, names=False)
-        for v, plain in zip(values, found, strict=True)
-        if plain
+        not may_hold_pii(v, names=False) for v, plain in zip(values, found, strict=True) if plain
     )
 
 
@@ -480,7 +479,7 @@ def test_gated_texts_keep_every_other_kind_and_sentence_initial_names() -> None:
 
 
 def test_plain_ids_skip_analysis_and_the_other_shapes_do_not() -> None:
-    from pipeline.pii.rules import may_hold_pii
+    from pipeline.pii.detect import may_hold_pii
 
     assert not any(may_hold_pii(i, names=False) for i in ("m0000042", "i0000042", "evt4155550132"))
     # Two letters could open an IBAN; an underscore or dash lets a phone start after it.
@@ -507,7 +506,7 @@ def test_short_bare_digit_runs_skip_the_phone_regions_and_change_no_finding(monk
         "appelez le 06\u00a012345678 ou 01\u201312345678",  # joined by a no-break space, a dash
         "ref 123x4567 or [020]79460001",
     ]
-    assert not rules.may_hold_pii("f_00000001", names=False)
+    assert not may_hold_pii("f_00000001", names=False)
     assert not rules.digit_runs("order 1234567 and ref f_00000001")
     assert rules.digit_runs("appelez le 06\u00a012345678")  # may be one number: tried
     shortcut = [detect(texts, ner=False), detect(texts)]

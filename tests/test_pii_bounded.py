@@ -16,7 +16,7 @@ from pipeline.pii import analyse, detect
 from pipeline.pii.detect import LONG_TOKEN, OVERLAP, WINDOW, Span, _merge, analysis_engine, pieces
 from pipeline.pii.guard import find_spans
 from pipeline.pii.redactor import Redactor
-from pipeline.publish.analytics import redacting
+from pipeline.publish.snapshot_redaction import redacting
 
 # `pipeline.pii.detect` is also the name of a function in `pipeline.pii`.
 detect_module = importlib.import_module("pipeline.pii.detect")

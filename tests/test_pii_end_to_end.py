@@ -186,3 +186,11 @@ def test_ids_holding_pii_are_pseudonyms_that_still_join(night: Night) -> None:
     row = memories.filter(pl.col("text").str.contains("summarise my last ticket"))
     assert row.height == 1 and row["contact_id"][0].startswith("pii-")
     assert len(pack.memories_for(contact_id=row["contact_id"][0], k=5)) >= 1
+
+
+def test_the_guard_finds_nothing_the_redactor_left(night: Night) -> None:
+    """The publish guard (an independent detector) reads what the redactor read, normalised the
+    same way: on this corpus it has nothing left to mask (`pii_masked` in the manifest)."""
+    pack = MemoryPack.load(night.home / "packs" / TENANT)
+    redactions = json.loads((Path(str(pack.path)) / "manifest.json").read_text())["redactions"]
+    assert redactions["total"] > 0 and redactions["pii_masked"] == {}, redactions

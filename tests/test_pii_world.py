@@ -18,11 +18,12 @@ from pipeline.generate.pii_corpus import (
     world_rows,
 )
 from pipeline.pii import analyse, detect, redact_text
+from pipeline.pii.detect import may_hold_pii
 from pipeline.pii.guard import MAYBE_PII, find_pii, find_spans
 from pipeline.pii.national_ids import find_national_ids, formats
 from pipeline.pii.normalise import normalise
 from pipeline.pii.phones import fitting_regions, more_regions
-from pipeline.pii.rules import may_hold_name, may_hold_pii
+from pipeline.pii.rules import may_hold_name
 
 # The reproductions of issue 50, each as one sentence and what must come out.
 ISSUE_50 = [

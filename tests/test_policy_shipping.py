@@ -15,7 +15,7 @@ import pytest
 
 from assets.config import StageSettings, settings_config
 from assets.partitions import TENANTS
-from jobs.instance import TRAINING_TAG
+from jobs.instance import PROCESS_TAG, TRAINING_TAG
 from jobs.nightly import TRAINING_PRIORITY, training_sensor
 from jobs.runner import run_nightly
 from memorypack.format import read_latest
@@ -135,7 +135,9 @@ def test_the_configured_policy_is_due_until_trained_and_again_after_growth(tmp_p
     assert grown == {"acme": "its train pairs grew from 20 to 24 (retrain_growth 20%)"}
 
 
-def _tenant_run(instance: dg.DagsterInstance, due: bool) -> dg.ExecuteInProcessResult:
+def _tenant_run(
+    instance: dg.DagsterInstance, due: bool, tags: dict[str, str] | None = None
+) -> dg.ExecuteInProcessResult:
     """A successful run of acme whose dpo_policy said whether training is due (a stand-in asset
     of the same key, partitions and settings as the tenant job's)."""
 
@@ -149,6 +151,7 @@ def _tenant_run(instance: dg.DagsterInstance, due: bool) -> dg.ExecuteInProcessR
         partition_key="acme",
         resources={"settings": StageSettings.configure_at_launch()},
         run_config=settings_config({"dpo": {"max_steps": 40}}),
+        tags=tags,
     )
 
 
@@ -179,6 +182,31 @@ def test_the_training_sensor_trains_after_a_pack_run_that_found_it_due(
             # the settings of the run that found it due: the same policy config
             assert request.run_config == settings_config({"dpo": {"max_steps": 40}})
             assert request.run_key == f"training:{result.run_id}"
+
+
+def test_the_training_sensor_starts_from_now_and_leaves_memorypack_runs_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first tick (a new instance, a first `make ui`) trains nothing that finished before it;
+    a tenant run `memorypack run` made trains in that night, not again from the sensor."""
+    monkeypatch.setenv("MEMORYPACK_HOME", str(tmp_path))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenants", ["acme"])
+        _tenant_run(instance, due=True)  # history: due, before the sensor ever ran
+        first = training_sensor.evaluate_tick(dg.build_sensor_context(instance=instance))
+        assert first.run_requests == [] and first.cursor
+        again = training_sensor.evaluate_tick(
+            dg.build_sensor_context(instance=instance, cursor=first.cursor)
+        )
+        assert again.run_requests == []
+        cli = _tenant_run(instance, due=True, tags={PROCESS_TAG: "4242"})
+        context = dg.build_run_status_sensor_context(
+            sensor_name="training_sensor",
+            dagster_event=cli.get_run_success_event(),
+            dagster_instance=instance,
+            dagster_run=cli.dagster_run,
+        )
+        assert isinstance(training_sensor(context), dg.SkipReason)
 
 
 # A policy small enough for a night in a test: the first one 2 DPO steps, the configured one 4.

@@ -90,7 +90,9 @@ def test_make_ui_prepares_the_same_instance_folder(tmp_path: Path) -> None:
     ).stdout.strip()
     assert printed == str(tmp_path / "dagster")
     assert (tmp_path / "dagster" / "dagster.yaml").read_text() == rendered_config()
-    assert "$(PY) -m jobs.instance" in (ROOT / "Makefile").read_text()
+    # make ui runs jobs.ui, which starts Dagster on the instance folder jobs.instance prepares.
+    assert "$(PY) -m jobs.ui" in (ROOT / "Makefile").read_text()
+    assert "from jobs.instance import dagster_home" in (ROOT / "jobs" / "ui.py").read_text()
 
 
 def test_schedule_and_sensor_runs_carry_the_home_tag(
@@ -98,6 +100,7 @@ def test_schedule_and_sensor_runs_carry_the_home_tag(
 ) -> None:
     monkeypatch.setenv("MEMORYPACK_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MEMORYPACK_LANDING", str(tmp_path / "landing"))
+    monkeypatch.setenv("MEMORYPACK_SENSORS_CATCH_UP", "1")  # its first tick acts on the folders
     for day in DATES:
         (tmp_path / "landing" / day).mkdir(parents=True)
         (tmp_path / "landing" / day / "a.jsonl").write_text("{}\n")

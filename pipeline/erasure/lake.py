@@ -17,6 +17,7 @@ from pipeline.config import TENANT_COLUMN, Paths
 from pipeline.erasure.scrub import Needles, scrub_frame
 from pipeline.erasure.subject import Subject
 from pipeline.ingest.contracts import QUARANTINE_SCHEMA
+from pipeline.ingest.quarantined import with_counts
 from pipeline.ingest.tombstones import TOMBSTONES, erased_quarantine_rows
 from pipeline.storage.lake import Lake, parquet_files, read_file, write_parquet_atomic
 from pipeline.storage.warehouse import Warehouse
@@ -26,7 +27,7 @@ POLICY_WITHDRAWALS = "policy_withdrawals"
 WITHDRAWAL_SCHEMA = tables.schema(POLICY_WITHDRAWALS)
 # Lake tables the erasure rewrites together (a removed line stays counted, see `_erased_rows`).
 INGEST_TABLES = ("events", "quarantine", "ingest_stats")
-CACHES = ("pii_cache", "embedding_cache")
+CACHES = ("pii_cache", "pii_names", "embedding_cache")
 
 
 # --- the lake ---------------------------------------------------------------------------------
@@ -55,7 +56,7 @@ def _scrub_ingest_partition(lake: Lake, key: str, needles: Needles) -> dict[str,
                 )
             )
     quarantine = (
-        read_file(quarantine_path)
+        with_counts(read_file(quarantine_path))
         if quarantine_path.exists()
         else pl.DataFrame(schema=QUARANTINE_SCHEMA)
     )
@@ -163,7 +164,7 @@ def sweep_names(paths: Paths, tenant_id: str) -> int:
     from pipeline.pii.redactor import NAMES_FILE
     from pipeline.pii.rules import WORD
 
-    path = paths.lake / "pii_cache" / f"{TENANT_COLUMN}={tenant_id}" / NAMES_FILE
+    path = paths.lake / "pii_names" / f"{TENANT_COLUMN}={tenant_id}" / NAMES_FILE
     if not path.is_file():
         return 0
     names = TenantNames.of_frame(read_file(path))

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.config import Paths
-from pipeline.erasure.files import scrub_dagster_history, scrub_landing
+from pipeline.erasure.files import LandingScrub, scrub_dagster_history, scrub_landing
 from pipeline.erasure.lake import (
     INGEST_TABLES,
     POLICY_WITHDRAWALS,
@@ -32,10 +32,11 @@ from pipeline.erasure.subject import (
 )
 from pipeline.erasure.tombstones import record_tombstone
 from pipeline.errors import UserError
-from pipeline.ingest.tombstones import TOMBSTONES, Tombstones
+from pipeline.ingest.tombstones import TOMBSTONES, Tombstones, tombstone_hash
 from pipeline.pii import pii_key
 from pipeline.settings import Settings
 from pipeline.storage.lake import Lake, read_file
+from pipeline.storage.withheld import release
 
 # --- the whole erasure ------------------------------------------------------------------------
 
@@ -52,6 +53,8 @@ class ForgetReport:
     warehouse_tables: int = 0
     analytics: bool = False
     landing: dict[str, int] = field(default_factory=dict)  # landing file -> lines removed
+    landing_folders: list[str] = field(default_factory=list)  # the landing folders cleaned
+    landing_problems: list[str] = field(default_factory=list)  # a file left as it was, and why
     history: dict[str, int] = field(default_factory=dict)  # Dagster file -> replacements
     seconds: float = 0.0
     # What found the person, in memory only: for a caller still holding rows or texts of theirs
@@ -68,9 +71,11 @@ class ForgetReport:
             f"DPO policies withdrawn (retrained next night): {', '.join(self.policies) or 'none'}",
             f"warehouse rebuilt ({self.warehouse_tables} tables); analytics snapshot "
             + ("rebuilt" if self.analytics else "absent"),
-            f"landing lines removed: {sum(self.landing.values())} in {len(self.landing)} files; "
+            f"landing lines removed: {sum(self.landing.values())} in {len(self.landing)} files"
+            f" (of {', '.join(self.landing_folders) or 'no landing folder'}); "
             f"Dagster run history scrubbed: {sum(self.history.values())} replacements in "
             f"{len(self.history)} files",
+            *(f"landing file not cleaned: {problem}" for problem in self.landing_problems),
             f"tombstone recorded ({self.new_tombstones} new hashes) in {self.seconds:.1f}s",
         ]
 
@@ -104,12 +109,16 @@ def forget(
     source: str = "cli",
     now: datetime | None = None,
     snapshot: bool = True,
+    landing: Path | None = None,
 ) -> ForgetReport:
-    """Erase one person of one tenant everywhere under the home (call under the home lock).
+    """Erase one person of one tenant everywhere under the home (call under the home lock), and
+    in `landing` too (the folder the night read, when it is not the home's own).
 
     Order: tombstone first (nothing can come back from here on), then the lake (source of
     truth), models, packs, and last the warehouse and analytics snapshot rebuilt from the lake.
-    Running it again finishes an erasure a crash interrupted and changes nothing otherwise."""
+    Running it again finishes an erasure a crash interrupted and changes nothing otherwise; a
+    finished one releases the tenant's pack if the night's request for it had failed
+    (pipeline.storage.withheld)."""
     from pipeline.erasure.packs import erase_from_packs
 
     check_request(tenant_id, contact_id)
@@ -126,7 +135,7 @@ def forget(
         needles=subject.needles,
     )
     report.removed = scrub_lake(paths, subject.needles)
-    report.landing = scrub_landing(paths.landing, subject.needles)
+    _scrub_landings(report, [paths.landing, *([landing] if landing is not None else [])])
     for folder in run_histories(paths):
         found = scrub_dagster_history(folder, subject.needles)
         report.history.update((str(folder / name), n) for name, n in found.items())
@@ -150,8 +159,18 @@ def forget(
     if snapshot and paths.analytics.exists():
         build_snapshot(paths)
         report.analytics = True
+    release(paths, tenant_id, tombstone_hash(key, tenant_id, "contact", contact_id))
     report.seconds = time.perf_counter() - began
     return report
+
+
+def _scrub_landings(report: ForgetReport, folders: list[Path]) -> None:
+    """The person's lines out of each landing folder (once each), as the report says."""
+    for folder in dict.fromkeys(f.resolve() for f in folders):
+        scrubbed: LandingScrub = scrub_landing(folder, report.needles)
+        report.landing_folders.append(str(folder))
+        report.landing |= {str(folder / name): n for name, n in scrubbed.removed.items()}
+        report.landing_problems += scrubbed.problems
 
 
 # --- export -----------------------------------------------------------------------------------

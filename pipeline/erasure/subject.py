@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from pipeline.erasure.scrub import (
 )
 from pipeline.errors import UserError
 from pipeline.ingest.contracts import QUARANTINE_SCHEMA, EventType
+from pipeline.ingest.rawjson import read_object
 from pipeline.ingest.tenant_ids import check_tenant_id, is_tenant_id, shown
 from pipeline.ingest.tombstones import json_field
 from pipeline.pii import pseudonym
@@ -122,15 +122,13 @@ def _their_quarantine(quarantine: pl.DataFrame, tenant_id: str, contact_id: str)
 
 
 def _quarantine_texts(lines: pl.DataFrame) -> set[str]:
-    """The raw lines and the text fields inside them (where the JSON parses)."""
+    """The raw lines and the text fields inside them (where the bounded reader reads the JSON:
+    a line too deep or too big stays whole, `pipeline.ingest.rawjson`)."""
     texts: set[str] = set()
     for raw in lines["raw"].drop_nulls().to_list():
         texts.add(raw)
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
+        value = read_object(raw)
+        if value is not None:
             texts.update(v for k, v in value.items() if k in TEXT_FIELDS and isinstance(v, str))
     return texts
 

@@ -22,6 +22,13 @@ RAW_KEPT_CHARS = 4096
 ID_MAX_CHARS = 256  # contact, session, skill, target, user ids; system, kind, model
 TEXT_MAX_CHARS = 65_536  # input, output, corrected_output: a long LLM exchange fits
 NOTE_MAX_CHARS = 8192  # summary, memory content, metadata, tags, supersedes
+# How deeply arrays and objects may nest in a line (`too_deep`): far beyond what an app logs, and
+# below every parser that reads a line again (Python's json recurses, polars' stops at 128).
+MAX_JSON_DEPTH = 64
+# What an identifier may never hold (`control_character:<field>`): C0 and C1 control characters
+# (NUL included) and DEL, Unicode format characters (zero-width, bidi controls: an id that looks
+# like another) and the line and paragraph separators. A regex for polars.
+CONTROL_CHARACTERS = r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]"
 # `context` (round 3): the receipt of the pack items a call used (SPEC §2, memorypack.receipt).
 # Its pack is named `<tenant_id>/<version>`: a version alone cannot say whose pack it is.
 CONTEXT_KEYS = ("pack_version", "items", "holdout")
@@ -104,10 +111,11 @@ class Reason(StrEnum):
     """Machine-readable quarantine reasons. Field-specific ones are `<reason>:<field>`."""
 
     INVALID_UTF8 = "invalid_utf8"
-    EMPTY_LINE = "empty_line"
+    EMPTY_LINE = "empty_line"  # counted per file: one row stands for them (its `lines`)
     # RFC 8259: also NaN/Infinity, trailing commas, whitespace but space, tab, LF and CR
     INVALID_JSON = "invalid_json"
     DUPLICATE_KEY = "duplicate_key"  # the same key twice in one object, at any depth
+    TOO_DEEP = "too_deep"  # arrays and objects nested deeper than MAX_JSON_DEPTH: not parsed
     NOT_AN_OBJECT = "not_an_object"
     UNSUPPORTED_SCHEMA_VERSION = "unsupported_schema_version"
     MISSING_FIELD = "missing_field"  # missing_field:<field>
@@ -115,6 +123,8 @@ class Reason(StrEnum):
     BAD_EVENT_ID = "bad_event_id"
     BAD_TENANT_ID = "bad_tenant_id"
     UNKNOWN_EVENT_TYPE = "unknown_event_type"
+    # Not RFC 3339, or a time that does not exist: hour 24, minute or second 60 (a leap second
+    # included: UTC as stored here has none).
     BAD_TIMESTAMP = "bad_timestamp"
     FUTURE_TIMESTAMP = "future_timestamp"
     ANCIENT_TIMESTAMP = "ancient_timestamp"  # before EARLIEST_TS_YEAR
@@ -122,6 +132,14 @@ class Reason(StrEnum):
     UNKNOWN_VALUE = "unknown_value"  # unknown_value:<field> for the other enumerations
     OUT_OF_RANGE = "out_of_range"  # out_of_range:<field>
     TOO_LONG = "too_long"  # too_long:<field>: over the field's max_chars
+    # control_character:<field>: an identifier holding one of CONTROL_CHARACTERS.
+    CONTROL_CHARACTER = "control_character"
+    # pseudonym_shaped_id:<field>: an identifier shaped like the pipeline's own pseudonyms
+    # (pipeline.pii.keys.PSEUDONYM): it could name another person in a pack.
+    PSEUDONYM_SHAPED_ID = "pseudonym_shaped_id"
+    # blank_field:<field>: empty or only whitespace where the value names something (an erasure
+    # request's contact_id).
+    BLANK_FIELD = "blank_field"
     LINE_TOO_LONG = "line_too_long"  # over LINE_MAX_BYTES: not parsed
     CONFLICTING_DUPLICATE = "conflicting_duplicate"  # same (tenant, event_id), different content
     # The line names an erased person (a tombstone, see pipeline.erasure.person): counted here, with
@@ -135,10 +153,20 @@ class Reason(StrEnum):
     # File-level: the unreadable rest of a file is one quarantined "line" (see pipeline.ingest.folder).
     CORRUPT_GZIP = "corrupt_gzip"
     UNREADABLE_FILE = "unreadable_file"
+    # A landing folder is read as regular files only (pipeline.ingest.listing): a FIFO, device,
+    # socket or directory named `*.jsonl`, and a symbolic link that leaves the landing folder,
+    # are never opened.
+    NOT_A_REGULAR_FILE = "not_a_regular_file"
+    SYMLINK_OUTSIDE_LANDING = "symlink_outside_landing"
 
 
 # Reasons about a whole file rather than one line: no generated line can plant them.
-FILE_REASONS = (Reason.CORRUPT_GZIP, Reason.UNREADABLE_FILE)
+FILE_REASONS = (
+    Reason.CORRUPT_GZIP,
+    Reason.UNREADABLE_FILE,
+    Reason.NOT_A_REGULAR_FILE,
+    Reason.SYMLINK_OUTSIDE_LANDING,
+)
 
 
 class JsonKind(StrEnum):
@@ -162,6 +190,9 @@ class Field:
     low: float | None = None
     high: float | None = None
     max_chars: int | None = None  # of its text (JSON text for objects, lists and non-strings)
+    # An identifier or label (every string of a list, for a list): no CONTROL_CHARACTERS, never
+    # shaped like a pseudonym.
+    identifier: bool = False
 
 
 INT, FLOAT, _M = EventType.INTERACTION, EventType.FEEDBACK, EventType.MEMORY
@@ -169,43 +200,52 @@ INT, FLOAT, _M = EventType.INTERACTION, EventType.FEEDBACK, EventType.MEMORY
 # Every field of the contract, in the order the rules check them (the first failure is the reason).
 FIELDS: tuple[Field, ...] = (
     Field("schema_version", JsonKind.INTEGER, ()),
-    Field("event_id", JsonKind.STRING, (), required=True),
-    Field("tenant_id", JsonKind.STRING, (), required=True),
+    Field("event_id", JsonKind.STRING, (), required=True, identifier=True),
+    Field("tenant_id", JsonKind.STRING, (), required=True, identifier=True),
     Field("event_type", JsonKind.STRING, (), required=True, allowed=tuple(EventType)),
     Field("ts", JsonKind.STRING, (), required=True),
-    Field("contact_id", JsonKind.STRING, (), max_chars=ID_MAX_CHARS),
+    Field("contact_id", JsonKind.STRING, (), max_chars=ID_MAX_CHARS, identifier=True),
     Field("metadata", JsonKind.OBJECT, (), max_chars=NOTE_MAX_CHARS),
     # interaction
-    Field("system", JsonKind.STRING, (INT,), required=True, max_chars=ID_MAX_CHARS),
-    Field("kind", JsonKind.STRING, (INT,), required=True, max_chars=ID_MAX_CHARS),
-    Field("session_id", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS),
-    Field("skill_id", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS),
+    Field(
+        "system", JsonKind.STRING, (INT,), required=True, max_chars=ID_MAX_CHARS, identifier=True
+    ),
+    Field("kind", JsonKind.STRING, (INT,), required=True, max_chars=ID_MAX_CHARS, identifier=True),
+    Field("session_id", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS, identifier=True),
+    Field("skill_id", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS, identifier=True),
     Field("input", JsonKind.STRING, (INT,), required=True, max_chars=TEXT_MAX_CHARS),
     Field("output", JsonKind.ANY, (INT,), required=True, max_chars=TEXT_MAX_CHARS),
     Field("summary", JsonKind.STRING, (INT,), max_chars=NOTE_MAX_CHARS),
-    Field("tags", JsonKind.STRING_LIST, (INT, _M), max_chars=NOTE_MAX_CHARS),
+    Field("tags", JsonKind.STRING_LIST, (INT, _M), max_chars=NOTE_MAX_CHARS, identifier=True),
     Field("importance", JsonKind.NUMBER, (INT,), low=0.0, high=1.0),
-    Field("model", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS),
+    Field("model", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS, identifier=True),
     Field("stage", JsonKind.STRING, (INT,), allowed=tuple(Stage)),
-    Field("parent_event_id", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS),
+    Field("parent_event_id", JsonKind.STRING, (INT,), max_chars=ID_MAX_CHARS, identifier=True),
     # Checked key by key in pipeline.ingest.rules; stored as context_pack_version/_items/_holdout.
     Field("context", JsonKind.OBJECT, (INT,), max_chars=TEXT_MAX_CHARS),
     # feedback
-    Field("target_id", JsonKind.STRING, (FLOAT,), required=True, max_chars=ID_MAX_CHARS),
+    Field(
+        "target_id",
+        JsonKind.STRING,
+        (FLOAT,),
+        required=True,
+        max_chars=ID_MAX_CHARS,
+        identifier=True,
+    ),
     Field("signal", JsonKind.STRING, (FLOAT,), required=True, allowed=tuple(Signal)),
     Field("rating", JsonKind.INTEGER, (FLOAT,), low=1, high=5),
     Field("reason", JsonKind.STRING, (FLOAT,), allowed=tuple(FeedbackReason)),
     Field("comment", JsonKind.STRING, (FLOAT,)),
     Field("corrected_output", JsonKind.ANY, (FLOAT,), max_chars=TEXT_MAX_CHARS),
-    Field("user_id", JsonKind.STRING, (INT, FLOAT), max_chars=ID_MAX_CHARS),
+    Field("user_id", JsonKind.STRING, (INT, FLOAT), max_chars=ID_MAX_CHARS, identifier=True),
     # memory
     Field("memory_type", JsonKind.STRING, (_M,), required=True, allowed=tuple(MemoryType)),
     Field("content", JsonKind.STRING, (_M,), required=True, max_chars=NOTE_MAX_CHARS),
     Field("impact_level", JsonKind.STRING, (_M,), allowed=tuple(ImpactLevel)),
     Field("confidence", JsonKind.NUMBER, (_M,), low=0.0, high=1.0),
-    Field("supersedes", JsonKind.STRING_LIST, (_M,), max_chars=NOTE_MAX_CHARS),
+    Field("supersedes", JsonKind.STRING_LIST, (_M,), max_chars=NOTE_MAX_CHARS, identifier=True),
     # `category` is free text on interactions and an enumeration on memories.
-    Field("category", JsonKind.STRING, (INT, _M)),
+    Field("category", JsonKind.STRING, (INT, _M), identifier=True),
 )
 MEMORY_CATEGORIES = tuple(MemoryCategory)
 

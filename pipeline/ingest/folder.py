@@ -1,7 +1,13 @@
-"""Raw landing folder → validated events and quarantined lines, with counts that always add up."""
+"""Raw landing folder → validated events and quarantined lines, with counts that always add up.
+
+The folder is read a batch of lines at a time (pipeline.ingest.lines), so memory is bounded by a
+batch plus what is kept: each distinct accepted event, each distinct rejected line; blank and
+identical rejected lines are counted (pipeline.ingest.quarantined), re-sent events deduplicated
+as each batch comes (pipeline.ingest.dedup)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -9,29 +15,26 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.ingest.contracts import (
+    EVENT_SCHEMA,
     FEEDBACK_COLUMNS,
+    FILE_REASONS,
     INTERACTION_COLUMNS,
     MEMORY_COLUMNS,
     QUARANTINE_SCHEMA,
     EventType,
-    Reason,
 )
-from pipeline.ingest.lines import BOM, LANDING_PATTERNS, LINES_SCHEMA, landing_files, read_lines
+from pipeline.ingest.dedup import KEY_COLUMNS, conflict_rows, deduplicate
+from pipeline.ingest.lines import BATCH_LINES, Lines, Revoke, file_lines, refused_lines
+from pipeline.ingest.listing import landing_entries
+from pipeline.ingest.quarantined import QuarantineRows, as_quarantine, blank_rows, with_raw_text
 from pipeline.ingest.rules import validate_lines
 from pipeline.ingest.tombstones import Tombstones, erased_quarantine_rows, json_field
 
-VALIDATE_CHUNK_LINES = 200_000
-
 __all__ = [
-    "BOM",
-    "LANDING_PATTERNS",
     "TYPED_TABLES",
-    "VALIDATE_CHUNK_LINES",
     "IngestResult",
     "deduplicate",
     "ingest_folder",
-    "landing_files",
-    "read_lines",
     "typed_tables",
     "validate_lines",
 ]
@@ -43,13 +46,18 @@ class IngestResult:
 
     load_date: date
     events: pl.DataFrame
-    quarantine: pl.DataFrame
+    quarantine: pl.DataFrame  # a row may stand for several lines: its `lines`
     files: list[str] = field(default_factory=list)
     lines_read: int = 0
     duplicates: int = 0
     # (tenant_id, contact_id) of the erasure requests read: kept in memory only, for the run to
     # act on; the stored `erasure` events do not hold the id.
     erasures: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def quarantined(self) -> int:
+        """Lines quarantined (a counted row stands for its `lines`)."""
+        return int(self.quarantine["lines"].sum())
 
     @property
     def stats(self) -> dict[str, int | str]:
@@ -59,76 +67,39 @@ class IngestResult:
             "lines_read": self.lines_read,
             "accepted": self.events.height,
             "duplicates": self.duplicates,
-            "quarantined": self.quarantine.height,
+            "quarantined": self.quarantined,
         }
 
     @property
     def conserved(self) -> bool:
-        return self.lines_read == self.events.height + self.duplicates + self.quarantine.height
+        return self.lines_read == self.events.height + self.duplicates + self.quarantined
+
+    @property
+    def files_not_read(self) -> dict[str, str]:
+        """File → one line saying why it (or its rest) was not read: refused, unreadable, damaged."""
+        reasons = [r.value for r in FILE_REASONS]
+        rows = self.quarantine.filter(pl.col("reason").is_in(reasons))
+        return {r["file"]: f"{r['reason']}: {r['raw']}" for r in rows.iter_rows(named=True)}
 
 
-def deduplicate(
-    events: pl.DataFrame, existing: pl.LazyFrame | None
-) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """Keep one copy of each (tenant_id, event_id), here and across other partitions.
+@dataclass
+class _Outcome:
+    """What some lines came to: a file's lines not yet verified, or everything verified."""
 
-    A re-sent identical event is a duplicate (counted, not stored twice); the same id with
-    different content is quarantined as `conflicting_duplicate`: the first accepted copy stays.
-    Returns (kept events sorted by tenant_id, event_id; conflicting rows as events; number of
-    identical duplicates). The decisions are made on the key columns alone and the wide rows
-    gathered once: a day's events (~700 MB at 670,000 lines) are never copied whole in between.
-    """
-    key = ["tenant_id", "event_id"]
-    keys = (
-        events.select(*key, "content_hash", "source_file", "line_no")
-        .with_row_index("_row")
-        .sort("source_file", "line_no")
-    )
-    first = keys.unique(subset=key, keep="first", maintain_order=True)
-    rest = keys.join(first.select("_row"), on="_row", how="anti").join(
-        first.select(*key, pl.col("content_hash").alias("kept_hash")), on=key, how="left"
-    )
-    duplicates = rest.filter(pl.col("content_hash") == pl.col("kept_hash")).height
-    conflicts = [rest.filter(pl.col("content_hash") != pl.col("kept_hash"))["_row"]]
-    if existing is not None:
-        seen = (
-            existing.select(*key, pl.col("content_hash").alias("seen_hash"))
-            .join(first.lazy().select(key), on=key, how="semi")
-            .collect()
-        )
-        first = first.join(seen, on=key, how="left")
-        duplicates += first.filter(pl.col("seen_hash") == pl.col("content_hash")).height
-        conflicts.append(first.filter(pl.col("seen_hash") != pl.col("content_hash"))["_row"])
-        first = first.filter(pl.col("seen_hash").is_null())
-    kept = first.sort(key)["_row"]
-    return _rows(events, kept), _rows(events, pl.concat(conflicts)), duplicates
+    events: list[pl.DataFrame] = field(default_factory=list)  # kept: one copy of each key
+    keys: list[pl.DataFrame] = field(default_factory=list)  # their KEY_COLUMNS
+    quarantine: QuarantineRows = field(default_factory=QuarantineRows)
+    erasures: list[tuple[str, str]] = field(default_factory=list)
+    duplicates: int = 0
+    lines: int = 0
 
-
-def _rows(frame: pl.DataFrame, rows: pl.Series) -> pl.DataFrame:
-    return frame.select(pl.all().gather(rows))
-
-
-def _conflicts_to_quarantine(
-    conflicts: pl.DataFrame, lines: pl.DataFrame, load_date: date
-) -> pl.DataFrame:
-    return (
-        conflicts.select("source_file", "line_no", "tenant_id", "event_id")
-        .join(
-            lines.select(pl.col("file").alias("source_file"), "line_no", "raw"),
-            on=["source_file", "line_no"],
-            how="left",
-        )
-        .select(
-            pl.lit(load_date, dtype=pl.Date).alias("load_date"),
-            pl.col("source_file").alias("file"),
-            "line_no",
-            pl.lit(Reason.CONFLICTING_DUPLICATE.value).alias("reason"),
-            "raw",
-            pl.lit(None, dtype=pl.Binary).alias("raw_bytes"),
-            "tenant_id",
-            "event_id",
-        )
-    )
+    def merge(self, other: _Outcome) -> None:
+        self.events += other.events
+        self.keys += other.keys
+        self.quarantine.merge(other.quarantine)
+        self.erasures += other.erasures
+        self.duplicates += other.duplicates
+        self.lines += other.lines
 
 
 def _drop_erased(
@@ -197,43 +168,108 @@ def _erasure_requests(events: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[st
     return events, [(str(t), str(c)) for t, c in pairs]
 
 
+class _Reader:
+    """A folder's files, one after the other, into one `_Outcome` (`done`). Verified lines of
+    small files are validated together (BATCH_LINES at a time: 3,000 tiny files are not 3,000
+    validations); a gzip member too large for one batch is validated as it streams, its outcome
+    pending until the member's CRC passes."""
+
+    def __init__(self, load_date: date, tombstones: Tombstones | None) -> None:
+        self.load_date, self.tombstones = load_date, tombstones
+        self.done = _Outcome()
+        self.pool: list[pl.DataFrame] = []  # verified lines not validated yet
+
+    def file(self, batches: Iterable[Lines | Revoke]) -> None:
+        pending = _Outcome()
+        for batch in batches:
+            if isinstance(batch, Revoke):
+                pending = _Outcome()
+            elif batch.exact:
+                self.done.merge(pending)
+                pending = _Outcome()
+                self._counted(batch, self.done)
+                self.pool.append(batch.frame)
+                if sum(f.height for f in self.pool) >= BATCH_LINES:
+                    self.flush()
+            else:
+                self.flush()  # earlier lines first: the first copy of an event is the one kept
+                self._counted(batch, pending)
+                self._validate(batch.frame, pending)
+
+    def flush(self) -> None:
+        if self.pool:
+            lines, self.pool = pl.concat(self.pool), []
+            self._validate(lines, self.done)
+
+    def _counted(self, batch: Lines, into: _Outcome) -> None:
+        into.quarantine.add(blank_rows(batch.file, batch.blank, self.load_date))
+        into.lines += batch.frame.height + batch.blank.count
+
+    def _validate(self, lines: pl.DataFrame, into: _Outcome) -> None:
+        """Validate lines and add what they came to, deduplicated against the events kept
+        before them."""
+        valid, rejected = validate_lines(lines, self.load_date)
+        valid, rejected = _drop_erased(
+            valid, as_quarantine(rejected), self.tombstones, self.load_date
+        )
+        valid, erasures = _erasure_requests(valid)
+        known = [self.done] if into is self.done else [self.done, into]
+        kept, conflicts, duplicates = deduplicate(valid, _known_keys(known))
+        into.events.append(kept)
+        into.keys.append(kept.select(KEY_COLUMNS))
+        into.quarantine.add(conflict_rows(conflicts, self.load_date, lines))
+        into.quarantine.add(rejected)
+        into.erasures += erasures
+        into.duplicates += duplicates
+
+
+def _known_keys(outcomes: list[_Outcome]) -> pl.LazyFrame | None:
+    """The keys of the events the outcomes kept (each outcome's list made one frame)."""
+    for outcome in outcomes:
+        if len(outcome.keys) > 1:
+            outcome.keys = [pl.concat(outcome.keys, rechunk=True)]
+    keys = [k for outcome in outcomes for k in outcome.keys]
+    return pl.concat(keys).lazy() if keys else None
+
+
 def ingest_folder(
     folder: Path,
     load_date: date,
     existing: pl.LazyFrame | None = None,
     tombstones: Tombstones | None = None,
+    root: Path | None = None,
 ) -> IngestResult:
-    """Read every `*.jsonl`/`*.jsonl.gz` of one landing folder and split it three ways.
+    """Read every `*.jsonl`/`*.jsonl.gz` regular file of one landing folder and split its lines
+    three ways. `root` is the landing folder (default: `folder`'s parent): no symbolic link may
+    lead out of it (pipeline.ingest.listing).
 
     `existing` holds (tenant_id, event_id, content_hash) of the events of every *other* partition,
     so a re-sent event is stored once however many days it arrives on. Lines of people in
     `tombstones` are counted as `erased_contact` quarantine rows; erasure requests are returned in
     `erasures` for the run to carry out.
     """
-    files = landing_files(folder)
-    frames = [read_lines(path) for path in files]
-    lines = pl.concat(frames) if frames else pl.DataFrame(schema=LINES_SCHEMA)
-    # Lines are independent until dedupe: validating in slices bounds the memory of the wide
-    # parsed frame (70 columns) whatever the size of the folder.
-    parts = [
-        validate_lines(chunk, load_date) for chunk in lines.iter_slices(VALIDATE_CHUNK_LINES)
-    ] or [validate_lines(lines, load_date)]
-    events = pl.concat([valid for valid, _ in parts])
-    quarantine = pl.concat([rejected for _, rejected in parts])
-    events, quarantine = _drop_erased(events, quarantine, tombstones, load_date)
-    events, erasures = _erasure_requests(events)
+    entries = landing_entries(folder, root)
+    reader = _Reader(load_date, tombstones)
+    for entry in entries:
+        refusal = entry.refusal
+        if refusal is None:
+            reader.file(file_lines(entry.path))
+        else:
+            reader.file([refused_lines(entry.name, refusal.reason, refusal.detail)])
+    reader.flush()
+    done = reader.done
+    events = pl.concat([pl.DataFrame(schema=EVENT_SCHEMA), *done.events])
     kept, conflicts, duplicates = deduplicate(events, existing)
-    quarantine = pl.concat([quarantine, _conflicts_to_quarantine(conflicts, lines, load_date)])
+    done.quarantine.add(conflict_rows(conflicts, load_date))  # with other partitions' events
+    quarantine = with_raw_text(done.quarantine.frame(), folder)
     return IngestResult(
         load_date=load_date,
         events=kept,
-        quarantine=quarantine.select(
-            [pl.col(c).cast(t) for c, t in QUARANTINE_SCHEMA.items()]
-        ).sort("file", "line_no"),
-        files=[p.name for p in files],
-        lines_read=lines.height,
-        duplicates=duplicates,
-        erasures=erasures,
+        quarantine=quarantine,
+        files=[entry.name for entry in entries],
+        lines_read=done.lines,
+        duplicates=done.duplicates + duplicates,
+        erasures=list(dict.fromkeys(done.erasures)),
     )
 
 

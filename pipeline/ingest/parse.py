@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
 import duckdb
 import polars as pl
 
 from pipeline.ingest.contracts import (
     FIELDS,
+    MAX_JSON_DEPTH,
     JsonKind,
-    Reason,
 )
+from pipeline.ingest.rawjson import json_depth, json_reason
 
 # What DuckDB's lenient parser (yyjson) accepts and RFC 8259 does not, or could hide: NaN and
 # Infinity literals (any case), a trailing comma, a key twice in one object (first wins there).
@@ -31,46 +30,37 @@ _NON_RFC_SPACE = (
 _KEY = r'"(?:[^"\\]|\\.)*":'
 
 
-class _DuplicateKeyError(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    if len({k for k, _ in pairs}) < len(pairs):
-        raise _DuplicateKeyError
-    return {}  # only the check matters
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _strict_json_reason(line: str) -> str | None:
-    """The reason RFC 8259 rejects a line DuckDB accepted, or None."""
-    try:
-        json.loads(line, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-    except _DuplicateKeyError:
-        return Reason.DUPLICATE_KEY.value
-    except (ValueError, RecursionError):
-        return Reason.INVALID_JSON.value
-    return None
+def _too_deep(lines: pl.DataFrame) -> pl.Series:
+    """Per line: nested deeper than MAX_JSON_DEPTH. Only a line with more opening brackets than
+    that can be; those are scanned (`json_depth`, no recursion)."""
+    brackets = lines["raw"].str.count_matches(r"[\[{]").fill_null(0)
+    at = (brackets > MAX_JSON_DEPTH).arg_true()
+    column = pl.repeat(False, lines.height, dtype=pl.Boolean, eager=True).alias("too_deep")
+    if not len(at):
+        return column
+    deep = [json_depth(line) > MAX_JSON_DEPTH for line in lines["raw"].gather(at).to_list()]
+    return column.scatter(at, pl.Series(deep, dtype=pl.Boolean))
 
 
 def _strict_json(lines: pl.DataFrame) -> pl.Series:
-    """Per line: `invalid_json` / `duplicate_key` where the strict parse rejects it, else null."""
+    """Per line: `invalid_json` / `duplicate_key` where the strict parse (`rawjson.read_json`)
+    rejects it, else null. A line too deep is not parsed (`too_deep` is its reason)."""
     keys = pl.col("keys")
     candidates = (
-        lines.select("raw", pl.col("raw").str.extract_all(_KEY).alias("keys"))
+        lines.select("raw", "too_deep", pl.col("raw").str.extract_all(_KEY).alias("keys"))
         .select(
-            pl.col("raw").str.contains(_LENIENT)
-            | pl.col("raw").str.contains(_NON_RFC_SPACE)
-            | (keys.list.n_unique() < keys.list.len())
-            | keys.list.join("").str.contains("\\", literal=True)
+            (
+                pl.col("raw").str.contains(_LENIENT)
+                | pl.col("raw").str.contains(_NON_RFC_SPACE)
+                | (keys.list.n_unique() < keys.list.len())
+                | keys.list.join("").str.contains("\\", literal=True)
+            )
+            & ~pl.col("too_deep")
         )
         .to_series()
     )
     at = candidates.arg_true()
-    reasons = [_strict_json_reason(line) for line in lines["raw"].gather(at).to_list()]
+    reasons = [json_reason(line) for line in lines["raw"].gather(at).to_list()]
     column = pl.repeat(None, lines.height, dtype=pl.String, eager=True).alias("strict_json")
     return column.scatter(at, pl.Series(reasons, dtype=pl.String)) if len(at) else column
 
@@ -89,6 +79,7 @@ def extract(lines: pl.DataFrame) -> pl.DataFrame:
     trailing commas, NaN literals and duplicate keys: `_strict_json` re-reads the lines that
     could hold them.
     """
+    lines = lines.with_columns(_too_deep(lines))
     lines = lines.with_columns(_strict_json(lines))
     structure = "{" + ", ".join(f'"{f.name}": "JSON"' for f in FIELDS) + "}"
     con = duckdb.connect()

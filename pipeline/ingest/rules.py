@@ -12,16 +12,15 @@ from pipeline.ingest.contracts import (
     CONTEXT_KEYS,
     CONTEXT_MAX_ITEMS,
     CONTEXT_PACK_PATTERN,
+    CONTROL_CHARACTERS,
     EARLIEST_TS_YEAR,
     EVENT_ID_MAX_CHARS,
     EVENT_SCHEMA,
     FIELDS,
     FUTURE_TOLERANCE_DAYS,
     ID_MAX_CHARS,
-    LINE_MAX_BYTES,
     MEMORY_CATEGORIES,
     NOTE_MAX_CHARS,
-    RAW_KEPT_CHARS,
     SUPPORTED_SCHEMA_VERSIONS,
     TENANT_ID_PATTERN,
     EventType,
@@ -31,6 +30,8 @@ from pipeline.ingest.contracts import (
     Signal,
 )
 from pipeline.ingest.parse import extract
+from pipeline.ingest.tenant_ids import RESERVED_PREFIX
+from pipeline.pii.keys import PSEUDONYM
 
 _INTEGER_TYPES = ("BIGINT", "UBIGINT")
 _KIND_TYPES: dict[JsonKind, tuple[str, ...]] = {
@@ -79,6 +80,7 @@ def _envelope_rules(load_date: date) -> list[tuple[pl.Expr, pl.Expr]]:
         (pl.col("damage").is_not_null(), pl.col("damage")),
         (pl.col("raw").is_null(), lit(Reason.INVALID_UTF8.value)),
         (pl.col("raw").str.strip_chars() == "", lit(Reason.EMPTY_LINE.value)),
+        (pl.col("too_deep"), lit(Reason.TOO_DEEP.value)),
         (
             ~pl.col("json_ok").fill_null(False) | (strict == Reason.INVALID_JSON.value),
             lit(Reason.INVALID_JSON.value),
@@ -101,7 +103,12 @@ def _envelope_rules(load_date: date) -> list[tuple[pl.Expr, pl.Expr]]:
             ~pl.col("event_id").str.len_chars().is_between(1, EVENT_ID_MAX_CHARS),
             lit(Reason.BAD_EVENT_ID.value),
         ),
-        (~pl.col("tenant_id").str.contains(TENANT_ID_PATTERN), lit(Reason.BAD_TENANT_ID.value)),
+        *_identifier_rules(by_name["event_id"]),
+        (
+            ~pl.col("tenant_id").str.contains(TENANT_ID_PATTERN)
+            | pl.col("tenant_id").str.starts_with(RESERVED_PREFIX),
+            lit(Reason.BAD_TENANT_ID.value),
+        ),
         (~pl.col("event_type").is_in(list(EventType)), lit(Reason.UNKNOWN_EVENT_TYPE.value)),
         (pl.col("ts_parsed").is_null(), lit(Reason.BAD_TIMESTAMP.value)),
         (
@@ -116,6 +123,36 @@ def _envelope_rules(load_date: date) -> list[tuple[pl.Expr, pl.Expr]]:
     return rules
 
 
+def _identifier_rules(f: Field, applies: pl.Expr | None = None) -> list[tuple[pl.Expr, pl.Expr]]:
+    """An identifier (each string of a list) holds no control or format character, and is not
+    shaped like a pseudonym of the pipeline's (a spoofed one would name another person in a
+    pack). The tenant id has its own pattern, which allows neither."""
+    applies = _present(f) if applies is None else applies & _present(f)
+    value = pl.col(f.name)
+    if f.kind is JsonKind.STRING_LIST:  # checked where it is a list of strings
+        # Its JSON text shows a raw format character and a whole pseudonym as they are; only a
+        # text with an escape (`\u0000`) needs decoding, item by item.
+        escaped = pl.col(f"{f.name}__all_str") & value.str.contains("\\", literal=True)
+        items = pl.when(escaped).then(value).str.json_decode(pl.List(pl.String))
+        whole = '"' + PSEUDONYM.strip("^$") + '"'
+        control = (
+            pl.when(escaped)
+            .then(items.list.eval(pl.element().str.contains(CONTROL_CHARACTERS)).list.any())
+            .otherwise(value.str.contains(CONTROL_CHARACTERS))
+        )
+        spoofed = (
+            pl.when(escaped)
+            .then(items.list.eval(pl.element().str.contains(PSEUDONYM)).list.any())
+            .otherwise(value.str.contains(whole))
+        )
+    else:
+        control, spoofed = value.str.contains(CONTROL_CHARACTERS), value.str.contains(PSEUDONYM)
+    return [
+        (applies & control, pl.lit(f"{Reason.CONTROL_CHARACTER}:{f.name}")),
+        (applies & spoofed, pl.lit(f"{Reason.PSEUDONYM_SHAPED_ID}:{f.name}")),
+    ]
+
+
 def _field_rules(f: Field) -> list[tuple[pl.Expr, pl.Expr]]:
     """One body field's rules: required, type, length, allowed values, range."""
     lit = pl.lit
@@ -127,6 +164,8 @@ def _field_rules(f: Field) -> list[tuple[pl.Expr, pl.Expr]]:
     if f.max_chars is not None:
         too_long = pl.col(f.name).str.len_chars() > f.max_chars
         rules.append((applies & _present(f) & too_long, lit(f"{Reason.TOO_LONG}:{f.name}")))
+    if f.identifier:
+        rules += _identifier_rules(f, applies)
     allowed = f.allowed
     if f.name == "category":  # free text on interactions, an enumeration on memories
         applies = applies & (pl.col("event_type") == EventType.MEMORY.value)
@@ -152,10 +191,12 @@ def _field_rules(f: Field) -> list[tuple[pl.Expr, pl.Expr]]:
 def _cross_field_rules() -> list[tuple[pl.Expr, pl.Expr]]:
     """Fields one event type needs that the others do not."""
     by_name = {f.name: f for f in FIELDS}
+    erasure = pl.col("event_type") == EventType.ERASURE.value
     return [
-        (
-            (pl.col("event_type") == EventType.ERASURE.value) & ~_present(by_name["contact_id"]),
-            pl.lit(f"{Reason.MISSING_FIELD}:contact_id"),
+        (erasure & ~_present(by_name["contact_id"]), pl.lit(f"{Reason.MISSING_FIELD}:contact_id")),
+        (  # a request must name the person: "" or "   " would name nobody (or everybody)
+            erasure & (pl.col("contact_id").str.strip_chars() == ""),
+            pl.lit(f"{Reason.BLANK_FIELD}:contact_id"),
         ),
         (
             (pl.col("event_type") == EventType.FEEDBACK.value)
@@ -221,6 +262,10 @@ def _context_rules() -> list[tuple[pl.Expr, pl.Expr]]:
             (items.list.len() > CONTEXT_MAX_ITEMS) | (longest > ID_MAX_CHARS),
             f"{Reason.TOO_LONG}:context.items",
         ),
+        (
+            items.list.eval(pl.element().str.contains(CONTROL_CHARACTERS)).list.any(),
+            f"{Reason.CONTROL_CHARACTER}:context.items",
+        ),
         (shaped & ~pack.str.contains(CONTEXT_PACK_PATTERN), Reason.BAD_PACK_VERSION.value),
         (
             pack.str.extract(CONTEXT_PACK_PATTERN, 1) != pl.col("tenant_id"),
@@ -259,9 +304,11 @@ def _first_reason(rules: Iterable[tuple[pl.Expr, pl.Expr]]) -> pl.Expr:
 
 # RFC 3339 §5.6 date-time: `T`/`Z` in either case (§5.6 NOTE), an offset `Z` or `±hh:mm`. No
 # space separator (an application may allow one: this contract does not), no offset-less time,
-# no `+hhmm`. [0-9], not \d: the regex crate's \d matches every Unicode digit.
+# no `+hhmm`. [0-9], not \d: the regex crate's \d matches every Unicode digit. Hours 00-23,
+# minutes and seconds 00-59: RFC 3339 allows a leap second (:60), but the parser would roll it
+# into the next minute, and no clock an app logs from should write one (a `10:00:60` is a bug).
 _RFC3339 = (
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?"
     r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$"
 )
 
@@ -285,25 +332,10 @@ def _typed(f: Field) -> pl.Expr:
     return value.cast(dtype, strict=False).alias(f.name)
 
 
-def _cut_long_lines() -> list[pl.Expr]:
-    """A line over LINE_MAX_BYTES is `line_too_long` before any parse; its raw keeps a prefix."""
-    size = pl.col("raw").str.len_bytes()
-    too_long = size > LINE_MAX_BYTES
-    cut = pl.format(
-        "{}… [cut: the line is {} bytes]", pl.col("raw").str.slice(0, RAW_KEPT_CHARS), size
-    )
-    return [
-        pl.when(too_long)
-        .then(pl.lit(Reason.LINE_TOO_LONG.value))
-        .otherwise("damage")
-        .alias("damage"),
-        pl.when(too_long).then(cut).otherwise("raw").alias("raw"),
-    ]
-
-
 def validate_lines(lines: pl.DataFrame, load_date: date) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Split read lines into candidate events (typed) and quarantined lines (with reasons)."""
-    lines = lines.with_row_index("row").with_columns(_cut_long_lines())
+    """Split read lines into candidate events (typed) and quarantined lines (with reasons). A line
+    over LINE_MAX_BYTES comes cut, with its reason (`damage`), from pipeline.ingest.lines."""
+    lines = lines.with_row_index("row")
     wide = extract(lines).with_columns(_parse_ts("ts").alias("ts_parsed"))
     wide = wide.with_columns(_first_reason(_rules(load_date)))
     bad = wide.filter(pl.col("reason").is_not_null())

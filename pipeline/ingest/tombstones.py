@@ -117,16 +117,22 @@ def erased_quarantine_rows(
     rows: pl.DataFrame, load_date: date | None, file: str, line: str
 ) -> pl.DataFrame:
     """What stays of a removed line: where it was and why it is gone, nothing of what it said —
-    so every run's `lines read = accepted + duplicates + quarantined` still holds."""
+    so every run's `lines read = accepted + duplicates + quarantined` still holds (a counted row
+    keeps how many lines it stands for)."""
+    number = pl.col(line).cast(pl.Int64)
     return rows.select(
         pl.lit(load_date, pl.Date).alias("load_date"),
         pl.col(file).cast(pl.String).alias("file"),
-        pl.col(line).cast(pl.Int64).alias("line_no"),
+        number.alias("line_no"),
         pl.lit(Reason.ERASED_CONTACT.value).alias("reason"),
         pl.lit(None, pl.String).alias("raw"),
         pl.lit(None, pl.Binary).alias("raw_bytes"),
         pl.col("tenant_id").cast(pl.String),
         pl.lit(None, pl.String).alias("event_id"),
+        (pl.col("lines") if "lines" in rows.columns else pl.lit(1, pl.Int64)).alias("lines"),
+        (pl.col("line_nos") if "line_nos" in rows.columns else pl.concat_list(number)).alias(
+            "line_nos"
+        ),
     )
 
 

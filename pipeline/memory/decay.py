@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import polars as pl
 
-from memorypack.context import STALE_AFTER_DAYS
+from memorypack.questions import STALE_AFTER_DAYS
 from pipeline import tables
 from pipeline.feedback.scores import DEFAULT_SCORING, ScoringConfig, compute_scores, distinct
 from pipeline.ingest.contracts import MemoryType, Signal

@@ -31,6 +31,7 @@ from presidio_analyzer.predefined_recognizers import (
 
 from pipeline.pii.national_ids import NATIONAL_ID, SSN, find_national_ids
 from pipeline.pii.phones import fitting_regions, keeps
+from pipeline.pii.places import listed_places
 from pipeline.pii.postcodes import postcode_places
 from pipeline.pii.rules import (
     IPV4_PADDED,
@@ -44,7 +45,6 @@ from pipeline.pii.rules import (
     faker_names,
     ipv4_padded,
     is_name,
-    listed_places,
     phone_runs,
 )
 from pipeline.pii.scripts import find_names, name_lists
@@ -207,7 +207,7 @@ class PostcodePlaces(EntityRecognizer):  # type: ignore[misc]
 
 
 class ListedPlaces(EntityRecognizer):  # type: ignore[misc]
-    """A place of the lists where a place goes (pipeline.pii.rules.listed_places)."""
+    """A place of the lists where a place goes (pipeline.pii.places.listed_places)."""
 
     def load(self) -> None:
         pass

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 import polars as pl
 
 from pipeline.pii import lexicon
+from pipeline.pii.places import faker_places, world_places
 from pipeline.pii.rules import (
     COMMON_WORD_NAMES,
     PLACEHOLDER,
     WORD,
     faker_names,
-    faker_places,
-    world_places,
 )
 
 _PLACEHOLDERS = re.compile("|".join(re.escape(p) for p in PLACEHOLDER.values()))

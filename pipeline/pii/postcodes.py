@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from pipeline.pii.rules import known_place
+from pipeline.pii.places import known_place
 
 # The common formats: DE/FR/ES/IT/US (5 digits, a US ZIP+4), BR (01310-100), NL (1012 AB), PL
 # (00-950), PT (1000-001), SE (114 55), JP (〒100-0001), CA (K1A 0B1), UK (SW1A 1AA), and 4 digits

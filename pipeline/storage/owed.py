@@ -16,6 +16,9 @@ from pipeline.config import Paths
 from pipeline.storage.lake import write_text_atomic
 
 FOLDER = "owed"  # <home>/owed/<tenant>/<load date>.<unique id>, one file an entry
+# A file's mtime comes from a coarser clock than time.time() (a few ms on Linux, seconds on some
+# stores): an entry recorded within this of `since` counts as recorded since.
+MTIME_SLACK_SECONDS = 1.0
 
 
 def record(paths: Paths, tenant: str, day: str) -> None:
@@ -25,8 +28,9 @@ def record(paths: Paths, tenant: str, day: str) -> None:
     write_text_atomic(paths.home / FOLDER / tenant / f"{day}.{uuid.uuid4().hex}", day)
 
 
-def owed(paths: Paths) -> dict[str, list[str]]:
-    """Tenant → the load dates its pack owes, from the entries in the home (in order)."""
+def owed(paths: Paths, since: float = 0.0) -> dict[str, list[str]]:
+    """Tenant → the load dates its pack owes, from the entries in the home (in order); with
+    `since` (a Unix time), only those recorded since then (a sensor that started then)."""
     root = paths.home / FOLDER
     found: dict[str, list[str]] = {}
     if not root.is_dir():
@@ -36,6 +40,8 @@ def owed(paths: Paths) -> dict[str, list[str]]:
             continue
         for entry in _listed(folder):
             if entry.name.startswith("."):  # the temporary file of a write that was killed
+                continue
+            if since and entry.stat().st_mtime < since - MTIME_SLACK_SECONDS:
                 continue
             dates = found.setdefault(folder.name, [])
             day = entry.name.split(".", 1)[0]

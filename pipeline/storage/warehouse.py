@@ -19,6 +19,7 @@ from pipeline import tables
 from pipeline.config import Paths
 from pipeline.errors import UserError
 from pipeline.storage.lake import Lake, file_identity, hive_values, read_file
+from pipeline.tables import HIVE_TYPES
 
 LOADED_FILES = "_lake_files"
 _LOADED_COLUMNS = "(table_name VARCHAR, part VARCHAR, identity VARCHAR)"
@@ -53,11 +54,13 @@ def lake_source(
 
 
 def parquet_source(files: Sequence[Path], hive: bool) -> str:
-    """DuckDB's reader of exactly these lake files (a partition's key restored from its folder)."""
+    """DuckDB's reader of exactly these lake files (a partition's key restored from its folder,
+    as its declared type: DuckDB would read a tenant `007` as the integer 7)."""
     listed = ", ".join(sql_quote(str(f)) for f in files)
-    return (
-        f"read_parquet([{listed}], hive_partitioning = {str(hive).lower()}, union_by_name = true)"
-    )
+    folders = hive_values(files[0].parent.as_posix()) if hive and files else {}
+    kinds = [f"{sql_quote(c)}: {str(HIVE_TYPES[c]).upper()}" for c in folders if c in HIVE_TYPES]
+    typed = f", hive_types = {{{', '.join(kinds)}}}" if kinds else ""
+    return f"read_parquet([{listed}], hive_partitioning = {str(hive).lower()}, union_by_name = true{typed})"
 
 
 def _busy(path: Path, error: duckdb.Error) -> str:

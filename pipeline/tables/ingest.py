@@ -43,14 +43,20 @@ TABLES: tuple[Table, ...] = (
             "raw_bytes": pl.Binary(),
             "tenant_id": STR,
             "event_id": STR,
+            "lines": INT,
+            "line_nos": pl.List(INT),
         },
         ("load_date", "file", "line_no"),
         asset="quarantine",
         partition=LOAD_DATE,
         by_tenant=False,
         descriptions={
-            "reason": "machine-readable: missing_field:<f>, bad_type:<f>, corrupt_gzip, …",
+            "reason": "machine-readable: missing_field:<f>, wrong_type:<f>, corrupt_gzip, … "
+            "(docs/INPUT.md lists them)",
             "raw_bytes": "the bytes not ingested of an unreadable file's rest",
+            "lines": "how many landing lines the row stands for: 1, or a file's blank lines, or "
+            "its identical rejected lines (same reason and text), counted as one row",
+            "line_nos": "the numbers of the first of those lines (at most 5); line_no is the first",
             "raw": "the line as read (redacted in the analytics snapshot)",
             "tenant_id": "the line's tenant_id when it could be read",
             "event_id": "the line's event_id when it could be read",

@@ -108,4 +108,18 @@ TABLES: tuple[Table, ...] = (
             "kinds": "the kinds of PII found in it",
         },
     ),
+    Table(
+        "pii_names",
+        "Each tenant's names that its last pack redacted wherever they were written "
+        "(pipeline.pii.names), one file a tenant, replaced with each pack; the analyst snapshot "
+        "redacts the tenant's rows with them.",
+        {"word": STR, "surname": pl.Boolean()},
+        ("word",),
+        asset=None,
+        role="cache",
+        descriptions={
+            "word": "a name word, as written in the tenant's texts",
+            "surname": "whether it is used as a family name (redacted beside a first name)",
+        },
+    ),
 )

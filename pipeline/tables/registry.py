@@ -64,6 +64,9 @@ COMMENTS: dict[str, str] = {t.name: t.comment for t in _TABLES}
 BOOKKEEPING: tuple[str, ...] = tuple(t.name for t in _TABLES if t.role == "bookkeeping")
 PARTITION_COLUMNS: dict[str, str] = {t.name: t.partition for t in _TABLES if t.partition}
 SHARED_TABLES: frozenset[str] = frozenset(t.name for t in _TABLES if not t.by_tenant)
+# The type of each column a folder name carries (`tenant_id=<id>`, `load_date=<day>`): readers
+# take a folder's value as this type, never as what it looks like (tenant `007` is no integer).
+HIVE_TYPES: dict[str, pl.DataType] = {c: t.columns[c] for t in _TABLES for c in t.hive_columns}
 # The one lake table whose asset has another name: ingest's events are the asset raw_events.
 ASSET_OF_TABLE: dict[str, str] = {t.name: t.asset for t in _TABLES if t.asset and t.asset != t.name}
 

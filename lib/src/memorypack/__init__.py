@@ -7,10 +7,11 @@ Needs numpy and pyarrow only. The pipeline that builds and publishes packs is th
     pack = MemoryPack.load("data/packs/acme")
 """
 
-from memorypack.context import PromptContext, Question
+from memorypack.context import PromptContext
 from memorypack.encoder import EncoderUnavailable
 from memorypack.format import PACK_FORMAT, PackError
 from memorypack.loader import MemoryPack
+from memorypack.questions import Question
 from memorypack.receipt import HOLDOUT_SHARE, Receipt
 from memorypack.results import (
     Conflict,

@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from memorypack.context import (
-    STALE_AFTER_DAYS,
-)
+from memorypack.arguments import number, optional_number, vector, whole
 from memorypack.indexes import TENANT_PRIOR_VOTES, UNKNOWN_SKILL_CONFIDENCE
+from memorypack.questions import STALE_AFTER_DAYS
 from memorypack.ranking import Ranking
 from memorypack.results import Conflict, FewShotExample, SkillChoice, Template
 from memorypack.tables import EMPTY, column_values, has_text
@@ -42,6 +41,9 @@ class Answers(Ranking):
         relevant inputs first (`retrieval` as in `search`; `similarity` is the cosine when the
         vector channel ran). Floors: the memory's `confidence` ≥ min_confidence, the example's
         `quality` ≥ min_score. `rank` is the position in this answer."""
+        k, query_vector = whole(k, "k"), vector(query_vector)
+        min_confidence = number(min_confidence, "min_confidence")
+        min_score = optional_number(min_score, "min_score")
         rows = self._example_groups.get((system, kind, skill_id), EMPTY)
         if min_confidence > 0:
             rows = rows[self._example_confidence[rows] >= min_confidence]
@@ -141,6 +143,9 @@ class Answers(Ranking):
         user's own as their votes arrive, so a new user gets the skills that work for the tenant.
         `skills`: choose among these only (e.g. `skills_of(system)`). Floors: `confidence` ≥
         min_confidence, `score` ≥ min_score; None when no skill passes."""
+        epsilon = number(epsilon, "epsilon", low=0, high=1)
+        min_confidence = number(min_confidence, "min_confidence")
+        min_score = optional_number(min_score, "min_score")
         known = self._user_skills.get(user_id or "", {})
         candidates = self._all_skills
         if skills is not None:

@@ -26,19 +26,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from memorypack.arguments import vector, whole
+from memorypack.questions import (
+    STALE_AFTER_DAYS,
+    Question,
+    age_days,
+    questions_for,
+    quoted,
+    when,
+)
+from memorypack.reads import Pack
 from memorypack.receipt import Receipt, in_holdout, receipt
 from memorypack.results import Conflict, FewShotExample, ScoredMemory, Template
 
-if TYPE_CHECKING:
-    from memorypack.loader import MemoryPack
-
-# Seed 004, hygiene rule 4: "if acting on memory > 6 months old, mention it" (the pack's `stale`
-# flag, as of its publication; the age is checked again as of `now`).
-STALE_AFTER_DAYS = 180.0
 # Seed 004: "if acting on low-confidence memory, state it"; "confidence < 0.6 being used for
 # autonomous action: stop, state confidence level, ask for confirmation".
 LOW_CONFIDENCE = 0.6
@@ -53,17 +57,6 @@ HEADERS = {
     "questions": "## Questions for the person (ask them together, once)",
     "examples": "## Examples of good answers",
 }
-
-
-@dataclass(frozen=True)
-class Question:
-    """Something to ask the person. `kind`: `conflict` (two memories disagree: which holds?),
-    `reconfirm` (high impact and low confidence, or old: is it still right?) or `promote` (the
-    audit's promotion candidate: treat it as a preference? — never applied without a yes)."""
-
-    kind: str
-    memory_ids: tuple[str, ...]
-    text: str
 
 
 @dataclass(frozen=True)
@@ -97,29 +90,15 @@ class PromptContext:
         return f"Before I go on, a few quick checks: {numbered}"
 
 
-def _when(moment: datetime | None) -> str:
-    return moment.astimezone(UTC).date().isoformat() if isinstance(moment, datetime) else "never"
-
-
-def _age_days(moment: datetime | None, now: datetime) -> float | None:
-    if not isinstance(moment, datetime):
-        return None
-    return (now - moment).total_seconds() / 86400.0
-
-
-def _quoted(text: str | None) -> str:
-    return '"' + " ".join((text or "").split()) + '"'
-
-
 def memory_line(memory: ScoredMemory, now: datetime) -> str:
     """`- "text" (type, confidence 0.58, last confirmed 2026-11-02, 6 days ago)` plus the warnings
     the trust rules ask for."""
-    age = _age_days(memory.last_confirmed, now)
+    age = age_days(memory.last_confirmed, now)
     ago = f", {int(age)} days ago" if age is not None and age >= 0 else ""
     kind = memory.memory_type.replace("_", " ")
     line = (
-        f"- {_quoted(memory.text)} ({kind}, confidence {memory.confidence:.2f}, "
-        f"last confirmed {_when(memory.last_confirmed)}{ago})"
+        f"- {quoted(memory.text)} ({kind}, confidence {memory.confidence:.2f}, "
+        f"last confirmed {when(memory.last_confirmed)}{ago})"
     )
     warnings = []
     if memory.stale or (age is not None and age > STALE_AFTER_DAYS):
@@ -142,30 +121,7 @@ def conflict_line(conflict: Conflict) -> str:
         first = conflict.preferred_id == conflict.memory_id_a
         prefers = f" (the trust order prefers the {'first' if first else 'second'})"
     about = f" about {conflict.subject}" if conflict.subject else ""
-    return f"- {_quoted(conflict.text_a)} vs {_quoted(conflict.text_b)}{about}{prefers}"
-
-
-def conflict_question(conflict: Conflict) -> Question:
-    return Question(
-        "conflict",
-        (conflict.memory_id_a, conflict.memory_id_b),
-        f"I have two notes that disagree: {_quoted(conflict.text_a)} and "
-        f"{_quoted(conflict.text_b)}. Which should I follow?",
-    )
-
-
-def reconfirm_question(memory_id: str, text: str | None, why: str) -> Question:
-    return Question(
-        "reconfirm", (memory_id,), f"This might be outdated ({why}): {_quoted(text)}. Still right?"
-    )
-
-
-def promote_question(memory_id: str, text: str | None) -> Question:
-    return Question(
-        "promote",
-        (memory_id,),
-        f"I'm noticing {_quoted(text)}. Should I treat this as a preference?",
-    )
+    return f"- {quoted(conflict.text_a)} vs {quoted(conflict.text_b)}{about}{prefers}"
 
 
 def example_block(example: FewShotExample) -> str:
@@ -205,39 +161,8 @@ def fit(candidates: dict[str, list[str]], budget_chars: int) -> tuple[dict[str, 
     return kept, _render(chosen)
 
 
-def questions_for(pack: MemoryPack, contact_id: str | None, now: datetime) -> list[Question]:
-    """What to ask the person about their memories: each open conflict, then each active memory
-    the audit flags (needs reconfirmation, or older than six months), then each promotion
-    candidate; a memory is asked about once (seed 004: never ask about the same thing twice)."""
-    if contact_id is None:
-        return []
-    asked: set[str] = set()
-    questions = []
-    for conflict in pack.conflicts(contact_id):
-        questions.append(conflict_question(conflict))
-        asked.update((conflict.memory_id_a, conflict.memory_id_b))
-    rows = pack.contact_memories(contact_id).to_pylist()
-    rows = [
-        r for r in rows if r.get("memory_type") != "interaction" and r["memory_id"] not in asked
-    ]
-    for row in sorted(rows, key=lambda r: r["memory_id"]):
-        age = _age_days(row.get("last_confirmed"), now)
-        if row.get("needs_reconfirmation"):
-            why = f"high impact, confidence {float(row['confidence']):.2f}"
-        elif row.get("stale") or (age is not None and age > STALE_AFTER_DAYS):
-            why = f"last confirmed {_when(row.get('last_confirmed'))}"
-        else:
-            continue
-        questions.append(reconfirm_question(row["memory_id"], row.get("text"), why))
-        asked.add(row["memory_id"])
-    for row in sorted(rows, key=lambda r: r["memory_id"]):
-        if row.get("promotion_to") and row["memory_id"] not in asked:
-            questions.append(promote_question(row["memory_id"], row.get("text")))
-    return questions
-
-
 def _template(
-    pack: MemoryPack,
+    pack: Pack,
     skill_id: str | None,
     user_id: str | None,
     tags: Sequence[str] | None,
@@ -294,7 +219,7 @@ def distinct_examples(
 
 
 def _memories(
-    pack: MemoryPack, contact_id: str | None, k: int, asked: dict[str, Any]
+    pack: Pack, contact_id: str | None, k: int, asked: dict[str, Any]
 ) -> list[ScoredMemory]:
     """`memories_for`'s k best with distinct texts: ranked as `memories_for(k)` ranks them, asked
     again for twice as many while repeats left the list short (and the pack holds more)."""
@@ -313,7 +238,7 @@ def _unique_lines(lines: list[str]) -> list[int]:
 
 
 def _examples(
-    pack: MemoryPack,
+    pack: Pack,
     system: str | None,
     kind: str | None,
     skill_id: str | None,
@@ -335,11 +260,11 @@ def _examples(
 
 
 def prompt_context(
-    pack: MemoryPack,
+    pack: Pack,
     contact_id: str | None,
-    query: str | None,
-    system: str | None,
-    budget_chars: int,
+    query: str | None = None,
+    system: str | None = None,
+    budget_chars: int = 4000,
     *,
     kind: str | None = None,
     skill_id: str | None = None,
@@ -350,12 +275,24 @@ def prompt_context(
     k_examples: int = 3,
     now: datetime | None = None,
     session_id: str | None = None,
-    holdout_share: float = 0.0,
 ) -> PromptContext:
-    """See `MemoryPack.prompt_context`."""
-    if budget_chars < 0:
-        raise ValueError(f"budget_chars must be ≥ 0, not {budget_chars}")
-    if in_holdout(session_id, contact_id, holdout_share):  # the control: no pack content
+    """The prompt pieces for one call about `contact_id`: the current template (of `skill_id`,
+    else of the skill `select_skill(user_id, tags)` picks among `skills_of(system, kind)`,
+    the skills that system's calls used; none for a system the pack holds no call of), the
+    person's memories ranked for `query` with their trust lines and age warnings, open
+    conflicts, the questions to ask the person, and `system`'s few-shot examples — trimmed
+    to `budget_chars` in the priority order of this module's docstring. Nothing is
+    said twice: a memory whose text an earlier one has, an example that is a listed memory
+    or repeats an earlier example's input or output, is left out for the next one. `.text`
+    is the rendering; the fields are the pieces that fitted, `dropped` counts the rest.
+    `now` (default: the clock) dates ages.
+
+    `.receipt` is what the app logs with the call: `event["context"] =
+    ctx.receipt.as_context()`. A call whose session (else contact) falls in the holdout
+    (`holdout_share`) gets an empty context and a receipt with `holdout: True`."""
+    budget_chars, query_vector = whole(budget_chars, "budget_chars", low=0), vector(query_vector)
+    k_memories, k_examples = whole(k_memories, "k_memories"), whole(k_examples, "k_examples")
+    if in_holdout(session_id, contact_id, pack.holdout_share):  # the control: no pack content
         empty = receipt(pack.tenant_id, pack.version, holdout=True)
         return PromptContext(
             contact_id, query, system, budget_chars, "", None, [], [], [], [], empty

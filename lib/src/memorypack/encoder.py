@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from memorypack.format import PackError, sha256_file
+from memorypack.format import PackError, read_regular, sha256_file
 from memorypack.fs import Location
 
 MODELS_DIR = "models"
@@ -79,14 +79,16 @@ def _model_file(entry: Any, role: str) -> str:
 
 
 def _verified_bytes(folder: Location, entry: Any, role: str) -> bytes:
+    """The model file's bytes, read only once it is known to be a regular file of the size the
+    sealed manifest names (an 8 GB file or a link to /dev/zero is refused unread), then hashed."""
     path = folder / _model_file(entry, role)
     try:
-        data = path.read_bytes()
+        data = read_regular(path, entry["bytes"], f"encoder {role}", exact=True)
     except OSError as error:
         raise EncoderUnavailable(
             f"encoder {role} {path} is unreadable: {error.strerror or error}"
         ) from None
-    if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["file"][:64]:
+    if hashlib.sha256(data).hexdigest() != entry["file"][:64]:
         raise PackError(f"encoder {role} {path} does not match its sha256 (tampered?)")
     return data
 
@@ -117,7 +119,7 @@ def check_model_files(tenant_dir: Location, manifest: dict[str, Any]) -> int:
                     f"model file {path} ({role}) has {size} bytes, the manifest says "
                     f"{entry['bytes']}"
                 )
-            digest = sha256_file(path)
+            digest = sha256_file(path, entry["bytes"])
         except OSError as error:
             raise PackError(
                 f"model file {path} ({role}) is unreadable: {error.strerror or error}"

@@ -8,10 +8,11 @@ import hmac
 import json
 import os
 import re
+import stat
 from datetime import UTC, datetime
 from typing import Any
 
-from memorypack.fs import Location, absolute, location
+from memorypack.fs import Location, ObjectPath, absolute, location
 
 PACK_FORMAT = 1
 MANIFEST = "manifest.json"
@@ -55,12 +56,63 @@ class PackError(Exception):
     The message is one line meant for a person (the pipeline's CLI prints it as it is)."""
 
 
-def sha256_file(path: Location) -> str:
+def sha256_file(path: Location, limit: int | None = None) -> str:
+    """The file's sha256 (of at most `limit` + 1 bytes: a file grown since its size was checked
+    is not read whole, and cannot match)."""
     digest = hashlib.sha256()
+    left = -1 if limit is None else limit + 1
     with path.open("rb") as handle:
-        while chunk := handle.read(HASH_CHUNK):
+        while left and (chunk := handle.read(HASH_CHUNK if left < 0 else min(HASH_CHUNK, left))):
             digest.update(chunk)
+            left = left - len(chunk) if left > 0 else left
     return digest.hexdigest()
+
+
+def read_regular(path: Location, limit: int, what: str, exact: bool = False) -> bytes:
+    """A file's bytes, PackError (one line) unless it is a regular file of at most `limit` bytes
+    (exactly `limit` with `exact`): what it is and its size are checked before anything is read,
+    on what was opened (a link to /dev/zero is a device; a FIFO never blocks the open), and the
+    read itself stops after `limit` + 1 bytes."""
+    if isinstance(path, ObjectPath):  # an object is a file of a known size, nothing else
+        if not path.is_file():
+            raise PackError(f"{what} {path} is {'not a file' if path.exists() else 'missing'}")
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            return _checked(handle, size, limit, what, path, exact)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise PackError(f"{what} {path} is missing") from None
+    except OSError as error:
+        raise PackError(f"{what} {path} is unreadable: {error.strerror or error}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise PackError(f"{what} {path} is not a file ({_KINDS.get(stat.S_IFMT(info.st_mode))})")
+    with os.fdopen(fd, "rb") as handle:
+        return _checked(handle, info.st_size, limit, what, path, exact)
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _checked(handle: Any, size: int, limit: int, what: str, path: Location, exact: bool) -> bytes:
+    if size > limit or (exact and size != limit):
+        expected = f"{'' if exact else 'at most '}{limit}"
+        raise PackError(f"{what} {path} has {size} bytes, not {expected}")
+    try:
+        data = bytes(handle.read(limit + 1))
+    except OSError as error:
+        raise PackError(f"{what} {path} is unreadable: {error.strerror or error}") from None
+    if len(data) > limit or (exact and len(data) != limit):
+        raise PackError(f"{what} {path} changed size while it was read")
+    return data
 
 
 def is_version(name: str) -> bool:
@@ -86,17 +138,7 @@ def version_time(name: str) -> datetime:
 
 def _read_bounded(path: Location, limit: int, what: str) -> bytes:
     """A small file's bytes; PackError (one line) when it is absent, not a file, or too big."""
-    if not path.is_file():
-        kind = "not a file" if path.exists() else "missing"
-        raise PackError(f"{what} {path} is {kind}")
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError as error:
-        raise PackError(f"{what} {path} is unreadable: {error.strerror or error}") from None
-    if len(data) > limit:
-        raise PackError(f"{what} {path} is larger than {limit} bytes")
-    return data
+    return read_regular(path, limit, what)
 
 
 def _parse_manifest(data: bytes, path: Location) -> dict[str, Any]:
@@ -277,7 +319,7 @@ def _verified(
 def check_hash(version_dir: Location, name: str, entry: dict[str, Any]) -> None:
     """PackError unless the file's sha256 is the manifest's."""
     try:
-        digest = sha256_file(version_dir / name)
+        digest = sha256_file(version_dir / name, int(entry.get("bytes", 0)))
     except OSError as error:
         raise PackError(f"pack {version_dir}: {name} is unreadable: {_reason(error)}") from None
     if digest != entry.get("sha256"):

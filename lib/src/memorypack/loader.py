@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from memorypack.answers import Answers
-from memorypack.context import PromptContext, Question, prompt_context, questions_for
+from memorypack.context import prompt_context
 from memorypack.format import PackError, check_hash, read_latest, resolve, verify_pack, version_time
 from memorypack.fs import Location
+from memorypack.questions import Question, questions_for
 from memorypack.receipt import HOLDOUT_SHARE, Receipt, in_holdout, receipt
 from memorypack.results import FewShotExample, ScoredMemory, Template
 from memorypack.seen import accept
@@ -177,54 +178,7 @@ class MemoryPack(Answers):
         in that order, a memory once. `PromptContext.ask` bundles them into one question."""
         return questions_for(self, contact_id, now or datetime.now(UTC))
 
-    def prompt_context(
-        self,
-        contact_id: str | None,
-        query: str | None = None,
-        system: str | None = None,
-        budget_chars: int = 4000,
-        *,
-        kind: str | None = None,
-        skill_id: str | None = None,
-        user_id: str | None = None,
-        tags: Sequence[str] | None = None,
-        query_vector: Sequence[float] | np.ndarray | None = None,
-        k_memories: int = 8,
-        k_examples: int = 3,
-        now: datetime | None = None,
-        session_id: str | None = None,
-    ) -> PromptContext:
-        """The prompt pieces for one call about `contact_id`: the current template (of `skill_id`,
-        else of the skill `select_skill(user_id, tags)` picks among `skills_of(system, kind)`,
-        the skills that system's calls used; none for a system the pack holds no call of), the
-        person's memories ranked for `query` with their trust lines and age warnings, open
-        conflicts, the questions to ask the person, and `system`'s few-shot examples — trimmed
-        to `budget_chars` in the priority order documented in `memorypack.context`. Nothing is
-        said twice: a memory whose text an earlier one has, an example that is a listed memory
-        or repeats an earlier example's input or output, is left out for the next one. `.text`
-        is the rendering; the fields are the pieces that fitted, `dropped` counts the rest.
-        `now` (default: the clock) dates ages.
-
-        `.receipt` is what the app logs with the call: `event["context"] =
-        ctx.receipt.as_context()`. A call whose session (else contact) falls in the holdout
-        (`holdout_share`) gets an empty context and a receipt with `holdout: True`."""
-        return prompt_context(
-            self,
-            contact_id,
-            query,
-            system,
-            budget_chars,
-            kind=kind,
-            skill_id=skill_id,
-            user_id=user_id,
-            tags=tags,
-            query_vector=query_vector,
-            k_memories=k_memories,
-            k_examples=k_examples,
-            now=now,
-            session_id=session_id,
-            holdout_share=self.holdout_share,
-        )
+    prompt_context = prompt_context  # memorypack.context.prompt_context, the pack as `pack`
 
     # ---- receipts (memorypack.receipt) -------------------------------------------------------
     def in_holdout(self, session_id: str | None, contact_id: str | None = None) -> bool:
@@ -236,12 +190,20 @@ class MemoryPack(Answers):
     def receipt(
         self,
         *,
-        template: Template | None = None,
+        template: Template | str | None = None,
         memories: Sequence[ScoredMemory] = (),
         examples: Sequence[FewShotExample] = (),
         holdout: bool = False,
     ) -> Receipt:
-        """The receipt (SPEC §2 `context`) of a prompt an app built from these pieces itself."""
+        """The receipt (SPEC §2 `context`) of a prompt an app built from these pieces itself.
+        `template` may name a skill (its current template); one the pack does not hold, or any
+        piece that is not what the pack answered, is a ValueError."""
+        if isinstance(template, str):
+            found = self.template(template)
+            if found is None:
+                known = ", ".join(self.skills()[:20]) or "none"
+                raise ValueError(f"no template {template!r:.60} in this pack (skills: {known})")
+            template = found
         return receipt(
             self.tenant_id,
             self.version,

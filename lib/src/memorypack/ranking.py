@@ -11,6 +11,7 @@ from datetime import datetime
 import numpy as np
 import pyarrow as pa
 
+from memorypack.arguments import number, optional_number, vector, whole
 from memorypack.indexes import OVERRULED
 from memorypack.results import ScoredMemory, Selection
 from memorypack.selector import Selector, SelectorFailed, call_with_timeout, parse_choices
@@ -201,6 +202,9 @@ class Ranking(TextQueries):
 
         Relevance to a `query` text (see `search` and `retrieval`) or a `query_vector` multiplies
         the confidence (the `semantic` part); the boosts add to it."""
+        k, query_vector = whole(k, "k"), vector(query_vector)
+        min_confidence = number(min_confidence, "min_confidence")
+        min_score = optional_number(min_score, "min_score")
         rows = self._rows_for(contact_id, include_inactive, include_superseded, min_confidence)
         return self._rank(
             rows, k, contact_id, kind, tags, query_vector, now, min_score, query, retrieval
@@ -242,6 +246,7 @@ class Ranking(TextQueries):
         "refunded"). A memory nothing points at — no query term in its text, no neighbour that
         has one, no cosine (keyword channel alone) — has relevance 0 and `matched=False`: it is
         returned only to fill k, after every matched one; filter on `matched` for matches only."""
+        k, query_vector = whole(k, "k"), vector(query_vector)
         if contact_id is None:
             rows = np.arange(self._n)
             keep = np.ones(self._n, dtype=bool)
@@ -279,6 +284,8 @@ class Ranking(TextQueries):
         pool: int = 50,
     ) -> Selection:
         """Let `selector` pick among the candidates; on error, timeout or malformed output use the ranking."""
+        k, pool = whole(k, "k"), whole(pool, "pool")
+        timeout_ms = number(timeout_ms, "timeout_ms", low=0)
         began = time.perf_counter()
         pooled = self.candidates(
             query_vector, k=max(pool, k), contact_id=contact_id, tags=tags, kind=kind

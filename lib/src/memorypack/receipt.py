@@ -59,6 +59,14 @@ def in_holdout(session_id: str | None, contact_id: str | None, share: float) -> 
     return int.from_bytes(digest[:8], "big") / _SCALE < share
 
 
+def _pieces(name: str, values: list[Any], kind: type, source: str) -> None:
+    for value in values:
+        if not isinstance(value, kind):
+            raise ValueError(
+                f"receipt {name} must be {kind.__name__} as {source} returns, not {value!r:.60}"
+            )
+
+
 def receipt(
     tenant_id: str,
     version: str,
@@ -69,7 +77,12 @@ def receipt(
     holdout: bool = False,
 ) -> Receipt:
     """The receipt of a prompt holding these pieces, in prompt order (template, memories,
-    examples; an id once, where it first appears)."""
+    examples; an id once, where it first appears). Each piece is what the pack answered (a
+    `Template`, `ScoredMemory`s, `FewShotExample`s): anything else is a ValueError."""
+    memories, examples = list(memories), list(examples)
+    _pieces("template", [] if template is None else [template], Template, "pack.template(...)")
+    _pieces("memories", memories, ScoredMemory, "pack.memories_for(...)")
+    _pieces("examples", examples, FewShotExample, "pack.few_shot(...)")
     items = [template_item(template)] if template is not None else []
     items += [m.memory_id for m in memories]
     items += [e.memory_id for e in examples]

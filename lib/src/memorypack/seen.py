@@ -17,24 +17,34 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memorypack.format import PackError, is_version, version_time
+from memorypack.format import PackError, is_version, read_regular, version_time
+
+# The file holds one short entry per tenant (~150 bytes): 16 MiB is ~100,000 tenants. A bigger
+# file (or a link to /dev/zero) is refused unread.
+MAX_SEEN_BYTES = 16 << 20
 
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `<file>.lock` (not on the file itself: it is replaced by rename)."""
+    """An exclusive lock on `<file>.lock` (not on the file itself: it is replaced by rename),
+    opened without blocking (a FIFO there would wait for a reader) and only if it is a file."""
+    lock = path.with_name(path.name + ".lock")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(lock, flags, 0o644)
     except OSError as error:
         raise PackError(f"seen-versions file {path}: {error.strerror or error}") from None
-    with handle:
+    with os.fdopen(fd, "a") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PackError(f"seen-versions lock {lock} is not a file")
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
@@ -52,12 +62,9 @@ def _entry_ok(entry: Any) -> bool:
 def read_seen(path: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
     """The recorded versions per tenant ({} when the file does not exist yet)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return {}
-    except OSError as error:
-        raise PackError(f"seen-versions file {path}: {error.strerror or error}") from None
+    data = read_regular(path, MAX_SEEN_BYTES, "seen-versions file")
     try:
         state = json.loads(data)
     except (ValueError, UnicodeDecodeError):

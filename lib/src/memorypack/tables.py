@@ -207,6 +207,8 @@ def has_text(query: str | None) -> bool:
 
 def unit_query(vector: Any, dim: int) -> np.ndarray:
     array = np.asarray(vector, dtype=np.float32).ravel()
+    if not np.isfinite(array).all():
+        raise ValueError("query_vector holds NaN or infinite values")
     if array.shape[0] != dim:
         raise ValueError(f"query vector has {array.shape[0]} dimensions, the pack has {dim}")
     norm = float(np.linalg.norm(array))

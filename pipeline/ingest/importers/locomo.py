@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UserError
-from pipeline.ingest.contracts import TENANT_ID_PATTERN
+from pipeline.ingest.importers.bounded import json_file
+from pipeline.ingest.tenant_ids import check_tenant_id
 
 SOURCE = "locomo"
 MEMORY_TYPE, CATEGORY, IMPACT = "confirmed_pattern", "other", "low"
@@ -57,12 +58,7 @@ def _ts(when: datetime) -> str:
 def _conversations(file: Path) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
     """(conversation id, conversation, questions) of one file: a per-conversation object, or the
     data set's `locomo10.json` (a list of {sample_id, conversation, qa})."""
-    try:
-        data = json.loads(Path(file).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{file} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{file}: not a JSON file ({exc})") from None
+    data = json_file(Path(file))
     items = data if isinstance(data, list) else [data]
     out = []
     for n, item in enumerate(items):
@@ -125,8 +121,7 @@ def import_locomo(
 ) -> dict[str, int]:
     """Write the conversations of `files` as `memory` events under `out` (see the module) and the
     questions to `out/truth.json`; returns counts. Deterministic: a re-import writes the same bytes."""
-    if not re.fullmatch(TENANT_ID_PATTERN, tenant_id):
-        raise UserError(f"tenant id {tenant_id!r} must match {TENANT_ID_PATTERN}")
+    check_tenant_id(tenant_id, "tenant id")
     parsed = [(name, body, qa, _sessions(body)) for name, body, qa in _many(files)]
     end = max(sessions[-1][1].date() for *_, sessions in parsed if sessions)
     days: dict[str, list[str]] = {}

@@ -8,16 +8,15 @@ tag. Prompter messages are context only. Deleted messages (and the replies under
 
 from __future__ import annotations
 
-import gzip
 import json
-import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
 from pipeline.errors import UserError
-from pipeline.ingest.contracts import TENANT_ID_PATTERN
+from pipeline.ingest.importers.bounded import json_lines
+from pipeline.ingest.tenant_ids import check_tenant_id
 
 DEFAULT_LOAD_DATE = date(2023, 2, 5)
 SYSTEM, KIND = "oasst", "assistant_reply"
@@ -26,21 +25,12 @@ _STEP = timedelta(milliseconds=100)  # 864,000 replies per day fit before the lo
 
 
 def _trees(file: Path) -> Iterator[dict[str, Any]]:
-    opener = gzip.open if file.name.endswith(".gz") else open
-    try:
-        with opener(file, "rt", encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    tree = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise UserError(f"{file}:{n}: not JSON ({exc.msg})") from None
-                if not isinstance(tree, dict) or not isinstance(tree.get("prompt"), dict):
-                    raise UserError(f"{file}:{n}: not an OpenAssistant message tree (no `prompt`)")
-                yield tree
-    except FileNotFoundError:
-        raise UserError(f"{file} does not exist") from None
+    """Each message tree, read bounded (`bounded.json_lines`: a tree too big or too deep is one
+    line naming the file, the line and the reason)."""
+    for n, tree in json_lines(file):
+        if not isinstance(tree, dict) or not isinstance(tree.get("prompt"), dict):
+            raise UserError(f"{file}:{n}: not an OpenAssistant message tree (no `prompt`)")
+        yield tree
 
 
 def _ts(when: datetime) -> str:
@@ -172,8 +162,7 @@ def import_oasst(
     `load_date` (default 2023-02-05), so a re-import writes the same bytes (and ingests as duplicates).
     Streams: the export is never held in memory; the file appears atomically when complete.
     """
-    if not re.fullmatch(TENANT_ID_PATTERN, tenant_id):
-        raise UserError(f"tenant id {tenant_id!r} must match {TENANT_ID_PATTERN}")
+    check_tenant_id(tenant_id, "tenant id")
     load = load_date or DEFAULT_LOAD_DATE
     start = datetime(load.year, load.month, load.day, tzinfo=UTC) - timedelta(days=2)
     folder = Path(out) / load.isoformat()

@@ -110,6 +110,10 @@ def train_policy(
     mined = n_train  # the growth rule compares what was mined, not the capped sample
     saved = reusable_run(tenant_id, train, config, models_dir)
     if saved is not None:
+        growth = (
+            f"{mined} mined train pairs; retrained once they grow by {config.retrain_growth:.0%}"
+        )
+        report(f"{tenant_id}: policy {saved['policy_id']} reused ({growth})")
         return run_of(_with_baselines(saved, config), tenant_id, models_dir)
     train = consistent_sample(train, config.max_train_pairs)
     eval_pairs = consistent_sample(eval_pairs, config.max_eval_pairs)
