@@ -32,6 +32,7 @@ from pipeline.semantic.embed import (
     memory_texts,
     model_name,
 )
+from pipeline.semantic.judgement import shipped
 
 ONE_ROW_PER_MEMORY = "one_unit_vector_per_memory"
 ONE_CLUSTER_PER_STATEMENT = "every_statement_in_exactly_one_cluster"
@@ -264,7 +265,7 @@ def consolidated_summaries(
         home.vectors(embeddings),
         config,
         previous,
-        salt=f"{model}|{config}",
+        salt=f"{model}|{config}|{shipped().fingerprint}",
     )
     lake.write("consolidated_summaries", result.summaries)
     lake.write("memory_reinforcement", result.reinforcement)

