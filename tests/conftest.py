@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,23 @@ def no_dagster_instance_left_current() -> Iterator[None]:
 
     gc.collect()
     assert DefsStateStorage.get() is None, "a Dagster instance was left current"
+
+
+HANG_SECONDS = 60  # far above what a read of a hostile file takes
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    """A read that blocks (a FIFO opened for reading, a device) ends the test with an error after
+    HANG_SECONDS instead of hanging the suite."""
+
+    def hung(signum: int, frame: object) -> None:
+        raise TimeoutError(f"blocked for {HANG_SECONDS}s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(HANG_SECONDS)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

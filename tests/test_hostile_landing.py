@@ -7,12 +7,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import zlib
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -25,23 +23,9 @@ from pipeline.ingest.landing import Damage, landing_pieces
 from tests.conftest import LOAD_DATE, ROOT, SOURCE_PATH, interaction, write_landing
 
 DAY = date.fromisoformat(LOAD_DATE)
-HANG_SECONDS = 60  # far above what any of these takes; a hang fails the test instead of the suite
 
 
-@pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    """A read that blocks (a FIFO opened for reading) ends the test with an error, not a hang."""
-
-    def hung(signum: int, frame: object) -> None:
-        raise TimeoutError(f"ingest hung for {HANG_SECONDS}s")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(HANG_SECONDS)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.usefixtures("no_hang")  # tests/conftest.py: a hang fails, never hangs
 
 
 def _ingest(folder: Path) -> IngestResult:

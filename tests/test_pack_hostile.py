@@ -10,8 +10,6 @@ import math
 import os
 import resource
 import shutil
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,23 +19,11 @@ from bench.retrieval_set import write_pack
 from memorypack import MemoryPack, PackError
 from memorypack.format import read_latest
 
-HANG_SECONDS = 60
 TEXTS = ["Prefers email over phone calls", "Order ORD-48213 arrived damaged", "Allergic to nuts"]
 BIG = 8 << 30  # an 8 GB (sparse) file: reading it whole is an out-of-memory kill
 
 
-@pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    def hung(signum: int, frame: object) -> None:
-        raise TimeoutError(f"the library blocked for {HANG_SECONDS}s")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(HANG_SECONDS)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.usefixtures("no_hang")  # tests/conftest.py: a hang fails, never hangs
 
 
 @pytest.fixture(scope="module")
