@@ -3,9 +3,10 @@ during the tenants' runs was ignored, "night succeeded" 14 s later): the workers
 recorded as ended, the lock released as the stack unwound, what the packs owe kept for the next
 run, one line saying so, and the shell's exit code for the signal.
 
-Each phase is held open by a hook (ingest in this process's step, a tenant's run or the analytics
-build in its worker) that says when it is there; the signal comes then. STOP_LOOPS=20 runs each
-case twenty times (issue 51 asks it of every signal test before a report)."""
+Each phase is held open by a hook (ingest in this process's step, a tenant's run, the analytics
+build or a tenant's training in its worker) that says when it is there; the signal comes then.
+STOP_LOOPS=20 runs each case twenty times (issue 51 asks it of every signal test before a
+report)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from assets.resources import TRAINING_JOB
 from pipeline.config import Paths
 from pipeline.generate import generate
 from pipeline.storage.homelock import LOCK_NAME
@@ -32,8 +34,16 @@ pytestmark = pytest.mark.slow
 
 DAY = "2026-11-01"
 LOOPS = int(os.environ.get("STOP_LOOPS", "2"))  # each case: SIGTERM, then SIGINT
+# Written by the night once it waits on the trainings: a training started during the analytics
+# build holds its step from then on, so the signal comes in the trainings phase.
+AWAITING_TRAININGS = "awaiting-trainings"
 WAIT_SECONDS = 600  # for a phase to be reached or a stop to end: far above what either takes
-PHASES = {"ingest": "ingest", "tenants": "the tenant runs", "analytics": "the analytics build"}
+PHASES = {
+    "ingest": "ingest",
+    "tenants": "the tenant runs",
+    "analytics": "the analytics build",
+    "trainings": "the trainings",
+}
 # The night of `memorypack run`, with the hook of `phase` installed (argv: home landing phase).
 NIGHT = """
 import sys
@@ -71,6 +81,41 @@ def held_analytics(home: str, landing: Path, log_level: str) -> Any:
     return run_analytics(home, landing, log_level)
 
 
+def due_tenant(home: str, landing: Path, tenant: str, *rest: Any) -> Any:
+    """A tenant's real run (in its worker) whose dpo_policy finds its next policy due."""
+    import assets.preference_policy
+    from jobs.runner import run_tenant
+
+    assets.preference_policy.training_due = lambda *a: {tenant: "held by the test"}  # type: ignore[assignment]
+    return run_tenant(home, landing, tenant, *rest)
+
+
+def held_training(home: str, landing: Path, tenant: str, *rest: Any) -> Any:
+    """A tenant's real training run (in its worker) whose step stays open once the night waits
+    on it (a training may start while the analytics build still runs)."""
+    import assets.preference_policy
+    from jobs.runner import run_training
+
+    def hold(*args: Any) -> Any:
+        while not (Path(home) / AWAITING_TRAININGS).exists():
+            time.sleep(0.2)
+        _hold(home, "trainings")
+
+    assets.preference_policy.train_shared = hold  # type: ignore[assignment]
+    return run_training(home, landing, tenant, *rest)
+
+
+def _awaiting_trainings(home: str) -> Any:
+    """The night's wait on each training (in this process), saying first that it waits."""
+    from jobs.runner import _trained
+
+    def trained(pending: Any) -> Any:
+        (Path(home) / AWAITING_TRAININGS).touch()
+        return _trained(pending)
+
+    return trained
+
+
 def install(home: str, phase: str) -> None:
     """The hook for `phase`, in the process that runs the night."""
     from functools import partial
@@ -82,7 +127,11 @@ def install(home: str, phase: str) -> None:
         pipeline.ingest.partitions.ingest_folder = lambda *a, **k: _hold(home, "ingest")  # type: ignore[assignment]
     elif phase == "tenants":
         jobs.runner._tenant_runs = partial(jobs.runner._tenant_runs, run=held_tenant)  # type: ignore[assignment]
-    else:
+    elif phase == "trainings":
+        jobs.runner._tenant_runs = partial(jobs.runner._tenant_runs, run=due_tenant)  # type: ignore[assignment]
+        jobs.runner.run_training = held_training  # type: ignore[assignment]
+        jobs.runner._trained = _awaiting_trainings(home)  # type: ignore[assignment]
+    else:  # analytics
         jobs.runner._tenant_runs = lambda *a, **k: iter(())  # type: ignore[assignment]
         jobs.runner.run_analytics = held_analytics  # type: ignore[assignment]
 
@@ -127,19 +176,26 @@ def _stop_once(landing: Path, home: Path, phase: str, signum: int) -> None:
     )
     assert "Traceback" not in text.split("stopped by")[-1]
     assert seconds < 60, seconds  # the workers' grace, and the tenant workers' start at most
+    print(f"stopped {phase} by {name} in {seconds:.2f}s")  # pytest -s: the figures per phase
     _no_process_left(tree)
     paths = Paths(home)
     assert (paths.local / LOCK_NAME).read_text() == ""  # released by its owner, not by a kill
-    if phase != "ingest":  # ingest recorded what both packs owe; no pack settled it
+    if phase in ("tenants", "analytics"):  # ingest recorded what both packs owe; no pack settled it
         assert sorted(owed(paths)) == ["acme", "globex"]
         assert f"packs still owe: acme {DAY}; globex {DAY}" in text
+    elif phase == "trainings":  # both packs were published before their trainings
+        assert owed(paths) == {}
+        assert "packs still owe: nothing" in text
     with dg.DagsterInstance.from_config(str(paths.local / "dagster")) as instance:
         unfinished = [
             r.run_id
             for r in instance.get_runs()
             if r.status not in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
         ]
+        trainings = [r.status for r in instance.get_runs() if r.job_name == TRAINING_JOB]
     assert unfinished == []  # no run left "started" for the UI and the sensors to wait on
+    if phase == "trainings":  # the held one ended as failed; the one queued never started
+        assert trainings == [dg.DagsterRunStatus.FAILURE]
 
 
 def _no_process_left(tree: set[int]) -> None:
