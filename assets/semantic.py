@@ -23,6 +23,7 @@ from pipeline.semantic.conflicts import (
 from pipeline.semantic.consolidate import (
     Consolidation,
     consolidate,
+    fp32_vectors,
     membership_problems,
 )
 from pipeline.semantic.embed import (
@@ -246,7 +247,7 @@ def consolidated_summaries(
     lake, statements, conflicts = home.lake, memory_statements, memory_conflicts
     embeddings = memory_embeddings
     config = settings.stage("consolidation")
-    _, model = _embed_config(home)
+    embed_config, model = _embed_config(home)
     previous = None
     if all(
         lake.exists(t)
@@ -266,6 +267,7 @@ def consolidated_summaries(
         config,
         previous,
         salt=f"{model}|{config}|{shipped().fingerprint}",
+        exact=fp32_vectors(home.embedding_cache, embed_config),
     )
     lake.write("consolidated_summaries", result.summaries)
     lake.write("memory_reinforcement", result.reinforcement)
@@ -286,6 +288,7 @@ def consolidated_summaries(
                 ).height,
                 "clusters_recomputed": result.clusters_recomputed,
                 "clusters_reused": result.clusters_reused,
+                "statements_decided_fp32": result.exact_texts,
             },
             preview_columns=["scope", "contact_id", "summary", "n_members", "confidence"],
         ),

@@ -64,7 +64,7 @@ def _group_links(
     return np.stack([i, j], axis=1).astype(np.int64)
 
 
-def _candidates(
+def candidate_pairs(
     matrix: np.ndarray, bounds: list[tuple[int, int]], distance: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row pairs i < j of one group within cosine `distance` of each other (the pairs the
@@ -91,7 +91,7 @@ def _value_links(
     """Global (i, j) row pairs of one group within cosine `distance` (those the distance rule
     could merge) that name another value of one subject (the value guard): words and values are
     read only for the rows of such pairs."""
-    i, j, _ = _candidates(matrix, bounds, distance)
+    i, j, _ = candidate_pairs(matrix, bounds, distance)
     if not len(i):
         return np.zeros((0, 2), np.int64)
     involved, inverse = np.unique(np.concatenate([i, j]), return_inverse=True)
@@ -114,7 +114,7 @@ class JudgedPairs:
     def of(
         cls, texts: PairTexts, bounds: list[tuple[int, int]], config: ConsolidationConfig
     ) -> JudgedPairs:
-        i, j, cosine = _candidates(texts.vectors, bounds, config.candidate_distance)
+        i, j, cosine = candidate_pairs(texts.vectors, bounds, config.candidate_distance)
         return cls(i, j, pair_probabilities(texts, shipped(), i, j, cosine))
 
     def distances(self, start: int, end: int) -> Distances:

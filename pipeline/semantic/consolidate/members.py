@@ -34,6 +34,11 @@ class ConsolidationConfig:
     # prefers meetings in the afternoon" / "X prefers morning meetings" 0.07; natural rewordings of
     # one preference 0.09-0.30): `value_guard` keeps the second apart, the first stays unmerged.
     statement_distance: float = 0.15
+    # The int8 encoder's distances move with the CPU's integer kernels (against fp32: median
+    # 0.005, at most 0.028 on the STS-B sample, with and without AVX-512): statements with a
+    # neighbour within `statement_distance` + this are clustered on fp32 vectors, so a pack merges
+    # alike on every CPU (pipeline/semantic/consolidate/exact.py). 0 turns it off.
+    decision_margin: float = 0.05
     # One subject with another value never merges (pipeline/semantic/values.py: numbers, days,
     # months, times of day, periods, channels, opposites, places): "prefers afternoon meetings" /
     # "prefers morning meetings" is a conflict candidate (SPEC §4.4), not a repeat. It only removes

@@ -16,6 +16,7 @@ from pipeline.semantic.consolidate.clusters import (
     reinforcement,
     summarise,
 )
+from pipeline.semantic.consolidate.exact import ExactVectors, decision_vectors
 from pipeline.semantic.consolidate.members import (
     INTERACTION_KEYS,
     STATEMENT_KEYS,
@@ -34,6 +35,7 @@ class Consolidation:
     groups: pl.DataFrame  # fingerprints of the statement groups (frames.group_fingerprints)
     clusters_recomputed: int = 0  # clusters whose summary was (re)made by this call
     clusters_reused: int = 0  # clusters whose summary was carried over from `previous`
+    exact_texts: int = 0  # statement texts near a merge, decided on their fp32 vectors
 
 
 def consolidate(
@@ -45,6 +47,7 @@ def consolidate(
     config: ConsolidationConfig | None = None,
     previous: Consolidation | None = None,
     salt: str = "",
+    exact: ExactVectors | None = None,
 ) -> Consolidation:
     """Statements per tenant × contact (conflicting pairs split), interactions per tenant ×
     system × kind; `embeddings` is the memory_embeddings table (which text each memory has),
@@ -54,6 +57,10 @@ def consolidate(
     is incremental: a contact whose statements did not change keeps its clusters; a new
     interaction text joins an existing cluster within the threshold of every member
     (`assign_to_clusters`) or a new one; only clusters whose members changed are summarised again.
+
+    With `exact` (the fp32 vectors of given texts, when `vectors` are the int8 encoder's), the
+    statements near a merge are clustered on their fp32 vectors (`exact.decision_vectors`), so
+    the same statements merge alike on every CPU.
     """
     config = config or ConsolidationConfig()
     previous = previous if previous is not None and _same_salt(previous, salt) else None
@@ -64,6 +71,7 @@ def consolidate(
         config,
         previous,
         salt,
+        exact,
     )
     interactions_part = _interaction_scope(
         interaction_members(interactions, embeddings, config), vectors, config, previous
@@ -77,6 +85,7 @@ def consolidate(
         groups=groups,
         clusters_recomputed=sum(p.recomputed for p in parts),
         clusters_reused=sum(p.reused for p in parts),
+        exact_texts=statements_part.exact_texts,
     )
 
 
@@ -85,6 +94,7 @@ class _Scope:
     summaries: pl.DataFrame
     recomputed: int
     reused: int
+    exact_texts: int = 0
 
 
 def _same_salt(previous: Consolidation, salt: str) -> bool:
@@ -107,11 +117,16 @@ def _statement_scope(
     config: ConsolidationConfig,
     previous: Consolidation | None,
     salt: str,
+    exact: ExactVectors | None,
 ) -> tuple[_Scope, pl.DataFrame, pl.DataFrame]:
     keys = STATEMENT_KEYS
     groups = group_fingerprints(members, keys, "memory_id", salt)
     todo = changed_groups(groups, previous.groups if previous else None, keys)
     changed = members.join(todo, on=keys, how="semi", nulls_equal=True)
+    exact_texts = 0
+    if exact is not None and config.decision_margin > 0 and not config.statement_judgement:
+        reach = config.statement_distance + config.decision_margin
+        vectors, exact_texts = decision_vectors(changed, keys, vectors, reach, exact)
     labelled = (
         label_groups(changed, keys, config.statement_distance, conflicts, config, False, vectors)
         if changed.height
@@ -143,7 +158,7 @@ def _statement_scope(
             ]
         )
     return (
-        _Scope(summaries, summaries.height - reused, reused),
+        _Scope(summaries, summaries.height - reused, reused, exact_texts),
         groups,
         fresh.sort("tenant_id", "memory_id"),
     )

@@ -1,0 +1,190 @@
+"""Merges that do not move with the CPU (issue 52 item 4): the statements near a merge are clustered
+on fp32 vectors, so two CPUs whose int8 kernels put a pair on either side of the threshold still
+make the same clusters, the ones the fp32 vectors alone make."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.semantic.consolidate import (
+    ConsolidationConfig,
+    consolidate,
+    decision_vectors,
+    fp32_vectors,
+)
+from pipeline.semantic.embed import EmbedConfig, embed_with_cache, load_model, memory_texts
+from pipeline.storage.vectors import EmbeddingCache, TextVectors
+from tests.test_conflicts import no_interactions, statement, statements_frame
+
+THRESHOLD = ConsolidationConfig().statement_distance
+WORDS = [
+    "tea",
+    "coffee",
+    "jam",
+    "bread",
+    "cheese",
+    "soup",
+    "rice",
+    "beans",
+    "apples",
+    "pears",
+    "plums",
+    "figs",
+    "olives",
+    "honey",
+]
+
+
+def night(contents: dict[str, list[str]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Statements of each contact and their memory_embeddings rows."""
+    rows = [
+        statement(f"{contact}-{k}", text, contact=contact)
+        for contact, texts in contents.items()
+        for k, text in enumerate(texts)
+    ]
+    statements = statements_frame(rows)
+    texts = memory_texts(no_interactions(), statements)
+    embeddings = texts.select("tenant_id", "memory_id", "memory_kind", "text_hash").with_columns(
+        model=pl.lit("test")
+    )
+    return statements, texts.join(embeddings.select("memory_id"), on="memory_id")
+
+
+def vectors_of(texts: pl.DataFrame, matrix: np.ndarray) -> TextVectors:
+    return TextVectors(texts.select("text_hash").with_row_index("row"), matrix.astype(np.float32))
+
+
+def clusters(
+    statements: pl.DataFrame,
+    texts: pl.DataFrame,
+    vectors: TextVectors,
+    exact: TextVectors | None,
+    asked: list[int] | None = None,
+) -> set[tuple[str, ...]]:
+    """The statement clusters (member ids) of one night, with `exact` as the fp32 vectors."""
+
+    def fp32(near: pl.DataFrame) -> np.ndarray:
+        assert exact is not None
+        if asked is not None:
+            asked.append(near.height)
+        return exact.of(near["text_hash"])
+
+    embeddings = texts.select(
+        "tenant_id", "memory_id", "memory_kind", "text_hash", model=pl.lit("test")
+    )
+    result = consolidate(
+        statements,
+        no_interactions(),
+        embeddings,
+        pl.DataFrame(),
+        vectors,
+        ConsolidationConfig(value_guard=False),
+        exact=fp32 if exact is not None else None,
+    )
+    summaries = result.summaries.filter(pl.col("scope") == "statement")
+    return {tuple(sorted(ids)) for ids in summaries["member_ids"].to_list()}
+
+
+def at_distance(distance: float, dim: int = 8) -> np.ndarray:
+    """Two unit vectors `distance` (cosine) apart."""
+    angle = np.arccos(1.0 - distance)
+    return np.array([[1.0] + [0.0] * (dim - 1), [np.cos(angle), np.sin(angle)] + [0.0] * (dim - 2)])
+
+
+def test_a_pair_on_the_knife_edge_merges_as_fp32_says_on_both_cpus() -> None:
+    statements, texts = night({"c1": ["Likes green tea", "Enjoys green tea"]})
+    for fp32_distance, merged in ((0.151, False), (0.149, True)):
+        truth = vectors_of(texts, at_distance(fp32_distance))
+        made = [
+            clusters(statements, texts, vectors_of(texts, at_distance(d)), exact)
+            for d in (0.146, 0.154)  # the int8 distance on two CPUs
+            for exact in (None, truth)
+        ]
+        apart, together = {("c1-0",), ("c1-1",)}, {("c1-0", "c1-1")}
+        # int8 alone: the CPU decides
+        assert made[0] == together and made[2] == apart
+        # fp32 near a merge: both CPUs, as fp32 says
+        assert made[1] == made[3] == (together if merged else apart)
+
+
+def test_a_text_far_from_every_other_keeps_its_int8_vector() -> None:
+    statements, texts = night({"c1": ["Likes green tea", "Enjoys green tea", "Owns a boat"]})
+    int8 = np.vstack([at_distance(0.17), [[0, 0, 1.0, 0, 0, 0, 0, 0]]])
+    truth = np.vstack([at_distance(0.149), [[0, 0, 0, 1.0, 0, 0, 0, 0]]])
+    vectors, decided = decision_vectors(
+        statements.join(texts, left_on="event_id", right_on="memory_id").select(
+            "tenant_id", "contact_id", "text_hash", "text", memory_id="event_id"
+        ),
+        ["tenant_id", "contact_id"],
+        vectors_of(texts, int8),
+        THRESHOLD + ConsolidationConfig().decision_margin,
+        lambda near: vectors_of(texts, truth).of(near["text_hash"]),
+    )
+    assert decided == 2
+    np.testing.assert_array_equal(vectors.matrix[:2], truth[:2].astype(np.float32))
+    np.testing.assert_array_equal(vectors.matrix[2], int8[2].astype(np.float32))
+
+
+def test_clusters_equal_fp32_ones_whatever_the_int8_noise() -> None:
+    """Seeded: 8 contacts × 10 statements around 3 centres each, spread across the threshold;
+    two draws of int8-like noise (|Δdistance| well under the margin) give other clusters alone
+    and the fp32 clusters with the decision path."""
+    rng = np.random.default_rng(2)
+    contents = {
+        f"c{c}": [f"Likes {WORDS[k]} with {WORDS[(k + c + 1) % len(WORDS)]}" for k in range(10)]
+        for c in range(8)
+    }
+    statements, texts = night(contents)
+    centres = rng.normal(size=(8 * 3, 64))
+    truth = centres[np.arange(80) // 10 * 3 + rng.integers(0, 3, 80)]
+    truth = truth / np.linalg.norm(truth, axis=1, keepdims=True) + rng.normal(0, 0.045, (80, 64))
+    truth /= np.linalg.norm(truth, axis=1, keepdims=True)
+    same_contact = np.arange(80)[:, None] // 10 == np.arange(80)[None, :] // 10
+    same_contact &= ~np.eye(80, dtype=bool)
+    distances = 1.0 - truth @ truth.T
+    # What fp32 decides holds on any CPU: no pair within 1e-3 of the threshold.
+    assert np.abs(distances[same_contact] - THRESHOLD).min() > 1e-3
+    assert (distances[same_contact] < THRESHOLD).sum() // 2 > 100  # pairs that could merge
+    draws = []
+    for _ in range(2):
+        noisy = truth + rng.normal(0, 0.0035, truth.shape)
+        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        change = np.abs((1.0 - noisy @ noisy.T) - distances)[same_contact]
+        assert change.max() < ConsolidationConfig().decision_margin / 2
+        draws.append(vectors_of(texts, noisy))
+    fp32 = clusters(statements, texts, vectors_of(texts, truth), None)
+    asked: list[int] = []
+    exact = [clusters(statements, texts, v, vectors_of(texts, truth), asked) for v in draws]
+    alone = [clusters(statements, texts, v, None) for v in draws]
+    assert exact[0] == exact[1] == fp32
+    assert alone[0] != alone[1]  # the noise alone moves merges
+    assert 0 < max(asked) < 80  # only the texts near a merge are encoded again
+
+
+def test_fp32_vectors_encode_the_texts_the_night_encoded_once(tmp_path: Path) -> None:
+    statements, texts = night({"c1": ["  Likes GREEN tea ", "Enjoys green tea", "Owns a boat"]})
+    cache = EmbeddingCache(tmp_path / "cache")
+    exact = fp32_vectors(cache, EmbedConfig())
+    assert exact is not None
+    rows = texts.select("tenant_id", "memory_id", "text_hash", text=statements["content"])
+    first = exact(rows)
+    int8 = embed_with_cache(texts, None, load_model(None, "onnx-int8")).fresh
+    fp32 = embed_with_cache(texts, None, load_model(None, "onnx")).fresh
+    # the fp32 encoder's vectors of the normalised texts, not of the raw content
+    np.testing.assert_allclose(
+        first, TextVectors.from_frame(fp32).of(texts["text_hash"]), atol=1e-5
+    )
+    assert (
+        np.sum(first * TextVectors.from_frame(int8).of(texts["text_hash"]), axis=1) > 0.95
+    ).all()
+    parts = sorted(cache.root.rglob("*.parquet"))
+    np.testing.assert_array_equal(exact(rows), first)
+    assert sorted(cache.root.rglob("*.parquet")) == parts  # cached: nothing encoded again
+    assert fp32_vectors(cache, EmbedConfig(backend="onnx")) is None  # fp32 already
+    wrong = rows.with_columns(text=pl.lit("something else"))
+    with pytest.raises(ValueError, match="not the texts the night encoded"):
+        exact(wrong)
