@@ -14,6 +14,7 @@ from assets.partitions import BLOCKING, TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import tables
 from pipeline.frames import changed_groups, group_fingerprints, replace_groups
+from pipeline.semantic.conflict_vectors import conflict_vectors
 from pipeline.semantic.conflicts import (
     find_conflicts,
     reference_problems,
@@ -23,13 +24,13 @@ from pipeline.semantic.conflicts import (
 from pipeline.semantic.consolidate import (
     Consolidation,
     consolidate,
-    fp32_vectors,
     membership_problems,
 )
 from pipeline.semantic.embed import (
     EmbedConfig,
     available_backend,
     embed_with_cache,
+    fp32_vectors,
     memory_texts,
     model_name,
 )
@@ -172,8 +173,13 @@ def memory_conflicts(
     )
     cache.append(name, subjects.fresh)
     hashed = with_hashes(changed, embeddings, subjects.embeddings)
+    vectors, decided_fp32 = home.vectors(embeddings, hashed["subject_hash"]), 0
+    exact = fp32_vectors(cache, config)
+    as_given = fp32_vectors(cache, config, texts_of=lambda rows: rows.select("text_hash", "text"))
+    if exact and as_given and conflict_config.decision_margin > 0:
+        vectors, decided_fp32 = conflict_vectors(hashed, vectors, conflict_config, exact, as_given)
     fresh = (
-        find_conflicts(hashed, conflict_config, home.vectors(embeddings, hashed["subject_hash"]))
+        find_conflicts(hashed, conflict_config, vectors)
         if changed.height
         else tables.empty("memory_conflicts")
     )
@@ -195,6 +201,7 @@ def memory_conflicts(
                 "contacts": prints.height,
                 "contacts_recomputed": todo.height,
                 "subject_texts_embedded": subjects.n_new,
+                "texts_decided_fp32": decided_fp32,
             },
             preview_columns=["contact_id", "memory_id_a", "memory_id_b", "preferred_id", "reason"],
         ),

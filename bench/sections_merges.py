@@ -152,7 +152,8 @@ def _timed(model: Any, fp32: Any, reps: int) -> dict[str, Any]:
     """Seconds of each rule over the same statements; "guarded_fp32" is the default as a night
     runs it on the int8 encoder: the statements near a merge re-encoded in fp32 first (no cache,
     as on a tenant's first night) so that every CPU merges alike."""
-    from pipeline.semantic.consolidate import ConsolidationConfig, decision_vectors, label_groups
+    from pipeline.semantic.consolidate import ConsolidationConfig, label_groups
+    from pipeline.semantic.embed.exact import decision_vectors
 
     members, vectors = _members(model)
     keys = ["tenant_id", "contact_id"]

@@ -23,7 +23,7 @@ START = date(2026, 11, 1)
 # Clusters each planted paraphrase group (pipeline/generate/cases.py PARAPHRASES, natural rewordings,
 # never worded to fit a threshold) makes under the default merge, the distance rule (0.15) with the
 # value guard, for the name the generator gives it. Pairs near the threshold are decided on fp32
-# vectors (pipeline/semantic/consolidate/exact.py), so these hold on every CPU; fp32 distances:
+# vectors (pipeline/semantic/embed/exact.py), so these hold on every CPU; fp32 distances:
 # the money rewordings sit 0.124-0.135 apart and merge; the rule misses the others: the bullet-point
 # ones (0.175-0.230), the afternoon ones (0.158, 0.166, 0.237) and the morning calls (0.160, 0.169,
 # 0.235; the int8 encoder puts the first at 0.151, which merged or not by CPU before). The learned

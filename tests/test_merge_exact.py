@@ -1,6 +1,6 @@
-"""Merges that do not move with the CPU (issue 52 item 4): the statements near a merge are clustered
-on fp32 vectors, so two CPUs whose int8 kernels put a pair on either side of the threshold still
-make the same clusters, the ones the fp32 vectors alone make."""
+"""Merges and conflicts that do not move with the CPU (issue 52 item 4): the statements near a merge
+(or a conflict's bar) are decided on fp32 vectors, so two CPUs whose int8 kernels put a pair on
+either side of the threshold still decide alike, as the fp32 vectors alone decide."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.semantic.consolidate import (
-    ConsolidationConfig,
-    consolidate,
-    decision_vectors,
-    fp32_vectors,
-)
+from pipeline.semantic.conflict_vectors import conflict_vectors
+from pipeline.semantic.conflicts import ConflictConfig, find_conflicts, subject_texts, with_hashes
+from pipeline.semantic.consolidate import ConsolidationConfig, consolidate
 from pipeline.semantic.embed import EmbedConfig, embed_with_cache, load_model, memory_texts
+from pipeline.semantic.embed.exact import decision_vectors, fp32_vectors
 from pipeline.storage.vectors import EmbeddingCache, TextVectors
 from tests.test_conflicts import no_interactions, statement, statements_frame
 
@@ -188,3 +186,39 @@ def test_fp32_vectors_encode_the_texts_the_night_encoded_once(tmp_path: Path) ->
     wrong = rows.with_columns(text=pl.lit("something else"))
     with pytest.raises(ValueError, match="not the texts the night encoded"):
         exact(wrong)
+
+
+def test_a_conflict_on_the_knife_edge_is_found_as_fp32_says_on_both_cpus() -> None:
+    statements = statements_frame(
+        [
+            statement("a", "Likes morning meetings"),
+            statement("b", "Doesn't like the morning meetings", day=3),
+        ]
+    )
+    texts, subjects = memory_texts(no_interactions(), statements), subject_texts(statements)
+    hashed = with_hashes(statements, texts, subjects)
+    hashes = pl.concat([texts["text_hash"], subjects["text_hash"]]).to_frame("text_hash")
+    config = ConflictConfig()
+
+    def vectors(similarity: float) -> TextVectors:
+        # contents far apart (e3, e4), subjects `similarity` apart (e1, e2 plane)
+        contents = np.eye(8)[[2, 3]]
+        return vectors_of(hashes, np.vstack([contents, at_distance(1.0 - similarity)]))
+
+    def found(similarity: float, truth: float | None) -> int:
+        used = vectors(similarity)
+        if truth is not None:
+            fp32 = vectors(truth)
+            used, _ = conflict_vectors(
+                hashed,
+                used,
+                config,
+                lambda rows: fp32.of(rows["text_hash"]),
+                lambda rows: fp32.of(rows["text_hash"]),
+            )
+        return find_conflicts(hashed, config, used).height
+
+    bar = config.subject_similarity
+    assert (found(bar + 0.01, None), found(bar - 0.01, None)) == (1, 0)  # int8 alone: the CPU
+    for truth, conflicts in ((bar + 0.002, 1), (bar - 0.002, 0)):
+        assert found(bar + 0.01, truth) == found(bar - 0.01, truth) == conflicts

@@ -11,7 +11,7 @@ from scipy.sparse import csr_matrix
 from pipeline import tables
 from pipeline.frames import codes, group_bounds
 from pipeline.ingest.contracts import MemoryType
-from pipeline.semantic.embed import normalise_text, text_hashes
+from pipeline.semantic.embed import DECISION_MARGIN, normalise_text, text_hashes
 from pipeline.semantic.wording import NOT_NEGATIONS, speaker, subject_words, word_overlap
 from pipeline.storage.vectors import TextVectors
 
@@ -65,6 +65,8 @@ class ConflictConfig:
     # ("I won't quit - your words motivate me" / "I won't quit, no matter what. Your
     # encouragement motivates me": overlap 0.4); all 18 LoCoMo dev pairs flagged without it were.
     subject_word_overlap: float = 0.8
+    # Pairs this near a bar are compared in fp32, alike on every CPU (semantic/conflict_vectors.py).
+    decision_margin: float = DECISION_MARGIN
 
 
 def _clean(expr: pl.Expr) -> pl.Expr:

@@ -1,7 +1,7 @@
 """Consolidation (SPEC §4.4): near-duplicate memories → one summary per cluster, and reinforcement.
 
 Read in data order: members (what is clustered), clusters (grouping, summaries, reinforcement),
-exact (the texts near a merge decided on fp32 vectors), run (one night, incremental)."""
+run (one night, incremental)."""
 
 from pipeline.semantic.consolidate.clusters import (
     centroid_similarity,
@@ -9,7 +9,6 @@ from pipeline.semantic.consolidate.clusters import (
     reinforcement,
     summarise,
 )
-from pipeline.semantic.consolidate.exact import ExactVectors, decision_vectors, fp32_vectors
 from pipeline.semantic.consolidate.members import (
     INTERACTION_KEYS,
     REINFORCEMENT_SCHEMA,
@@ -28,11 +27,8 @@ __all__ = [
     "SUMMARY_SCHEMA",
     "Consolidation",
     "ConsolidationConfig",
-    "ExactVectors",
     "centroid_similarity",
     "consolidate",
-    "decision_vectors",
-    "fp32_vectors",
     "interaction_members",
     "label_groups",
     "membership_problems",

@@ -12,6 +12,8 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import squareform
 
+from pipeline.semantic.embed.exact import MAX_BLOCK_CELLS
+
 log = logging.getLogger(__name__)
 
 # A distance no threshold reaches: how a cannot-link pair enters complete linkage.
@@ -19,8 +21,6 @@ CANNOT_LINK = 4.0
 # Complete linkage holds the dense n × n distance matrix: sets larger than this are clustered
 # in blocks (see `cluster_labels`).
 MAX_BLOCK = 2_000
-# Similarities held at once by a blocked search (≈ 32 MB of float32).
-MAX_BLOCK_CELLS = 8_000_000
 
 # The distances of a block's members to each other (rows: indices into the clustered vectors), when
 # they are judged rather than cosine distances (statements: 1 − P(same statement)).

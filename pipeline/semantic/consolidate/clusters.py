@@ -11,7 +11,6 @@ import polars as pl
 from pipeline import tables
 from pipeline.frames import codes, group_bounds
 from pipeline.semantic.consolidate.clustering import (
-    MAX_BLOCK_CELLS,
     Distances,
     cluster_labels,
 )
@@ -20,6 +19,7 @@ from pipeline.semantic.consolidate.members import (
     SUMMARY_SCHEMA,
     ConsolidationConfig,
 )
+from pipeline.semantic.embed.exact import candidate_pairs
 from pipeline.semantic.judgement import PairTexts, pair_probabilities, shipped
 from pipeline.storage.vectors import TextVectors
 
@@ -62,27 +62,6 @@ def _group_links(
     mask[conflicts[lo:hi, 0] - start, conflicts[lo:hi, 1] - start] = True
     i, j = np.nonzero(np.triu(mask | mask.T, k=1))
     return np.stack([i, j], axis=1).astype(np.int64)
-
-
-def candidate_pairs(
-    matrix: np.ndarray, bounds: list[tuple[int, int]], distance: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Row pairs i < j of one group within cosine `distance` of each other (the pairs the
-    embedding proposes) and their cosines, over every group, a block of rows at a time."""
-    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for start, end in bounds:
-        group = matrix[start:end]
-        step = max(1, MAX_BLOCK_CELLS // len(group))
-        for begin in range(0, len(group) - 1, step):
-            similarity = group[begin : begin + step] @ group.T
-            q, b = np.nonzero(similarity >= 1.0 - distance)
-            later = b > q + begin
-            q, b = q[later], b[later]
-            found.append((q + begin + start, b + start, similarity[q, b]))
-    if not found:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-    i, j, cosine = (np.concatenate([f[k] for f in found]) for k in range(3))
-    return i, j, cosine
 
 
 def _value_links(

@@ -11,6 +11,7 @@ from pipeline import tables
 from pipeline.ingest.memory_types import BASE_CONFIDENCE, CONFIDENCE_CAP, REINFORCEMENT_STEP
 from pipeline.semantic.conflicts import SOURCE_RANK, UNKNOWN_RANK, numbers, polarity, subject
 from pipeline.semantic.consolidate.clustering import MAX_BLOCK
+from pipeline.semantic.embed import DECISION_MARGIN
 from pipeline.semantic.wording import speaker
 
 SUMMARY_SCHEMA = tables.schema("consolidated_summaries")
@@ -37,8 +38,8 @@ class ConsolidationConfig:
     # The int8 encoder's distances move with the CPU's integer kernels (against fp32: median
     # 0.005, at most 0.028 on the STS-B sample, with and without AVX-512): statements with a
     # neighbour within `statement_distance` + this are clustered on fp32 vectors, so a pack merges
-    # alike on every CPU (pipeline/semantic/consolidate/exact.py). 0 turns it off.
-    decision_margin: float = 0.05
+    # alike on every CPU (pipeline/semantic/embed/exact.py). 0 turns it off.
+    decision_margin: float = DECISION_MARGIN
     # One subject with another value never merges (pipeline/semantic/values.py: numbers, days,
     # months, times of day, periods, channels, opposites, places): "prefers afternoon meetings" /
     # "prefers morning meetings" is a conflict candidate (SPEC §4.4), not a repeat. It only removes

@@ -16,7 +16,6 @@ from pipeline.semantic.consolidate.clusters import (
     reinforcement,
     summarise,
 )
-from pipeline.semantic.consolidate.exact import ExactVectors, decision_vectors
 from pipeline.semantic.consolidate.members import (
     INTERACTION_KEYS,
     STATEMENT_KEYS,
@@ -25,6 +24,7 @@ from pipeline.semantic.consolidate.members import (
     interaction_members,
     statement_members,
 )
+from pipeline.semantic.embed.exact import ExactVectors, decision_vectors
 from pipeline.storage.vectors import TextVectors
 
 
@@ -59,7 +59,7 @@ def consolidate(
     (`assign_to_clusters`) or a new one; only clusters whose members changed are summarised again.
 
     With `exact` (the fp32 vectors of given texts, when `vectors` are the int8 encoder's), the
-    statements near a merge are clustered on their fp32 vectors (`exact.decision_vectors`), so
+    statements near a merge are clustered on their fp32 vectors (`embed.exact.decision_vectors`), so
     the same statements merge alike on every CPU.
     """
     config = config or ConsolidationConfig()

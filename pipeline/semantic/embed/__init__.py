@@ -1,7 +1,8 @@
 """Embeddings (SPEC §4.3): memory texts → unit-length float32 vectors, cached by sha256 of the text.
 
 Read in data order: texts (what is embedded), backends (which model, run how), onnx_backend (the
-export and its encoder), models (loading), encoding (texts → vectors, with the cache)."""
+export and its encoder), models (loading), encoding (texts → vectors, with the cache), exact (the texts near a decision
+again in fp32, so that decisions do not move with the CPU)."""
 
 from pipeline.semantic.embed.backends import (
     DEFAULT_MODEL_NAME,
@@ -24,6 +25,12 @@ from pipeline.semantic.embed.encoding import (
     encode,
     vectors_column,
 )
+from pipeline.semantic.embed.exact import (
+    DECISION_MARGIN,
+    ExactVectors,
+    decision_vectors,
+    fp32_vectors,
+)
 from pipeline.semantic.embed.models import backend_of, load_model, model_dim
 from pipeline.semantic.embed.onnx_backend import OnnxEncoder, export_onnx, load_onnx, source_key
 from pipeline.semantic.embed.texts import (
@@ -34,6 +41,7 @@ from pipeline.semantic.embed.texts import (
 )
 
 __all__ = [
+    "DECISION_MARGIN",
     "DEFAULT_MODEL_NAME",
     "EXPORT_FORMAT",
     "INT8_SCHEME",
@@ -43,15 +51,18 @@ __all__ = [
     "Backend",
     "EmbedConfig",
     "EmbedResult",
+    "ExactVectors",
     "OnnxEncoder",
     "Progress",
     "available_backend",
     "backend_of",
     "cache_schema",
+    "decision_vectors",
     "default_export_dir",
     "embed_with_cache",
     "encode",
     "export_onnx",
+    "fp32_vectors",
     "load_model",
     "load_onnx",
     "memory_texts",

@@ -1,5 +1,5 @@
-"""Merge decisions that do not move with the CPU: the texts near a merge are decided on fp32
-vectors.
+"""Decisions that do not move with the CPU: the texts near a merge (or a conflict) are decided on
+fp32 vectors.
 
 The int8 encoder's integer kernels differ between CPUs (with and without AVX-512 VNNI), and so
 do its distances: against fp32, by a median 0.005 and at most 0.028 on the 943 STS-B sample
@@ -20,31 +20,65 @@ import numpy as np
 import polars as pl
 
 from pipeline.frames import group_bounds
-from pipeline.semantic.consolidate.clusters import candidate_pairs
-from pipeline.semantic.embed import (
-    EmbedConfig,
-    available_backend,
-    embed_with_cache,
-    memory_texts,
-    model_name,
-)
+from pipeline.semantic.embed.backends import available_backend, model_name
+from pipeline.semantic.embed.encoding import EmbedConfig, embed_with_cache
+from pipeline.semantic.embed.texts import memory_texts
 from pipeline.storage.vectors import EmbeddingCache, TextVectors
+
+# The int8 encoder's distances against fp32 on the 943 STS-B sample sentences: median 0.005, at
+# most 0.028; a decision within this of its threshold is taken on fp32 vectors.
+DECISION_MARGIN = 0.05
+
+# Similarities held at once by a blocked search (≈ 32 MB of float32).
+MAX_BLOCK_CELLS = 8_000_000
 
 # The fp32 vectors of statements near a decision (rows: tenant_id, memory_id, text_hash, text =
 # the statement's content), row i ↔ rows[i].
 ExactVectors = Callable[[pl.DataFrame], np.ndarray]
 
+# Which row pairs (i, j) of a frame a decision is about (a boolean mask over the pairs).
+Eligible = Callable[[pl.DataFrame, np.ndarray, np.ndarray], np.ndarray]
+
 # The texts the embedding stage encoded for statements (rows as above): text_hash, text.
 EmbeddedTexts = Callable[[pl.DataFrame], pl.DataFrame]
 
 
+def candidate_pairs(
+    matrix: np.ndarray, bounds: list[tuple[int, int]], distance: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row pairs i < j of one group within cosine `distance` of each other (the pairs the
+    embedding proposes) and their cosines, over every group, a block of rows at a time."""
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for start, end in bounds:
+        group = matrix[start:end]
+        step = max(1, MAX_BLOCK_CELLS // len(group))
+        for begin in range(0, len(group) - 1, step):
+            similarity = group[begin : begin + step] @ group.T
+            q, b = np.nonzero(similarity >= 1.0 - distance)
+            later = b > q + begin
+            q, b = q[later], b[later]
+            found.append((q + begin + start, b + start, similarity[q, b]))
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    i, j, cosine = (np.concatenate([f[k] for f in found]) for k in range(3))
+    return i, j, cosine
+
+
 def near_texts(
-    members: pl.DataFrame, keys: list[str], vectors: TextVectors, reach: float
+    members: pl.DataFrame,
+    keys: list[str],
+    vectors: TextVectors,
+    reach: float,
+    eligible: Eligible | None = None,
 ) -> pl.DataFrame:
     """tenant_id, memory_id, text_hash, text of the members with another member of their group
-    within cosine distance `reach` (one row per text_hash)."""
+    within cosine distance `reach` (of a pair `eligible` keeps: the pairs the decision is about;
+    all by default), one row per text_hash."""
     units = members.sort(*keys, "text_hash", nulls_last=True)
     i, j, _ = candidate_pairs(vectors.of(units["text_hash"]), group_bounds(units, keys), reach)
+    if eligible is not None:
+        kept = eligible(units, i, j)
+        i, j = i[kept], j[kept]
     near = np.unique(np.concatenate([i, j]))
     return (
         units[near]
@@ -59,10 +93,11 @@ def decision_vectors(
     vectors: TextVectors,
     reach: float,
     exact: ExactVectors,
+    eligible: Eligible | None = None,
 ) -> tuple[TextVectors, int]:
     """`vectors` with the fp32 vector of every text near a decision (see `near_texts`), and how
     many texts that is."""
-    near = near_texts(members, keys, vectors, reach)
+    near = near_texts(members, keys, vectors, reach, eligible)
     if near.is_empty():
         return vectors, 0
     matrix = vectors.matrix.copy()
