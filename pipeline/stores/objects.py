@@ -163,8 +163,13 @@ class ObjectStore(Store):
         return sorted(found, key=str)
 
     def folders(self, root: Location) -> list[str]:
-        # One listing: a prefix exists only while it holds objects.
-        return sorted(p.name for p in root.iterdir())
+        import pyarrow.fs as pafs
+
+        # One listing (its entries' kinds included): a prefix exists only while it holds objects.
+        obj = cast(ObjectPath, root)
+        listing = pafs.FileSelector(obj.key, recursive=False, allow_not_found=True)
+        infos = obj.filesystem.get_file_info(listing)
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
 
     @contextmanager
     def local_copy(self, folder: Location) -> Iterator[Path]:
