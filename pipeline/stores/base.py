@@ -45,7 +45,7 @@ def below(path: Location, base: Location) -> str:
 class Store(ABC):
     """A backend: every method takes the locations it acts on (`store_of` picks the backend)."""
 
-    # ---- the home ------------------------------------------------------------------------------
+    # ---- the home ----------------------------------------------------------------------------
     @abstractmethod
     def as_home(self, where: Location) -> Location:
         """`where` checked as a home (UserError in one line when it cannot be one)."""
@@ -55,7 +55,7 @@ class Store(ABC):
         """Where this host keeps what must be a local file for `home` (the home itself, for a
         folder home)."""
 
-    # ---- files -----------------------------------------------------------------------------------
+    # ---- files -------------------------------------------------------------------------------
     @abstractmethod
     def write_bytes(self, path: Location, data: bytes) -> None:
         """Write a whole file: a reader sees the old bytes or the new, never part of them."""
@@ -66,8 +66,8 @@ class Store(ABC):
 
     @abstractmethod
     def write_once(self, path: Location, data: bytes) -> None:
-        """Create a private file unless it exists: of two first writers one wins, and both then
-        read its bytes."""
+        """Create a file unless it exists (locally: readable by its owner only): of two first
+        writers one wins, and both then read its bytes."""
 
     @abstractmethod
     def copy_in(self, source: Path, path: Location) -> None:
