@@ -33,7 +33,8 @@ from memorypack.format import LATEST, read_latest, verify_pack
 from pipeline.config import Paths
 from pipeline.generate import generate
 from pipeline.publish.analytics import TABLES
-from pipeline.storage.lake import Lake, hive_values
+from pipeline.storage.lake import Lake
+from pipeline.stores.base import hive_values
 
 ROOT = Path(__file__).resolve().parents[1]
 START = date(2026, 11, 1)

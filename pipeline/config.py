@@ -3,7 +3,6 @@ every location under it, plus the local work folder for what must be a local fil
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 from memorypack.fs import Location, ObjectPath, StorageError, location
 from pipeline.errors import UserError
 from pipeline.settings import Settings
+from pipeline.stores import store_of
 
 DEFAULT_HOME = Settings.home
 # The hive column of each partitioned lake table (the key is always a load date), and the lake
@@ -59,17 +59,11 @@ class Paths:
         return Paths(self.home, tenant)
 
     @property
-    def on_object_store(self) -> bool:
-        return isinstance(self.home, ObjectPath)
-
-    @property
     def local(self) -> Path:
         """Where this host keeps what must be a local file: the home folder itself, or for an
         object-store home MEMORYPACK_LOCAL_DIR (default: a folder of the user's cache named after
         the home's URL). Everything in it is derived or host-bound: it can be deleted."""
-        if isinstance(self.home, Path):
-            return self.home
-        return local_dir(self.home)
+        return store_of(self.home).work_folder(self.home)
 
     @property
     def landing(self) -> Path:
@@ -137,14 +131,14 @@ def packs_location(where: str | os.PathLike[str] | ObjectPath) -> Location:
         found = location(where)
     except StorageError as error:
         raise UserError(str(error)) from None
-    return found.resolve() if isinstance(found, Path) else found
+    return found.resolve()
 
 
 def scratch_in_local(paths: Paths) -> None:
     """On an object-store home, this process's temporary files (pack staging, training scratch,
     libraries' temp files) go to `<local>/tmp`: nothing of the home lands on local disk outside
     the local work folder. A folder home keeps the system's temp folder."""
-    if not paths.on_object_store:
+    if paths.local == paths.home:  # a folder home is its own work folder
         return
     import tempfile
 
@@ -160,25 +154,4 @@ def home_location(where: str | os.PathLike[str] | ObjectPath) -> Location:
         found = location(where)
     except StorageError as error:
         raise UserError(f"home {error}") from None
-    if isinstance(found, ObjectPath) and "/" not in found.key:
-        raise UserError(f"home {found} names a bucket only: use s3://bucket/prefix")
-    if isinstance(found, ObjectPath):
-        return found
-    try:
-        folder = found.resolve()
-        if folder.exists() and not folder.is_dir():
-            raise UserError(f"home {folder} is not a folder")
-    except (OSError, ValueError) as error:  # a name too long, a NUL byte, no permission
-        reason = getattr(error, "strerror", None) or str(error)
-        raise UserError(f"home {str(found)[:80]!r} cannot be used: {reason}") from None
-    return folder
-
-
-def local_dir(home: ObjectPath) -> Path:
-    """MEMORYPACK_LOCAL_DIR, else `<user cache>/memorypack/<bucket>-<hash of the home URL>`."""
-    settings = Settings.from_env()
-    if settings.local_dir:
-        return Path(settings.local_dir).resolve()
-    cache = Path(settings.cache_home or Path.home() / ".cache")
-    digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
-    return (cache / "memorypack" / f"{home.bucket}-{digest}").resolve()
+    return store_of(found).as_home(found)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from pipeline.publish.disk import STEP_OBSERVERS
+from pipeline.stores.disk import STEP_OBSERVERS
 
 CRASH_ENV = "MEMORYPACK_CRASH_AT"
 

@@ -18,12 +18,12 @@ from memorypack.format import LATEST, MANIFEST, SEAL, read_latest, version_time
 from memorypack.fs import ObjectPath, location
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.publish import remote
 from pipeline.publish.build import build_pack, load_inputs
 from pipeline.publish.commands import register
-from pipeline.publish.store import list_versions, rollback, tenants
+from pipeline.publish.store import list_versions, rollback, tenants, write_latest
 from pipeline.publish.writer import PublishResult, publish
 from pipeline.storage.lake import Lake
+from pipeline.stores import OBJECTS
 from tests.conftest import SOURCE_PATH
 from tests.seaweedfs import subprocess_environment
 from tests.tenant_runs import build_analytics, materialize_tenant
@@ -114,21 +114,21 @@ def test_latest_is_swapped_by_compare_and_swap_and_never_back(paths: Paths) -> N
     second = _publish(paths, days=1)
     tenant = paths.packs / "acme"
     assert isinstance(tenant, ObjectPath)
-    store = remote._ConditionalStore(tenant / LATEST)
-    live, etag = store.read()
+    latest = tenant / LATEST
+    live, etag = OBJECTS.read_tagged(latest, 256)
     assert live == second.version and etag
 
     # Another publisher moves LATEST between our read and our write: the store answers 412.
-    assert store.put(f"{second.version}\n".encode(), etag)  # the other writer (same bytes)
-    _, newer_etag = store.read()
-    assert not store.put(f"{first.version}\n".encode(), '"0123456789abcdef"')  # stale tag
-    assert store.put(f"{second.version}\n".encode(), newer_etag)
-    assert not store.put(b"x\n", None)  # "create only": LATEST exists
+    assert OBJECTS.write_if(latest, f"{second.version}\n".encode(), etag)  # the other writer
+    _, newer_etag = OBJECTS.read_tagged(latest, 256)
+    assert not OBJECTS.write_if(latest, f"{first.version}\n".encode(), '"0123456789abcdef"')
+    assert OBJECTS.write_if(latest, f"{second.version}\n".encode(), newer_etag)
+    assert not OBJECTS.write_if(latest, b"x\n", None)  # "create only": LATEST exists
     assert read_latest(tenant) == second.version
 
     # Re-read and re-checked: an older version is refused in one line; LATEST is unchanged.
     with pytest.raises(UserError, match="not moving it back in time"):
-        remote.write_latest(tenant, first.version)
+        write_latest(tenant, first.version)
     assert read_latest(tenant) == second.version
     assert rollback(tenant) == first.version  # the operator's rollback moves it back on purpose
     assert MemoryPack.load(tenant).version == first.version

@@ -18,7 +18,7 @@ from pipeline.erasure.lake import withdraw_policies
 from pipeline.erasure.scrub import Needles
 from pipeline.erasure.subject import Subject
 from pipeline.preference.dpo import RUN_FILE, STATUS_TRAINED, PolicyScorer, runs_frame
-from pipeline.preference.dpo.shared import store_of, train_shared
+from pipeline.preference.dpo.shared import shared_policies, train_shared
 from pipeline.preference.templates.rewards import latest_trained
 from pipeline.storage.lake import Lake
 from tests.test_dpo import FAST, _sft, planted_pairs
@@ -51,7 +51,7 @@ def test_a_policy_trained_on_one_host_is_reused_and_withdrawn_on_another(
     first = _host(home, tmp_path / "host-a", monkeypatch)
     [trained] = train_shared(first, pairs, sft, FAST, ["acme"])
     assert trained.status == STATUS_TRAINED and not trained.reused
-    store = store_of(first)
+    store = shared_policies(first)
     assert isinstance(store, ObjectPath)
     stored = {o.relative_to(store) for o in store.walk_files()}
     assert f"{trained.policy_id}/{RUN_FILE}" in stored

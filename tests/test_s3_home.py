@@ -27,7 +27,7 @@ from memorypack.fs import ObjectPath, location
 from pipeline.config import Paths
 from pipeline.erasure.person import export
 from pipeline.generate import generate
-from pipeline.publish.remote import LOCKS_FOLDER
+from pipeline.stores.objects import LOCKS_FOLDER
 from tests.test_tenants_apart import NO_DPO
 
 START, END = "2026-11-01", "2026-11-02"

@@ -24,7 +24,7 @@ from pipeline.ingest.lines import LINES_SCHEMA
 from pipeline.ingest.rules import validate_lines
 from pipeline.ingest.tenant_ids import TENANT_ID_PATTERN, is_tenant_id
 from pipeline.storage.lake import Lake
-from pipeline.storage.warehouse import parquet_source
+from pipeline.stores.local import parquet_source
 from tests.conftest import interaction
 
 DAY = "2026-11-02"

@@ -3,17 +3,14 @@ re-sealed under a new version name at the same publish time, and LATEST follows 
 
 Packs in a local folder are rewritten beside the old version and renamed into place; packs on an
 object store (MEMORYPACK_PACKS=s3://…) are downloaded to a private temporary folder, rewritten
-there, and uploaded the way the publisher uploads (`pipeline.publish.remote`: data objects, manifest,
-seal last, read back and verified) before LATEST is pointed at them and the old version deleted."""
+there, and uploaded the way the publisher uploads (`pipeline.publish.store.place_version`: data
+objects, manifest, seal last, read back and verified) before LATEST is pointed at them and the old version deleted."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -29,13 +26,19 @@ from memorypack.format import (
     sha256_file,
     verify_pack,
 )
-from memorypack.fs import Location, ObjectPath, read_parquet
+from memorypack.fs import Location
 from pipeline.erasure.scrub import Needles, row_mentions, scrub_frame
-from pipeline.publish import remote
 from pipeline.publish.content import FILL_ROWS, PackContent, npy_blocks, npy_shape, write_npy
-from pipeline.publish.disk import TEMP_PREFIX, fsync_path
-from pipeline.publish.store import clean_leftovers, list_versions, remove_dir, write_latest
+from pipeline.publish.store import (
+    clean_leftovers,
+    list_versions,
+    place_version,
+    remove_dir,
+    write_latest,
+)
 from pipeline.publish.writer import content_hash, publish_lock, write_manifest
+from pipeline.stores import store_of
+from pipeline.stores.disk import TEMP_PREFIX, fsync_path
 
 MEMORIES = "memories.parquet"
 # Manifest counts that follow the rows of a file.
@@ -138,40 +141,9 @@ def _new_manifest(
     return new
 
 
-@contextmanager
-def _local_copy(version_dir: Location) -> Iterator[Path]:
-    """The version as a local folder: itself, or its objects downloaded to a private temporary
-    `<tmp>/<tenant>/<version>/` (the tenant folder's name is what the pack is checked against),
-    deleted on leaving."""
-    if isinstance(version_dir, Path):
-        yield version_dir
-        return
-    with tempfile.TemporaryDirectory(prefix="memorypack-erase-") as tmp:
-        local = Path(tmp) / version_dir.parent.name / version_dir.name
-        local.mkdir(parents=True)
-        for child in version_dir.iterdir():
-            if child.is_file():
-                (local / child.name).write_bytes(child.read_bytes())
-        yield local
-
-
-def _place(temp: Path, final: Location) -> None:
-    """Put the verified rewritten version `temp` at `final` (a rename, or an upload sealed last)."""
-    if final.is_dir() and remote.is_complete(final):
-        # An interrupted earlier erasure got this far: the same content (its name is its hash).
-        verify_pack(final)
-        shutil.rmtree(temp)
-    elif isinstance(final, ObjectPath):
-        remote.upload_version(temp, final)
-        shutil.rmtree(temp)
-    else:
-        os.rename(temp, final)
-        fsync_path(final.parent)
-
-
 def _rewrite(tenant_dir: Location, version: str, needles: Needles) -> str | None:
     """One version without the person: a new version beside it; None if none held."""
-    with _local_copy(tenant_dir / version) as version_dir:
+    with store_of(tenant_dir).local_copy(tenant_dir / version) as version_dir:
         manifest = read_manifest(version_dir)
         changed, keep_rows, removed = _scrubbed_files(version_dir, manifest, needles)
         if not changed:
@@ -185,7 +157,7 @@ def _rewrite(tenant_dir: Location, version: str, needles: Needles) -> str | None
             write_manifest(temp, new_manifest)
             verify_pack(temp, version=new_version)
             fsync_path(temp)
-            _place(temp, tenant_dir / new_version)
+            place_version(temp, tenant_dir / new_version)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
@@ -226,12 +198,9 @@ def erase_from_packs(tenant_dir: Location, needles: Needles) -> dict[str, str]:
 def _frame(path: Location) -> pl.DataFrame | None:
     """A data file read unverified (None when it does not read as Parquet)."""
     try:
-        if isinstance(path, Path):
-            return pl.read_parquet(path)
-        frame = pl.from_arrow(read_parquet(path))
+        return store_of(path).read_parquet(path)
     except (OSError, ValueError, pl.exceptions.PolarsError):  # pyarrow's ArrowInvalid: ValueError
         return None
-    return frame if isinstance(frame, pl.DataFrame) else None
 
 
 def pack_mentions_version(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 
-from memorypack.fs import Location, ObjectPath
+from memorypack.fs import Location
 from pipeline.settings import Settings
+from pipeline.stores import store_of
 
 KEY_ENV = Settings.variable("pii_key")
 PSEUDONYM_PREFIX = "pii-"
@@ -21,33 +21,13 @@ def pii_key(home: Location) -> bytes:
 
     On an object-store home the key is an object beside the lake (every host must pseudonymize
     alike), readable by whoever can read the bucket: prefer MEMORYPACK_PII_KEY from a secret
-    store there. Its first creation happens in ingest, which the run queue runs one at a time."""
+    store there. Created once (`Store.write_once`): two first runs agree on one key."""
     key = Settings.from_env().pii_key
     if key:
         return key.encode()
-    if isinstance(home, ObjectPath):
-        remote = home / "secrets" / "pii.key"
-        if not remote.is_file():
-            remote.mkdir(parents=True, exist_ok=True)
-            remote.write_text(secrets.token_hex(32) + "\n")
-        return remote.read_text().strip().encode()
     path = home / "secrets" / "pii.key"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Written whole to a private file, then linked into place: `link` fails if the key exists,
-        # so two first runs agree on one key and neither can read a half-written one.
-        tmp = path.with_name(f".pii.key.{secrets.token_hex(8)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_hex(32) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass  # another process made it first: use theirs
-        finally:
-            tmp.unlink()
+    if not path.is_file():
+        store_of(path).write_once(path, (secrets.token_hex(32) + "\n").encode())
     return path.read_text().strip().encode()
 
 

@@ -20,7 +20,6 @@ import polars as pl
 from pipeline import tables
 from pipeline.config import Paths
 from pipeline.pii.redactor import Redactor
-from pipeline.publish.disk import fsync_path
 from pipeline.publish.snapshot_names import spread_in_snapshot
 from pipeline.publish.snapshot_redaction import redacting
 from pipeline.publish.store import list_versions, tenant_folders
@@ -32,8 +31,9 @@ from pipeline.storage.warehouse import (
     Warehouse,
     comment_columns,
     duckdb_config,
-    sql_quote,
 )
+from pipeline.stores.disk import fsync_path
+from pipeline.stores.local import sql_quote
 from pipeline.tables import COMMENTS
 
 # The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).

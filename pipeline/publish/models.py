@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memorypack.encoder import MODELS_DIR, NORMALIZE, POOLING, TEXT
 from memorypack.format import sha256_file
-from memorypack.fs import Location, ObjectPath
-from pipeline.publish.disk import fsync_path
+from memorypack.fs import Location
+from pipeline.stores import store_of
 
 log = logging.getLogger(__name__)
 
@@ -89,31 +86,15 @@ def encoder_files(model: str | None, dim: int, export_dir: Path) -> EncoderFiles
 
 
 def ship(tenant_dir: Location, sources: dict[str, Path]) -> None:
-    """Copy each model file into `<tenant>/models/` unless it is there (its name is its sha256):
-    a temporary name, fsync, rename, so a crash never leaves a partial file under a final name
-    (on an object store, one upload: a PUT is seen whole or not at all)."""
+    """Copy each model file into `<tenant>/models/` unless it is there (its name is its sha256),
+    placed whole (`Store.copy_in`): a crash never leaves a partial file under a final name."""
     if not sources:
         return
-    if isinstance(tenant_dir, ObjectPath):
-        for name, source in sorted(sources.items()):
-            remote = tenant_dir / MODELS_DIR / name
-            if not (remote.is_file() and remote.stat().st_size == source.stat().st_size):
-                remote.upload(source)
-        return
-    folder = tenant_dir / MODELS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    store = store_of(tenant_dir)
     for name, source in sorted(sources.items()):
-        target = folder / name
-        if target.is_file() and target.stat().st_size == source.stat().st_size:
-            continue
-        tmp = folder / f".{name}.{uuid.uuid4().hex}.tmp"
-        try:
-            shutil.copyfile(source, tmp)
-            fsync_path(tmp)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-    fsync_path(folder)
+        target = tenant_dir / MODELS_DIR / name
+        if not (target.is_file() and target.stat().st_size == source.stat().st_size):
+            store.copy_in(source, target)
 
 
 def referenced(manifest: dict[str, Any]) -> set[str]:

@@ -1,16 +1,24 @@
-"""The versions of one tenant's packs: list, LATEST swap, rollback, retention (a local folder or an
-object store, see `pipeline.publish.remote`)."""
+"""The versions of one tenant's packs: place, list, LATEST swap, rollback, retention, in a local
+folder or an object store alike (`pipeline.stores`).
+
+A version is written and verified out of sight (a dot-folder beside the versions, or a local folder
+for an object store) and placed whole: one rename, or an upload with `manifest.seal` last, read
+back and verified. Nobody points at a version until LATEST does, and LATEST is replaced whole (a
+temporary file renamed over it, or a compare-and-swap PUT), so a publisher killed anywhere leaves
+the previous pack live and loadable. A version without its seal (an interrupted upload) is
+unfinished: listings skip it and the next publish of the tenant deletes it."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from memorypack.format import (
     LATEST,
+    MANIFEST,
+    SEAL,
     PackError,
     is_version,
     read_latest,
@@ -18,12 +26,15 @@ from memorypack.format import (
     verify_pack,
     version_time,
 )
-from memorypack.fs import Location, ObjectPath
+from memorypack.fs import Location
 from pipeline.errors import UserError
-from pipeline.publish import remote
-from pipeline.publish.disk import TEMP_PREFIX, TRASH_PREFIX, fsync_path, step_done
+from pipeline.stores import store_of
+from pipeline.stores.disk import TEMP_PREFIX, TRASH_PREFIX, step_done
 
 DEFAULT_KEEP = 7
+# How many times a publisher re-reads LATEST after another publisher moved it in between.
+SWAP_ATTEMPTS = 5
+LATEST_BYTES = 256  # a LATEST longer than this names no version
 
 
 @dataclass(frozen=True)
@@ -46,7 +57,7 @@ def list_versions(tenant_dir: Location) -> list[VersionInfo]:
     latest = read_latest(tenant_dir)
     infos = []
     for child in tenant_dir.iterdir():
-        if not (is_version(child.name) and child.is_dir() and remote.is_complete(child)):
+        if not (is_version(child.name) and child.is_dir() and is_complete(child)):
             continue
         try:
             manifest = read_manifest(child)
@@ -90,28 +101,59 @@ def tenants(packs_root: Location) -> list[str]:
     return sorted(p.name for p in packs_root.iterdir() if p.is_dir() and (p / LATEST).is_file())
 
 
+def is_complete(version_dir: Location) -> bool:
+    """Whether a version is all there (in an object store: its seal, the last object, is)."""
+    return store_of(version_dir).is_whole(version_dir, SEAL)
+
+
+def place_version(staged: Path, final: Location) -> bool:
+    """Put the verified version `staged` at `final`: a rename, or an upload sealed last and
+    verified read back. True when `final` was already there, complete and verified (the same
+    content: a version's name is its hash), and `staged` was dropped instead."""
+    store = store_of(final)
+    if final.is_dir() and store.is_whole(final, SEAL):
+        verify_pack(final)
+        shutil.rmtree(staged)
+        return True
+    store.put_folder(staged, final, (MANIFEST, SEAL), lambda f: verify_pack(f, version=f.name))
+    return False
+
+
+def refuse_backwards(tenant_dir: Location, current: str | None, version: str) -> None:
+    """A live pack never moves back in time: LATEST may only name a version published no earlier
+    than the one it names now (an operator's rollback says so explicitly)."""
+    if (
+        current is not None
+        and is_version(current)
+        and version_time(current) > version_time(version)
+    ):
+        raise UserError(
+            f"LATEST of {tenant_dir} names {current}, published after {version}: not moving it "
+            f"back in time ({version} stays kept; `memorypack pack rollback` does this on purpose)"
+        )
+
+
 def write_latest(tenant_dir: Location, version: str, forward_only: bool = True) -> None:
-    """Point LATEST at `version`: temp file, fsync, rename over, fsync the folder (a conditional
-    PUT in an object store). `forward_only`: refuse a version published before the live one (a
-    UserError); only an operator's rollback moves LATEST back."""
-    if isinstance(tenant_dir, ObjectPath):
-        remote.write_latest(tenant_dir, version, forward_only)
-        return
-    if forward_only:
-        try:
-            current = read_latest(tenant_dir)
-        except PackError:  # a LATEST that names no version is replaced
-            current = None
-        remote.refuse_backwards(tenant_dir, current, version)
-    tmp = tenant_dir / f".{LATEST}.{uuid.uuid4().hex}.tmp"
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(version + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    """Point LATEST at `version`, replaced whole and only if it still holds what was checked (a
+    compare-and-swap where the store can; on a local disk the publish lock keeps one writer).
+    `forward_only`: refuse a version published before the live one (a UserError); only an
+    operator's rollback moves LATEST back. UserError too when LATEST kept changing under us."""
+    store, path = store_of(tenant_dir), tenant_dir / LATEST
+    for _ in range(SWAP_ATTEMPTS):
+        current, tag = store.read_tagged(path, LATEST_BYTES)
+        if forward_only:
+            refuse_backwards(tenant_dir, current, version)
+        if store.write_if(path, f"{version}\n".encode(), tag, _latest_staged):
+            step_done("latest_swapped")
+            return
+    raise UserError(
+        f"LATEST of {tenant_dir} changed {SWAP_ATTEMPTS} times while publishing {version}: "
+        "another publisher is writing this tenant (the run queue allows one run per tenant)"
+    )
+
+
+def _latest_staged() -> None:
     step_done("latest_tmp_written")
-    os.replace(tmp, tenant_dir / LATEST)
-    fsync_path(tenant_dir)
-    step_done("latest_swapped")
 
 
 def rollback(tenant_dir: Location, to: str | None = None) -> str:
@@ -138,16 +180,10 @@ def rollback(tenant_dir: Location, to: str | None = None) -> str:
     return to
 
 
-def remove_dir(path: Location) -> None:
-    """Rename out of sight first, so a crash mid-delete never leaves a half version visible (in an
-    object store: delete the seal first, which takes the version out of every listing)."""
-    if isinstance(path, ObjectPath):
-        remote.remove_version(path)
-        return
-    trash = path.with_name(f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
-    os.rename(path, trash)
-    step_done("pruning")
-    shutil.rmtree(trash, ignore_errors=True)
+def remove_dir(version_dir: Location) -> None:
+    """Delete a version so that a crash midway never leaves a half version listed (renamed out
+    of sight first, or in an object store its seal deleted first)."""
+    store_of(version_dir).remove_folder(version_dir, (SEAL,))
 
 
 def prune(tenant_dir: Location, keep: int = DEFAULT_KEEP) -> list[str]:
@@ -161,15 +197,16 @@ def prune(tenant_dir: Location, keep: int = DEFAULT_KEEP) -> list[str]:
 
 
 def clean_leftovers(tenant_dir: Location) -> list[str]:
-    """Remove temp folders and files left by a publisher that died (call under the publish lock)."""
-    if isinstance(tenant_dir, ObjectPath):
-        return remote.clean_leftovers(tenant_dir)
+    """Remove what a publisher that died left (temp folders and files, unfinished versions);
+    never the live version (call under the publish lock)."""
     removed = []
     for child in tenant_dir.iterdir() if tenant_dir.is_dir() else []:
-        if child.name.startswith((TEMP_PREFIX, TRASH_PREFIX)):
-            shutil.rmtree(child, ignore_errors=True)
-            removed.append(child.name)
-        elif child.name.startswith(f".{LATEST}.") and child.name.endswith(".tmp"):
-            child.unlink(missing_ok=True)
-            removed.append(child.name)
+        name = child.name
+        stray = name.startswith((TEMP_PREFIX, TRASH_PREFIX)) or (
+            name.startswith(f".{LATEST}.") and name.endswith(".tmp")
+        )
+        unfinished = is_version(name) and not is_complete(child) and name != read_latest(tenant_dir)
+        if stray or unfinished:
+            store_of(child).remove(child)
+            removed.append(name)
     return removed

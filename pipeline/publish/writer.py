@@ -1,7 +1,7 @@
 """Publish a pack atomically: temp folder, fsync, verify, rename, then swap LATEST; then retention.
 
 Packs may live in an object store (`s3://…`): the version is then staged on local disk and the
-rename becomes an upload read back and verified before LATEST moves (`pipeline.publish.remote`)."""
+rename becomes an upload read back and verified before LATEST moves (`pipeline.publish.store`)."""
 
 from __future__ import annotations
 
@@ -34,15 +34,20 @@ from memorypack.format import (
     verify_pack,
     version_time,
 )
-from memorypack.fs import Location, ObjectPath
+from memorypack.fs import Location
 from pipeline import __version__
-from pipeline.publish import remote
 from pipeline.publish.content import PackContent
-from pipeline.publish.disk import TEMP_PREFIX, fsync_path, step_done
 from pipeline.publish.models import prune_models, ship
-from pipeline.publish.store import DEFAULT_KEEP, clean_leftovers, list_versions, prune, write_latest
-
-LOCK_FILE = ".publish.lock"
+from pipeline.publish.store import (
+    DEFAULT_KEEP,
+    clean_leftovers,
+    list_versions,
+    place_version,
+    prune,
+    write_latest,
+)
+from pipeline.stores import store_of
+from pipeline.stores.disk import TEMP_PREFIX, fsync_path, step_done
 
 
 @dataclass
@@ -61,8 +66,7 @@ def publish_lock(tenant_dir: Location) -> Iterator[None]:
     """One publisher per tenant at a time (a sensor run and a scheduled run may overlap); for an
     object store the lock is a local file (across hosts the run queue keeps one run per tenant)."""
     tenant_dir.mkdir(parents=True, exist_ok=True)
-    lock = remote.lock_file(tenant_dir) if isinstance(tenant_dir, ObjectPath) else None
-    with (lock or tenant_dir / LOCK_FILE).open("a") as handle:
+    with store_of(tenant_dir).lock_file(tenant_dir).open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -205,13 +209,13 @@ class PackStage:
     def _temp_folder(self, tenant_dir: Location) -> Path:
         """Where a version is written out of sight: a dot-folder beside the versions, or for an
         object store a local folder named after the tenant (the pack's checks read that name)."""
-        name = f"{TEMP_PREFIX}{uuid.uuid4().hex}"
-        if not isinstance(tenant_dir, ObjectPath):
-            return tenant_dir / name
+        folder = store_of(tenant_dir).staging(tenant_dir, self._scratch_folder)
+        return folder / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+
+    def _scratch_folder(self) -> Path:
         if self._scratch is None:
             self._scratch = Path(tempfile.mkdtemp(prefix="memorypack-stage-"))
-        (self._scratch / tenant_dir.name).mkdir(exist_ok=True)
-        return self._scratch / tenant_dir.name / name
+        return self._scratch
 
     def _end(self) -> None:
         self._staged = []
@@ -290,18 +294,10 @@ class PackStage:
             )
         final = tenant_dir / version
         manifest, reason = staged.manifest, "published"
-        if final.is_dir() and remote.is_complete(final):
+        if place_version(staged.temp, final):
             # Same content as a kept older version (e.g. after a rollback): reuse that version.
-            verify_pack(final)
-            shutil.rmtree(staged.temp)
             manifest = read_manifest(final)
             reason = "re-activated an identical kept version"
-        elif isinstance(final, ObjectPath):
-            remote.upload_version(staged.temp, final)
-            shutil.rmtree(staged.temp)
-        else:
-            os.rename(staged.temp, final)
-            fsync_path(final.parent)
         step_done("renamed")
         write_latest(tenant_dir, version)
         removed = prune(tenant_dir, self.keep)

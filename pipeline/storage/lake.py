@@ -1,26 +1,22 @@
 """The lake (Parquet, the source of truth); the warehouse built from it is pipeline/storage/warehouse.py.
 
 The lake is a local folder or an object store prefix (`s3://bucket/prefix/lake`): every file
-operation goes through the helpers below, which take a `memorypack.fs.Location` (a `Path` or an
-`ObjectPath` over `pyarrow.fs`). A write is always one whole file: a rename on a local disk, one
-PUT on an object store, so a reader sees the old version or the new, never half of one."""
+operation goes through the home's store (`pipeline.stores`). A write is always one whole file: a
+rename on a local disk, one PUT on an object store, so a reader sees the old version or the new,
+never half of one."""
 
 from __future__ import annotations
 
-import io
-import os
-import shutil
-import uuid
 from collections.abc import Mapping, Sequence
-from datetime import date
-from pathlib import Path
 
 import polars as pl
 
-from memorypack.fs import Location, ObjectPath
+from memorypack.fs import Location
 from pipeline import tables
 from pipeline.config import TENANT_COLUMN, Paths
-from pipeline.tables import HIVE_TYPES, PARTITION_COLUMNS
+from pipeline.stores import store_of, store_of_all
+from pipeline.stores.base import below, hive_values
+from pipeline.tables import PARTITION_COLUMNS
 
 # Folder values are read as their declared types (HIVE_TYPES): a tenant `007` or `2026-1-1` stays
 # that text. (Hive's null, `__HIVE_DEFAULT_PARTITION__`, is no tenant id: ingest.tenant_ids.)
@@ -30,34 +26,15 @@ DERIVED_MARKER = "_derived_by_{consumer}"
 
 
 def write_parquet_atomic(frame: pl.DataFrame | pl.LazyFrame, path: Location) -> Location:
-    """Write to a temporary file in the same folder, then rename: readers never see half a file
-    (a LazyFrame is streamed into it). On an object store: the whole file in memory, then one
-    PUT (atomic per object)."""
-    if isinstance(path, ObjectPath):
-        buffer = io.BytesIO()
-        frame = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
-        frame.write_parquet(buffer, compression="zstd", statistics=True)
-        path.write_bytes(buffer.getvalue())
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    if isinstance(frame, pl.LazyFrame):
-        frame.sink_parquet(tmp, compression="zstd", statistics=True)
-    else:
-        frame.write_parquet(tmp, compression="zstd", statistics=True)
-    os.replace(tmp, path)
+    """Write a whole Parquet file (a LazyFrame is streamed into it where the store allows):
+    readers never see half a file."""
+    store_of(path).write_parquet(frame, path)
     return path
 
 
 def write_text_atomic(path: Location, text: str) -> None:
     """A small text file (a marker), written whole."""
-    if isinstance(path, ObjectPath):
-        path.write_text(text)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    store_of(path).write_bytes(path, text.encode())
 
 
 def read_file(
@@ -65,79 +42,28 @@ def read_file(
 ) -> pl.DataFrame:
     """One Parquet file of the lake (`hive`: the folders' `name=value` columns it lacks added;
     `columns`: only these are read)."""
-    if isinstance(path, ObjectPath):
-        import pyarrow.parquet as pq
-
-        with path.filesystem.open_input_file(path.key) as source:
-            table = pq.read_table(source, columns=list(columns) if columns else None)
-        frame = pl.DataFrame(pl.from_arrow(table))
-        return _with_hive(frame, path.key) if hive else frame
-    return pl.read_parquet(
-        path,
-        hive_partitioning=hive,
-        hive_schema=HIVE_TYPES if hive else None,
-        columns=list(columns) if columns else None,
-    )
+    return store_of(path).read_parquet(path, hive, columns)
 
 
 def scan_file(path: Location, hive: bool = False) -> pl.LazyFrame:
     """A lazy scan of one lake file (an object is read whole: object stores have no mmap)."""
-    if isinstance(path, ObjectPath):
-        return read_file(path, hive).lazy()
-    return pl.scan_parquet(path, hive_partitioning=hive, hive_schema=HIVE_TYPES if hive else None)
+    return store_of(path).scan_parquet(path, hive)
 
 
 def scan_files(paths: Sequence[Location], columns: Sequence[str] | None = None) -> pl.LazyFrame:
     """Several files of one table as one scan (no hive columns; same columns in each)."""
-    local = [p for p in paths if isinstance(p, Path)]
-    if len(local) == len(paths):
-        scan = pl.scan_parquet(local)
-        return scan.select(columns) if columns else scan
-    frames = [read_file(p, columns=columns) for p in paths]
-    return pl.concat(frames, how="diagonal_relaxed").lazy()
-
-
-def _hive_value(column: str, text: str) -> pl.Expr:
-    """A folder's value as its column's declared type (`HIVE_TYPES`), as polars reads a local
-    lake's folders, so a table reads the same from a local lake and from an object store."""
-    kind = HIVE_TYPES.get(column, pl.String())
-    if kind == pl.Date():
-        return pl.lit(date.fromisoformat(text), dtype=pl.Date)
-    return pl.lit(text, dtype=pl.String).cast(kind)
-
-
-def _with_hive(frame: pl.DataFrame, key: str) -> pl.DataFrame:
-    values = hive_values(key.rsplit("/", 1)[0])
-    missing = [_hive_value(c, v).alias(c) for c, v in values.items() if c not in frame.columns]
-    return frame.with_columns(missing) if missing else frame
+    return store_of_all(paths).scan_parquet_files(paths, columns)
 
 
 def remove(path: Location) -> None:
     """A file or a whole folder (a prefix, on an object store); nothing when it is not there."""
-    if isinstance(path, ObjectPath):
-        if path.is_file():
-            path.unlink(missing_ok=True)
-        else:
-            path.remove_tree()
-    elif path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+    store_of(path).remove(path)
 
 
 def file_identity(path: Location) -> str:
-    """Names one version of a lake file: atomic writes give every version a new inode, so
-    (inode, size, mtime) changes whenever the file is rewritten; an object's ETag (its content
-    hash) changes whenever its bytes do."""
-    if isinstance(path, ObjectPath):
-        return path.etag()
-    stat = path.stat()
-    return f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
-
-
-def hive_values(key: str) -> dict[str, str]:
-    """`tenant_id=acme/load_date=2026-11-01` → {"tenant_id": "acme", "load_date": "2026-11-01"}."""
-    return dict(part.split("=", 1) for part in key.split("/") if "=" in part)
+    """Names one version of a lake file: it changes whenever the file is rewritten (a new inode
+    on a local disk, a new ETag on an object store)."""
+    return store_of(path).identity(path)
 
 
 def parquet_files(root: Location, pattern: str = "**/*.parquet") -> list[tuple[str, Location]]:
@@ -205,12 +131,8 @@ class Lake:
         """The files `read` reads: their folder below the table's (e.g. `load_date=2026-11-01` or
         `tenant_id=acme`, "" for the table's own data.parquet) → file."""
         root, base = self.paths.table_root(name), self.paths.lake / name
-        if isinstance(root, ObjectPath) and isinstance(base, ObjectPath):
-            objects = [p for p in root.walk_files() if p.name == "data.parquet"]
-            return {p.parent.relative_to(base): p for p in sorted(objects, key=lambda p: p.key)}
-        assert isinstance(root, Path) and isinstance(base, Path)
-        found = sorted(root.rglob("data.parquet")) if root.is_dir() else []
-        return {path.parent.relative_to(base).as_posix().strip("."): path for path in found}
+        found = store_of(root).files(root, "data.parquet")
+        return {below(path.parent, base): path for path in found}
 
     def partition_keys(self, name: str) -> list[str]:
         """The load dates a partitioned table has (of every tenant, in the home's view)."""
@@ -222,11 +144,8 @@ class Lake:
         """The tenants with a folder in a table laid out by tenant."""
         root = self.paths.lake / name
         prefix = f"{TENANT_COLUMN}="
-        if isinstance(root, ObjectPath):  # one listing; prefixes exist only while they hold objects
-            names = {p.name for p in root.iterdir()}
-            return sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
-        found = root.glob(f"{prefix}*") if root.is_dir() else []
-        return sorted(p.name[len(prefix) :] for p in found if p.is_dir())
+        names = store_of(root).folders(root)
+        return sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
 
     def _marker(self, source: str, key: str, consumer: str) -> Location:
         return self.paths.partition(source, key).parent / DERIVED_MARKER.format(consumer=consumer)

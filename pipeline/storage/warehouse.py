@@ -5,62 +5,27 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-import polars as pl
 import pyarrow as pa
 
-from memorypack.fs import Location, ObjectPath
+from memorypack.fs import Location
 from pipeline import tables
 from pipeline.config import Paths
 from pipeline.errors import UserError
-from pipeline.storage.lake import Lake, file_identity, hive_values, read_file
-from pipeline.tables import HIVE_TYPES
+from pipeline.storage.lake import Lake, file_identity
+from pipeline.stores import store_of, store_of_all
+from pipeline.stores.base import hive_values
+from pipeline.stores.local import sql_quote
 
 LOADED_FILES = "_lake_files"
 _LOADED_COLUMNS = "(table_name VARCHAR, part VARCHAR, identity VARCHAR)"
 # How long opening the warehouse waits for another process's connection to close (another step's
 # short refresh) before the step fails in one line.
 LOCK_WAIT_SECONDS = 5.0
-
-
-def sql_quote(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-@contextmanager
-def lake_source(
-    con: duckdb.DuckDBPyConnection, files: Sequence[Location], hive: bool
-) -> Iterator[str]:
-    """SQL naming exactly these lake files' rows. Local files: DuckDB reads them itself. Objects:
-    read through pyarrow (DuckDB's own S3 reader is an extension it would download) and handed
-    to DuckDB as an Arrow table for the statement's lifetime."""
-    if not any(isinstance(f, ObjectPath) for f in files):
-        yield parquet_source([f for f in files if isinstance(f, Path)], hive)
-        return
-    frames = [read_file(f, hive=hive) for f in files]
-    table = pl.concat(frames, how="diagonal_relaxed").to_arrow()
-    view = f"_lake_objects_{uuid.uuid4().hex[:8]}"
-    con.register(view, table)
-    try:
-        yield view
-    finally:
-        con.unregister(view)
-
-
-def parquet_source(files: Sequence[Path], hive: bool) -> str:
-    """DuckDB's reader of exactly these lake files (a partition's key restored from its folder,
-    as its declared type: DuckDB would read a tenant `007` as the integer 7)."""
-    listed = ", ".join(sql_quote(str(f)) for f in files)
-    folders = hive_values(files[0].parent.as_posix()) if hive and files else {}
-    kinds = [f"{sql_quote(c)}: {str(HIVE_TYPES[c]).upper()}" for c in folders if c in HIVE_TYPES]
-    typed = f", hive_types = {{{', '.join(kinds)}}}" if kinds else ""
-    return f"read_parquet([{listed}], hive_partitioning = {str(hive).lower()}, union_by_name = true{typed})"
 
 
 def _busy(path: Path, error: duckdb.Error) -> str:
@@ -262,7 +227,7 @@ class Warehouse:
         where = _matches(key)
         columns = [c for c in _columns(con, name) if c != DIGEST]
         held = DIGEST if self.rows is not None else _digest(columns)
-        with lake_source(con, [file], hive) as source:
+        with store_of(file).sql_source(con, [file], hive) as source:
             if set(_columns(con, f"SELECT * FROM {source}")) != set(columns):
                 raise _Rebuild
             digest = _digest(columns)
@@ -310,14 +275,14 @@ class Warehouse:
         (`create`: as a new table of their columns), through the row filter if there is one:
         streamed from a second connection, one slice at a time, each row's digest beside it."""
         if self.rows is None:
-            with lake_source(con, files, hive) as source:
+            with store_of_all(files).sql_source(con, files, hive) as source:
                 rows = f"SELECT * FROM {source} WHERE {only}"
                 if create:
                     con.execute(f'CREATE OR REPLACE TABLE "{name}" AS {rows}')
                 else:
                     con.execute(f'INSERT INTO "{name}" BY NAME {rows}')
             return
-        with con.cursor() as reader, lake_source(reader, files, hive) as source:
+        with con.cursor() as reader, store_of_all(files).sql_source(reader, files, hive) as source:
             digest = _digest(_columns(reader, f"SELECT * FROM {source}"))
             query = f"SELECT *, {digest} AS {DIGEST} FROM {source} WHERE {only}"
             batches = reader.sql(query).to_arrow_reader(ROWS_AT_A_TIME)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from memorypack.fs import ObjectPath
+from memorypack.fs import Location
 from pipeline.config import Paths
 from pipeline.preference.dpo.runs import PolicyRun
 from pipeline.preference.dpo.settings import (
@@ -30,11 +30,13 @@ from pipeline.preference.dpo.settings import (
 )
 from pipeline.preference.dpo.training import train_policies
 from pipeline.progress import Progress
+from pipeline.stores import store_of
+from pipeline.stores.base import below
 
 
-def store_of(paths: Paths) -> ObjectPath | None:
+def shared_policies(paths: Paths) -> Location | None:
     """Where the home keeps its policies, or None on a folder home (the work folder is the home)."""
-    return paths.home / "models" / "policies" if isinstance(paths.home, ObjectPath) else None
+    return None if paths.local == paths.home else paths.home / "models" / "policies"
 
 
 def _owner(policy_id: str) -> str:
@@ -42,18 +44,18 @@ def _owner(policy_id: str) -> str:
     return policy_id.rsplit("-", 1)[0]
 
 
-def stored_policies(store: ObjectPath, owners: Iterable[str]) -> list[str]:
+def stored_policies(store: Location, owners: Iterable[str]) -> list[str]:
     """The ids of the complete policies (`run.json` present) of `owners` in the store."""
     wanted = set(owners)
     complete = {
         obj.parent.name
-        for obj in store.walk_files()
-        if obj.name == RUN_FILE and obj.parent.parent == store
+        for obj in store_of(store).files(store, RUN_FILE)
+        if obj.parent.parent == store
     }
     return sorted(p for p in complete if _owner(p) in wanted)
 
 
-def pull_policies(store: ObjectPath, models_dir: Path, owners: Iterable[str]) -> list[str]:
+def pull_policies(store: Location, models_dir: Path, owners: Iterable[str]) -> list[str]:
     """Copy the complete policies of `owners` that this host lacks from the store into
     `models_dir` (each into a temporary sibling, then renamed); the ids copied."""
     pulled = []
@@ -62,8 +64,8 @@ def pull_policies(store: ObjectPath, models_dir: Path, owners: Iterable[str]) ->
         if (target / RUN_FILE).exists():
             continue
         tmp = models_dir / f".{policy_id}.{uuid.uuid4().hex}.pull"
-        for obj in (store / policy_id).walk_files():
-            local = tmp / obj.relative_to(store / policy_id)
+        for obj in store_of(store).files(store / policy_id):
+            local = tmp / below(obj, store / policy_id)
             local.parent.mkdir(parents=True, exist_ok=True)
             with obj.open("rb") as source, local.open("wb") as sink:
                 shutil.copyfileobj(source, sink)
@@ -96,18 +98,18 @@ def drop_withdrawn(paths: Paths) -> list[str]:
     return gone
 
 
-def push_policy(store: ObjectPath, models_dir: Path, policy_id: str) -> None:
+def push_policy(store: Location, models_dir: Path, policy_id: str) -> None:
     """Copy a policy trained here to the store, `run.json` last (what marks it complete)."""
     folder = models_dir / policy_id
     files = sorted((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.name == RUN_FILE)
     for path in files:
-        (store / policy_id / path.relative_to(folder).as_posix()).upload(path)
+        store_of(store).copy_in(path, store / policy_id / path.relative_to(folder).as_posix())
 
 
 def pulled(paths: Paths, owners: Iterable[str]) -> None:
     """On an object-store home: this host's copies of withdrawn policies dropped, and the
     complete policies of `owners` it lacks pulled from the store (a folder home: nothing)."""
-    store = store_of(paths)
+    store = shared_policies(paths)
     if store is not None:
         drop_withdrawn(paths)
         pull_policies(store, paths.models, owners)
@@ -123,7 +125,7 @@ def train_shared(
 ) -> list[PolicyRun]:
     """`train_policies` in the host's work folder, with the home's saved policies pulled first
     and the ones trained here pushed after (on an object-store home); `progress` as there."""
-    store = store_of(paths)
+    store = shared_policies(paths)
     pulled(paths, [POOLED_TENANT] if config.pooled else [*tenants, *pairs["tenant_id"].unique()])
     runs = train_policies(pairs, sft_examples, config, paths.models, tenants, progress)
     if store is not None:
@@ -136,11 +138,10 @@ def train_shared(
 def remove_shared(paths: Paths, owners: Iterable[str]) -> list[str]:
     """Delete the policies of `owners` from the home's store (erasure), `run.json` first so a
     half-deleted one is never taken for complete; the ids deleted."""
-    store = store_of(paths)
+    store = shared_policies(paths)
     if store is None:
         return []
     removed = stored_policies(store, owners)
     for policy_id in removed:
-        (store / policy_id / RUN_FILE).unlink(missing_ok=True)
-        (store / policy_id).remove_tree()
+        store_of(store).remove_folder(store / policy_id, (RUN_FILE,))
     return removed

@@ -1,5 +1,5 @@
-"""Writing packs safely (pipeline side): temporary and trash names, fsync, and the named steps of a
-publish that the crash tests observe."""
+"""Writing safely: temporary and trash names, fsync, and the named steps of a publish that the crash
+tests observe (the store backends and the pack writer share them)."""
 
 from __future__ import annotations
 
