@@ -25,6 +25,9 @@ from pipeline.config import Paths
 from pipeline.storage.owed import owed
 from tests.conftest import ROOT, SOURCE_PATH, feedback, interaction, memory, write_landing
 
+# Every test kills a night or its workers: the soak tier (`make test` runs it, `make test-fast` not).
+pytestmark = pytest.mark.soak
+
 D1 = "2026-11-04"
 # No DPO training: too few pairs, and what is asserted is which rows reach the pack.
 NO_DPO = {"dpo": {"min_pairs": 10_000}}

@@ -17,6 +17,9 @@ from pipeline.storage.lake import Lake
 from tests.conftest import SOURCE_PATH
 from tests.test_pack_support import AS_OF, make_lake
 
+# A killed publisher at every step: the soak tier (`make test` runs it, `make test-fast` not).
+pytestmark = pytest.mark.soak
+
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHER = """
 import sys

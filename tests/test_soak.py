@@ -12,6 +12,7 @@ from bench.soak import soak
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_kill_nine_soak_keeps_every_invariant(tmp_path: Path) -> None:
     report = soak(tmp_path, kills=3, seed=5)
     assert [a["broken"] for a in report["attempts"]] == [[], [], []]

@@ -30,7 +30,7 @@ from pipeline.storage.owed import owed
 from tests.conftest import ROOT, SOURCE_PATH
 from tests.test_catch_up_after_kill import _descendants
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
 
 DAY = "2026-11-01"
 LOOPS = int(os.environ.get("STOP_LOOPS", "2"))  # each case: SIGTERM, then SIGINT

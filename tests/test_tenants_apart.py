@@ -2,6 +2,7 @@
 after the other publish, and a tenant's run reads no other tenant's files."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,9 @@ START, END = "2026-11-01", "2026-11-02"
 # No DPO training (too few pairs on purpose): what is compared is what the data decides, not the
 # float noise of training with another number of threads.
 NO_DPO = {"dpo": {"min_pairs": 10_000}}
+# One pseudonym key for every home of this module (each home makes its own otherwise), inherited
+# by workers.
+KEY = "tenants-apart-test-key"
 # Pack tables compared row for row (vectors and the manifest's names and times differ by design).
 TABLES = ("memories", "few_shot", "skills", "summaries", "conflicts", "templates")
 
@@ -29,6 +33,17 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("apart") / "landing"
     generate(folder, days=2, interactions=80, tenants=2, seed=4, start=date.fromisoformat(START))
     return folder
+
+
+@pytest.fixture(scope="module")
+def sequential(landing: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunOutcome]:
+    """The night with its tenants one after the other in this process, run once for the module:
+    read by one test, copied before another changes it (a home is a folder: its copy is a home)."""
+    home = tmp_path_factory.mktemp("sequential") / "home"
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("DAGSTER_HOME", raising=False)  # the home's own instance
+        env.setenv("MEMORYPACK_PII_KEY", KEY)
+        return home, run_nightly(home, landing, START, END, settings=NO_DPO)
 
 
 def _tables(home: Path, tenant: str) -> dict[str, pl.DataFrame]:
@@ -50,16 +65,17 @@ def _row_counts(home: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_tenants_in_parallel_processes_publish_what_sequential_runs_publish(
-    tmp_path: Path, landing: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    landing: Path,
+    sequential: tuple[Path, RunOutcome],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)  # each home's own instance
-    # One pseudonym key for both homes (each home makes its own otherwise), inherited by workers.
-    monkeypatch.setenv("MEMORYPACK_PII_KEY", "tenants-apart-test-key")
+    monkeypatch.setenv("MEMORYPACK_PII_KEY", KEY)
+    homes = {0: sequential[0], 2: tmp_path / "w2"}
     outcomes = {
-        workers: run_nightly(
-            tmp_path / f"w{workers}", landing, START, END, settings=NO_DPO, workers=workers
-        )
-        for workers in (0, 2)
+        0: sequential[1],
+        2: run_nightly(homes[2], landing, START, END, settings=NO_DPO, workers=2),
     }
     for workers, outcome in outcomes.items():
         assert outcome.success, (workers, outcome.failed_step, outcome.error)
@@ -68,20 +84,28 @@ def test_tenants_in_parallel_processes_publish_what_sequential_runs_publish(
     # not in this one's results, their step times are.
     assert [r.run_id != "" for r in outcomes[2].results] == [True]  # ingest, here
     assert "analytics_snapshot" in outcomes[2].step_seconds
-    assert _row_counts(tmp_path / "w2") == _row_counts(tmp_path / "w0")
+    assert _row_counts(homes[2]) == _row_counts(homes[0])
     for tenant in ("acme", "globex"):
-        sequential, parallel = _tables(tmp_path / "w0", tenant), _tables(tmp_path / "w2", tenant)
+        one_by_one, parallel = _tables(homes[0], tenant), _tables(homes[2], tenant)
         for name in TABLES:
-            assert parallel[name].equals(sequential[name]), (tenant, name)
+            assert parallel[name].equals(one_by_one[name]), (tenant, name)
 
 
 @pytest.mark.slow
-def test_a_tenant_run_reads_no_other_tenants_files(tmp_path: Path, landing: Path) -> None:
+def test_a_tenant_run_reads_no_other_tenants_files(
+    tmp_path: Path,
+    landing: Path,
+    sequential: tuple[Path, RunOutcome],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Every file of globex (its lake folders, caches and packs) turned to garbage: acme's run
     still succeeds and leaves them as they are, so it read none of them."""
-    home = tmp_path / "home"
-    night = run_nightly(home, landing, START, END, settings=NO_DPO)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own instance
+    monkeypatch.setenv("MEMORYPACK_PII_KEY", KEY)
+    night = sequential[1]
     assert night.success, (night.failed_step, night.error)
+    home = tmp_path / "home"
+    shutil.copytree(sequential[0], home)  # the module's night, changed here only in a copy
     theirs = [
         p
         for p in [
