@@ -14,6 +14,7 @@ from assets.partitions import BLOCKING, TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import tables
 from pipeline.frames import changed_groups, group_fingerprints, replace_groups
+from pipeline.pii.redactor import Redactor
 from pipeline.semantic.conflicts import (
     find_conflicts,
     reference_problems,
@@ -27,8 +28,10 @@ from pipeline.semantic.consolidate import (
 )
 from pipeline.semantic.embed import (
     EmbedConfig,
+    MemoryRedaction,
     available_backend,
     embed_with_cache,
+    memory_redaction,
     memory_texts,
     model_name,
 )
@@ -62,8 +65,8 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
             "every vector computed this run of unit length." + BLOCKING,
         )
     ],
-    description="One unit-length vector per memory (statements: content; interactions: input), "
-    "served from a sha256-keyed cache so a run embeds only texts it has never seen.",
+    description="One unit-length vector per memory (statements: content; interactions: input; "
+    "its PII redacted as in the pack), served from a sha256-keyed cache so a run embeds only texts it has never seen.",
 )
 def memory_embeddings(
     context: dg.AssetExecutionContext,
@@ -77,7 +80,9 @@ def memory_embeddings(
     cached = cache.hashes(name)
     # Memories seen before whose vector is cached need no new text key (events never change).
     known = home.table("memory_embeddings").filter(pl.col("text_hash").is_in(cached.implode()))
-    texts = memory_texts(interactions, memory_statements, known)
+    # The redacted text, the pack's (SPEC §5): one vector a text for every stage and the pack.
+    redact = memory_redaction(Redactor.for_home(home.paths), interactions, memory_statements)
+    texts = memory_texts(interactions, memory_statements, known, redact)
     result = embed_with_cache(
         texts, cache.scan(name), name=name, config=config, progress=context.log.info
     )
@@ -162,8 +167,15 @@ def memory_conflicts(
         changed.select("tenant_id", memory_id="event_id"), on=["tenant_id", "memory_id"]
     )
     cache = home.embedding_cache
+    # Subjects are derived from the redacted text, as memory_embeddings redacted it (its names).
+    redacted = changed
+    if changed.height:
+        redact = MemoryRedaction(Redactor.for_home(home.paths))
+        redacted = changed.with_columns(
+            content=redact(changed.select("tenant_id", raw="content"))["raw"]
+        )
     subjects = embed_with_cache(
-        subject_texts(changed),
+        subject_texts(redacted),
         cache.scan(name),
         name=name,
         config=config,

@@ -1,7 +1,8 @@
 """Embeddings (SPEC §4.3): memory texts → unit-length float32 vectors, cached by sha256 of the text.
 
-Read in data order: texts (what is embedded), backends (which model, run how), onnx_backend (the
-export and its encoder), models (loading), encoding (texts → vectors, with the cache)."""
+Read in data order: texts (what is embedded), redacted (its text as the pack holds it), backends
+(which model, run how), onnx_backend (the export and its encoder), models (loading), encoding
+(texts → vectors, with the cache)."""
 
 from pipeline.semantic.embed.backends import (
     DEFAULT_MODEL_NAME,
@@ -26,6 +27,7 @@ from pipeline.semantic.embed.encoding import (
 )
 from pipeline.semantic.embed.models import backend_of, load_model, model_dim
 from pipeline.semantic.embed.onnx_backend import OnnxEncoder, export_onnx, load_onnx, source_key
+from pipeline.semantic.embed.redacted import MemoryRedaction, memory_redaction
 from pipeline.semantic.embed.texts import (
     MEMORY_TEXT_SCHEMA,
     memory_texts,
@@ -43,6 +45,7 @@ __all__ = [
     "Backend",
     "EmbedConfig",
     "EmbedResult",
+    "MemoryRedaction",
     "OnnxEncoder",
     "Progress",
     "available_backend",
@@ -54,6 +57,7 @@ __all__ = [
     "export_onnx",
     "load_model",
     "load_onnx",
+    "memory_redaction",
     "memory_texts",
     "model_dim",
     "model_name",
