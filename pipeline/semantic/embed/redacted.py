@@ -25,38 +25,42 @@ def memory_redaction(
     (their texts, their conversations' speakers, the people their ids name): a pack also finds
     names in its other files, so a text it redacts otherwise is the pack's to encode
     (`read_embeddings`)."""
-    speakers = pl.DataFrame(schema=_SPEAKERS)
+    said = pl.DataFrame({"tenant_id": [], "value": []}, schema_overrides={"value": pl.String})
     if "metadata" in statements.lazy().collect_schema():
-        said = statements.lazy().select("tenant_id", speaker(pl.col("metadata")).alias("who"))
-        speakers = said.drop_nulls().unique().collect()
+        said = statements.lazy().select("tenant_id", value=speaker(pl.col("metadata"))).collect()
     ids = pl.concat(
         [
-            frame.lazy().select("tenant_id", pl.col(c).cast(pl.String).alias("id"))
+            frame.lazy().select("tenant_id", value=pl.col(c).cast(pl.String))
             for frame in (interactions, statements)
             for c in PEOPLE_COLUMNS
             if c in frame.lazy().collect_schema()
         ]
-    )
-    return MemoryRedaction(redactor, speakers, ids.drop_nulls().unique().collect(), find=True)
+    ).collect()
+    return MemoryRedaction(redactor, _by_tenant(said), _by_tenant(ids), find=True)
+
+
+def _by_tenant(rows: pl.DataFrame) -> dict[str, list[str]]:
+    """(tenant_id, value) rows as each tenant's distinct values, sorted."""
+    values = rows.drop_nulls().unique().sort("value").group_by("tenant_id", maintain_order=True)
+    return {str(t): v for t, v in values.agg("value").iter_rows()}
 
 
 class MemoryRedaction:
-    """Callable on memory rows (tenant_id, raw): the same rows, `raw` redacted. `speakers` and
-    `ids` (tenant_id, who / id) are the memories' people: with them, the names these memories
-    give are added to the tenant's, and kept as its names (`Redactor.save_names`: a superset of
-    its last pack's, until its next pack) so that a later stage redacts as this one did; without
-    them (`find=False`), the tenant's names as kept are spread (memory_conflicts' subjects)."""
+    """Callable on memory rows (tenant_id, raw): the same rows, `raw` redacted. With `find`, the
+    names these memories give (their texts, `speakers` and the people `ids` name: tenant →
+    values) are added to the tenant's and kept as its names (`Redactor.save_names`: a superset of
+    its last pack's, until its next pack), so that a later stage redacts as this one did; without
+    (memory_conflicts' subjects), the tenant's names as kept are spread."""
 
     def __init__(
         self,
         redactor: Redactor,
-        speakers: pl.DataFrame | None = None,
-        ids: pl.DataFrame | None = None,
+        speakers: dict[str, list[str]] | None = None,
+        ids: dict[str, list[str]] | None = None,
         find: bool = False,
     ) -> None:
         self.redactor, self.find = redactor, find
-        self.speakers = speakers if speakers is not None else pl.DataFrame(schema=_SPEAKERS)
-        self.ids = ids if ids is not None else pl.DataFrame(schema=_IDS)
+        self.speakers, self.ids = speakers or {}, ids or {}
 
     def __call__(self, memories: pl.DataFrame) -> pl.DataFrame:
         """`memories` in their order, `raw` redacted."""
@@ -84,15 +88,10 @@ class MemoryRedaction:
         """The tenant's names as kept and those these memories give."""
         if not findings:
             return last
-        mine = pl.col("tenant_id") == tenant
         found = tenant_names(
             pl.concat(findings).unique("text"),
             texts.drop_nulls().unique(),
-            self.speakers.filter(mine)["who"].sort().to_list(),
-            self.ids.filter(mine)["id"].sort().to_list(),
+            self.speakers.get(tenant, []),
+            self.ids.get(tenant, []),
         )
         return TenantNames(last.words | found.words, last.surnames | found.surnames)
-
-
-_SPEAKERS = {"tenant_id": pl.String(), "who": pl.String()}
-_IDS = {"tenant_id": pl.String(), "id": pl.String()}
