@@ -22,13 +22,14 @@ from pipeline.storage.lake import Lake
 START = date(2026, 11, 1)
 # Clusters each planted paraphrase group (pipeline/generate/cases.py PARAPHRASES, natural rewordings,
 # never worded to fit a threshold) makes under the default merge, the distance rule (0.15) with the
-# value guard, for the name the generator gives it (cosine distances as the pipeline embeds them):
-# the money rewordings sit 0.116-0.143 apart and merge; the rule misses the others: the bullet-point
-# ones (0.18-0.23), the afternoon ones (0.156, 0.157, 0.221) and the morning calls (0.168, 0.233,
-# and "likes calls early in the day" / "Calls in the morning work best" at 0.151, within the
-# encoder's ISA-level noise of the threshold: one cluster of two on some CPUs, not on others). The
+# value guard, for the name the generator gives it. Statements are embedded by their redacted text
+# (issue 53), "[PERSON] wants invoices…": the shared name no longer pulls the rewordings together
+# (cosine distances as the pipeline embeds them, raw text's in brackets): the money rewordings sit
+# 0.123 (0.116), 0.154 (0.143) and 0.160 (0.134) apart: one pair merges, and the third joins it on
+# a CPU whose numerics put 0.154 under the threshold; the rule misses the others: the bullet-point
+# ones (0.25-0.37), the afternoon ones (0.195-0.318) and the morning calls (0.225-0.316). The
 # learned judgement (opt-in) merges more of them (bench/README.md "merges").
-PARAPHRASE_CLUSTERS = {0: {3}, 1: {3}, 2: {1}, 3: {2, 3}}
+PARAPHRASE_CLUSTERS = {0: {3}, 1: {3}, 2: {1, 2}, 3: {3}}
 DAYS = 3
 
 
