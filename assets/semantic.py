@@ -66,7 +66,8 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
         )
     ],
     description="One unit-length vector per memory (statements: content; interactions: input; "
-    "its PII redacted as in the pack), served from a sha256-keyed cache so a run embeds only texts it has never seen.",
+    "its PII redacted as in the pack), served from a sha256-keyed cache so a run embeds only "
+    "texts it has never seen.",
 )
 def memory_embeddings(
     context: dg.AssetExecutionContext,

@@ -96,8 +96,8 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "pii_cache",
-        "Redactions of distinct texts per detector version, append-only (written by the pack "
-        "and the analytics snapshot).",
+        "Redactions of distinct texts per detector version, append-only (written by "
+        "memory_embeddings, the pack and the analytics snapshot).",
         {"text_hash": STR, "redacted": STR, "kinds": pl.List(STR)},
         ("text_hash",),
         asset=None,
