@@ -14,6 +14,7 @@ from assets.partitions import BLOCKING, TENANTS, asset_spec, declared_columns
 from assets.resources import MemorypackHome
 from pipeline import tables
 from pipeline.frames import changed_groups, group_fingerprints, replace_groups
+from pipeline.pii.redactor import Redactor
 from pipeline.semantic.conflict_vectors import conflict_vectors
 from pipeline.semantic.conflicts import (
     find_conflicts,
@@ -28,11 +29,14 @@ from pipeline.semantic.consolidate import (
 )
 from pipeline.semantic.embed import (
     EmbedConfig,
+    MemoryRedaction,
     available_backend,
     embed_with_cache,
     fp32_vectors,
+    memory_redaction,
     memory_texts,
     model_name,
+    redacted_texts,
 )
 from pipeline.semantic.judgement import shipped
 
@@ -64,8 +68,9 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
             "every vector computed this run of unit length." + BLOCKING,
         )
     ],
-    description="One unit-length vector per memory (statements: content; interactions: input), "
-    "served from a sha256-keyed cache so a run embeds only texts it has never seen.",
+    description="One unit-length vector per memory (statements: content; interactions: input; "
+    "its PII redacted as in the pack), served from a sha256-keyed cache so a run embeds only "
+    "texts it has never seen.",
 )
 def memory_embeddings(
     context: dg.AssetExecutionContext,
@@ -79,7 +84,9 @@ def memory_embeddings(
     cached = cache.hashes(name)
     # Memories seen before whose vector is cached need no new text key (events never change).
     known = home.table("memory_embeddings").filter(pl.col("text_hash").is_in(cached.implode()))
-    texts = memory_texts(interactions, memory_statements, known)
+    # The redacted text, the pack's (SPEC §5): one vector a text for every stage and the pack.
+    redact = memory_redaction(Redactor.for_home(home.paths), interactions, memory_statements)
+    texts = memory_texts(interactions, memory_statements, known, redact)
     result = embed_with_cache(
         texts, cache.scan(name), name=name, config=config, progress=context.log.info
     )
@@ -164,8 +171,15 @@ def memory_conflicts(
         changed.select("tenant_id", memory_id="event_id"), on=["tenant_id", "memory_id"]
     )
     cache = home.embedding_cache
+    # Subjects are derived from the redacted text, as memory_embeddings redacted it (its names).
+    redacted = changed
+    if changed.height:
+        redact = MemoryRedaction(Redactor.for_home(home.paths))
+        redacted = changed.with_columns(
+            content=redact(changed.select("tenant_id", raw="content"))["raw"]
+        )
     subjects = embed_with_cache(
-        subject_texts(changed),
+        subject_texts(redacted),
         cache.scan(name),
         name=name,
         config=config,
@@ -177,7 +191,13 @@ def memory_conflicts(
     exact = fp32_vectors(cache, config)
     as_given = fp32_vectors(cache, config, texts_of=lambda rows: rows.select("text_hash", "text"))
     if exact and as_given and conflict_config.decision_margin > 0:
-        vectors, decided_fp32 = conflict_vectors(hashed, vectors, conflict_config, exact, as_given)
+        vectors, decided_fp32 = conflict_vectors(
+            with_hashes(redacted, embeddings, subjects.embeddings),
+            vectors,
+            conflict_config,
+            exact,
+            as_given,
+        )
     fresh = (
         find_conflicts(hashed, conflict_config, vectors)
         if changed.height
@@ -274,7 +294,11 @@ def consolidated_summaries(
         config,
         previous,
         salt=f"{model}|{config}|{shipped().fingerprint}",
-        exact=fp32_vectors(home.embedding_cache, embed_config),
+        exact=fp32_vectors(
+            home.embedding_cache,
+            embed_config,
+            redacted_texts(MemoryRedaction(Redactor.for_home(home.paths))),
+        ),
     )
     lake.write("consolidated_summaries", result.summaries)
     lake.write("memory_reinforcement", result.reinforcement)

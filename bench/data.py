@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import uuid
 from datetime import date, timedelta
@@ -149,6 +150,12 @@ def add_day(
         else:
             (target / path.name).write_bytes(_rename_ids(path.read_bytes(), prefix))
     return target, summary
+
+
+def link_day(source: Path, target: Path) -> None:
+    """A cached load-date folder into a night's landing, its files hard-linked (no copy): ingest
+    refuses a load-date folder that is a symbolic link leaving the landing folder."""
+    shutil.copytree(source, target, copy_function=os.link)
 
 
 def dates(start: date, days: int) -> list[str]:

@@ -111,7 +111,7 @@ def run(sizes: Sizes) -> list[Figure]:
         folder.mkdir(parents=True)
     try:
         for day in data.dates(data.START, days):
-            (landing / day).symlink_to(source / day, target_is_directory=True)
+            data.link_day(source / day, landing / day)
         first, last = data.dates(data.START, days)[0], data.dates(data.START, days)[-1]
         steps = sizes.nightly_dpo_max_steps
         full = _one_run(home, landing, first, last, logs, "full", steps)

@@ -398,7 +398,7 @@ def run(sizes: Sizes) -> list[Figure]:
     first, last = dates[0], dates[-1]
     try:
         for day in dates:
-            (landing / day).symlink_to(source / day, target_is_directory=True)
+            data.link_day(source / day, landing / day)
         export, export_seconds = _embedding_export(logs)
         # Each full night on a fresh home: one worker, then two (the same data).
         home1, home2 = _fresh_home(work / "home1", export), _fresh_home(work / "home2", export)

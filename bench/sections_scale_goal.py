@@ -71,7 +71,7 @@ def nights(sizes: Sizes, receipts: float | None = None) -> Nights:
     dates = data.dates(data.START, days)
     try:
         for day in dates:
-            (landing / day).symlink_to(source / day, target_is_directory=True)
+            data.link_day(source / day, landing / day)
         export, _ = _embedding_export(logs)
         home = _fresh_home(work / "home", export)
         full = _night(home, landing, dates[0], dates[-1], WORKERS, steps, logs, "full")

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pytest
 
 from pipeline.semantic.conflict_vectors import conflict_vectors
 from pipeline.semantic.conflicts import ConflictConfig, find_conflicts, subject_texts, with_hashes
@@ -183,9 +182,23 @@ def test_fp32_vectors_encode_the_texts_the_night_encoded_once(tmp_path: Path) ->
     np.testing.assert_array_equal(exact(rows), first)
     assert sorted(cache.root.rglob("*.parquet")) == parts  # cached: nothing encoded again
     assert fp32_vectors(cache, EmbedConfig(backend="onnx")) is None  # fp32 already
-    wrong = rows.with_columns(text=pl.lit("something else"))
-    with pytest.raises(ValueError, match="not the texts the night encoded"):
-        exact(wrong)
+    # A text it cannot reproduce (a statement embedded before its tenant knew a name in it) keeps
+    # its vector: NaN for it, the others decided in fp32.
+    wrong = rows.with_columns(text=pl.Series(["something else", *rows["text"][1:]]))
+    again = exact(wrong)
+    assert np.isnan(again[0]).all()
+    np.testing.assert_array_equal(again[1:], first[1:])
+    vectors, decided = decision_vectors(
+        wrong.with_columns(contact_id=pl.lit("c1")),
+        ["tenant_id", "contact_id"],
+        TextVectors.from_frame(int8),
+        1.0,
+        exact,
+    )
+    assert decided == 2
+    np.testing.assert_array_equal(
+        vectors.of(rows["text_hash"][:1]), TextVectors.from_frame(int8).of(rows["text_hash"][:1])
+    )
 
 
 def test_a_conflict_on_the_knife_edge_is_found_as_fp32_says_on_both_cpus() -> None:

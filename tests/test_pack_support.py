@@ -45,7 +45,7 @@ def _redacted(text: str) -> str:
     return text
 
 
-def tenant_frames(tenant: str, offset: int = 0) -> dict[str, pl.DataFrame]:
+def tenant_frames(tenant: str) -> dict[str, pl.DataFrame]:
     """Rows of every pack input for one tenant; ids are prefixed by the tenant."""
     p = tenant[:1]
     interactions = pl.DataFrame(
@@ -134,24 +134,18 @@ def tenant_frames(tenant: str, offset: int = 0) -> dict[str, pl.DataFrame]:
             "reputation": [1.1, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0],
         }
     )
-    # A text the pack redacts is embedded redacted (SPEC §5 round 3): the cache holds its vector
-    # under the key of its redacted text, the same for every tenant.
+    # Memories are embedded by their redacted text (SPEC §5 round 3): the cache holds each vector
+    # under the key of that text, the same text's the same for every tenant.
     texts = interactions["input"].to_list() + statements["content"].to_list()
-    redacted = [_redacted(t) for t in texts]
-    keys = text_hashes(pl.DataFrame({"t": redacted}).select(normalise_text(pl.col("t")))["t"])
+    redacted = pl.DataFrame({"t": [_redacted(t) for t in texts]})
+    keys = text_hashes(redacted.select(normalise_text(pl.col("t")))["t"])
     embeddings = pl.DataFrame(
         {
             "tenant_id": [tenant] * 7,
             "memory_id": ids,
             "memory_kind": ["interaction"] * 4 + ["statement"] * 3,
-            "text_hash": [
-                keys[i] if r != t else f"{tenant}-h{i}"
-                for i, (r, t) in enumerate(zip(redacted, texts, strict=True))
-            ],
-            "embedding": [
-                _vector(i if r != t else offset + i)
-                for i, (r, t) in enumerate(zip(redacted, texts, strict=True))
-            ],
+            "text_hash": keys,
+            "embedding": [_vector(i) for i in range(7)],
             "model": ["all-MiniLM-L6-v2+onnx-int8.v2"] * 7,
         },
         schema_overrides={"embedding": pl.Array(pl.Float32, DIM)},
@@ -317,7 +311,7 @@ def make_lake(
     `by_tenant`: each tenant's rows in its own folders, as the pipeline lays them out (what a
     tenant's run reads); else every tenant's rows in one file per table."""
     paths = Paths.from_env(home)
-    per_tenant = [tenant_frames(t, offset=10 * i) for i, t in enumerate(tenants)]
+    per_tenant = [tenant_frames(t) for t in tenants]
     if by_tenant:
         for tenant, frames in zip(tenants, per_tenant, strict=True):
             _write_inputs(paths.for_tenant(tenant), frames, skip)

@@ -194,3 +194,41 @@ def test_the_guard_finds_nothing_the_redactor_left(night: Night) -> None:
     pack = MemoryPack.load(night.home / "packs" / TENANT)
     redactions = json.loads((Path(str(pack.path)) / "manifest.json").read_text())["redactions"]
     assert redactions["total"] > 0 and redactions["pii_masked"] == {}, redactions
+
+
+def test_each_redacted_memory_text_is_encoded_once(night: Night) -> None:
+    """Issue 53: memory_embeddings embeds the redacted text, the pack's own (SPEC §5), so the pack
+    encodes none of its texts again; the embedding cache holds one vector for each distinct
+    redacted memory text and conflict subject, and none for a text before its redaction."""
+    from pipeline.config import Paths
+    from pipeline.semantic.conflicts import subject_texts
+    from pipeline.semantic.embed import normalise_text, text_hashes
+    from pipeline.storage.lake import Lake
+
+    lake = Lake(Paths.from_env(night.home).for_tenant(TENANT))
+    embedded = set(lake.read("memory_embeddings").collect()["text_hash"].to_list())
+    pack = MemoryPack.load(night.home / "packs" / TENANT)
+    memories = pl.read_parquet(Path(str(pack.path)) / "memories.parquet")
+    texts = memories.filter(pl.col("has_embedding")).select(
+        "memory_id", "text", normalise_text(pl.col("text")).alias("key")
+    )
+    assert set(text_hashes(texts["key"]).to_list()) <= embedded  # the pack encoded none
+    parts = sorted((night.home / "lake").glob("**/embedding_cache/**/part-*.parquet"))
+    cached = pl.concat([pl.read_parquet(p, columns=["text_hash"]) for p in parts])["text_hash"]
+    assert cached.len() == cached.n_unique()  # each text encoded once
+    statements = lake.read("memory_statements").collect()
+    redacted = statements.join(
+        texts.select(event_id="memory_id", pack_text="text"), on="event_id"
+    ).with_columns(content=pl.col("pack_text"))
+    subjects = set(subject_texts(redacted)["text_hash"].to_list())
+    assert set(cached.to_list()) == embedded | subjects
+    originals = pl.concat(
+        [
+            lake.read("interactions").collect().select(memory_id="event_id", raw="input"),
+            statements.select(memory_id="event_id", raw="content"),
+        ]
+    ).join(texts, on="memory_id")
+    changed = originals.filter(normalise_text(pl.col("raw")) != pl.col("key"))
+    assert changed.height >= 40  # the corpus's texts with PII, the lexicon's names
+    raw_keys = text_hashes(changed.select(normalise_text(pl.col("raw")))["raw"])
+    assert not set(raw_keys.to_list()) & set(cached.to_list())  # no vector of an original

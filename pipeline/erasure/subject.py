@@ -198,6 +198,18 @@ def _embedding_hashes(texts: set[str], others: set[str]) -> set[str]:
     return {hashlib.sha256(t.encode()).hexdigest() for t in keys(texts) - keys(others)}
 
 
+def _embedded_hashes(lake: Lake, tenant_id: str, event_ids: set[str]) -> set[str]:
+    """Embedding-cache keys memory_embeddings holds for their memories that no other memory has:
+    those of their redacted texts, which none of their texts hashes to."""
+    if not lake.exists("memory_embeddings"):
+        return set()
+    rows = lake.read("memory_embeddings").select("tenant_id", "memory_id", "text_hash").collect()
+    mine = (pl.col("tenant_id") == tenant_id) & pl.col("memory_id").is_in(sorted(event_ids))
+    return set(rows.filter(mine)["text_hash"].to_list()) - set(
+        rows.filter(~mine)["text_hash"].to_list()
+    )
+
+
 def find_subject(paths: Paths, tenant_id: str, contact_id: str, key: bytes) -> Subject:
     """Everything that identifies one person's data, from their raw id in the lake."""
     lake = Lake(paths)
@@ -234,7 +246,11 @@ def find_subject(paths: Paths, tenant_id: str, contact_id: str, key: bytes) -> S
         ids=frozenset(ids | pseudonyms),
         texts=frozenset(texts | redacted),
         fragments=_fragments(texts | redacted, other_texts),
-        hashes=frozenset(keyed | _embedding_hashes(texts, other_texts)),
+        hashes=frozenset(
+            keyed
+            | _embedding_hashes(texts, other_texts)
+            | _embedded_hashes(lake, tenant_id, set(theirs["event_id"].to_list()))
+        ),
         global_ids=frozenset({contact_id, pseudonym(key, tenant_id, contact_id)}),
     )
     # Every quarantined line that mentions them, also those no field reader could attribute.

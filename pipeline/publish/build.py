@@ -33,15 +33,17 @@ __all__ = ["build_pack", "load_inputs"]
 
 
 def read_embeddings(
-    inputs: PackInputs, tenant: str, memories: pl.DataFrame, originals: pl.Series
+    inputs: PackInputs, tenant: str, memories: pl.DataFrame
 ) -> tuple[EmbeddingMatrix, str | None]:
     """(matrix, model): row i ↔ memories row i, float32, unit length, the vector of the pack's
     own (redacted) text (SPEC §5 round 3: the vector of the original would carry what the text
-    hides; `originals`: the texts before redaction, row for row); a memory without an embedding
-    is a zero row. The model is the one most of the tenant's memories were embedded with (the
-    vectors' own model, not the cache's, which keeps others). A redacted text is a new text to
-    the cache (keyed like memory_embeddings, by the normalised text's sha256): only texts never
-    seen are encoded, and kept in the cache; an unchanged one keeps its memory_embeddings key."""
+    hides); a memory without a memory_embeddings row is a zero row. The model is the one most of
+    the tenant's memories were embedded with (the vectors' own model, not the cache's, which
+    keeps others). Vectors are found by the cache's key of the text (the normalised text's
+    sha256). memory_embeddings embedded the redacted text (`pipeline.semantic.embed.redacted`),
+    so nearly every one is there; the rest (a name only the pack's other files gave, a text cut
+    to MAX_FIELD_CHARS, a memory embedded before vectors were of redacted text) are encoded here
+    once and kept in the cache."""
     table = tenant_rows(
         inputs,
         "memory_embeddings",
@@ -53,31 +55,19 @@ def read_embeddings(
     empty = EmbeddingMatrix.of(np.zeros((memories.height, 0), dtype=np.float32))
     if inputs.cache is None or model is None:
         return empty, model
-    keys = (
-        memories.select("memory_id", "text", originals.alias("original"))
-        .join(table.unique("memory_id").select("memory_id", "text_hash"), on="memory_id")
-        .filter(pl.col("text") != pl.col("original"))
-        .select("memory_id", normalise_text(pl.col("text")).alias("text"))
+    keys = memories.filter(pl.col("memory_id").is_in(table["memory_id"].implode())).select(
+        "memory_id", normalise_text(pl.col("text")).alias("text")
     )
     keys = keys.with_columns(text_hashes(keys["text"]))
-    aligned = (
-        memories.select("memory_id")
-        .join(
-            table.unique("memory_id").select("memory_id", "text_hash"),
-            on="memory_id",
-            how="left",
-            maintain_order="left",
-        )
-        .update(keys.select("memory_id", "text_hash"), on="memory_id", how="left")
-    )
-    hashes = aligned["text_hash"].drop_nulls()
-    vectors = inputs.cache.vectors(model, hashes)
+    hashes = memories.select("memory_id").join(
+        keys.select("memory_id", "text_hash"), on="memory_id", how="left", maintain_order="left"
+    )["text_hash"]
+    vectors = inputs.cache.vectors(model, keys["text_hash"])
     if _embed_new(inputs, model, keys.filter(~vectors.has(keys["text_hash"]))):
-        vectors = inputs.cache.vectors(model, hashes)
+        vectors = inputs.cache.vectors(model, keys["text_hash"])
     if not len(vectors):
         return empty, model
-    blocks = unit_blocks(vectors, aligned["text_hash"])
-    return EmbeddingMatrix(blocks, memories.height, vectors.dim), model
+    return EmbeddingMatrix(unit_blocks(vectors, hashes), memories.height, vectors.dim), model
 
 
 def _embed_new(inputs: PackInputs, model: str, new: pl.DataFrame) -> bool:
@@ -201,9 +191,7 @@ def build_pack(
     frames["vectors.parquet"] = _vectors(inputs, tenant)
 
     redactions, names = redact_pack(inputs, tenant, frames, progress)
-    embeddings, embedding_model = read_embeddings(
-        inputs, tenant, frames["memories.parquet"], memories["text"]
-    )
+    embeddings, embedding_model = read_embeddings(inputs, tenant, frames["memories.parquet"])
     models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.dim)
     encoder = (
         encoder_files(embedding_model, embeddings.dim, inputs.models_dir)

@@ -96,8 +96,8 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "pii_cache",
-        "Redactions of distinct texts per detector version, append-only (written by the pack "
-        "and the analytics snapshot).",
+        "Redactions of distinct texts per detector version, append-only (written by "
+        "memory_embeddings, the pack and the analytics snapshot).",
         {"text_hash": STR, "redacted": STR, "kinds": pl.List(STR)},
         ("text_hash",),
         asset=None,
@@ -111,7 +111,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "pii_names",
         "Each tenant's names that its last pack redacted wherever they were written "
-        "(pipeline.pii.names), one file a tenant, replaced with each pack; the analyst snapshot "
+        "(pipeline.pii.names), one file a tenant, replaced with each pack (and before it by "
+        "memory_embeddings, with the names its new memories give added); the analyst snapshot "
         "redacts the tenant's rows with them.",
         {"word": STR, "surname": pl.Boolean()},
         ("word",),

@@ -30,7 +30,8 @@ TABLES: tuple[Table, ...] = (
         ("tenant_id", "memory_id"),
         asset="memory_embeddings",
         descriptions={
-            "text_hash": "key of the vector in embedding_cache",
+            "text_hash": "key of the vector in embedding_cache: the sha256 of the memory's "
+            "normalised redacted text (the pack's)",
             "memory_kind": "interaction (its input is embedded) | statement (its content)",
         },
     ),

@@ -1,8 +1,9 @@
 """Embeddings (SPEC §4.3): memory texts → unit-length float32 vectors, cached by sha256 of the text.
 
-Read in data order: texts (what is embedded), backends (which model, run how), onnx_backend (the
-export and its encoder), models (loading), encoding (texts → vectors, with the cache), exact (the texts near a decision
-again in fp32, so that decisions do not move with the CPU)."""
+Read in data order: texts (what is embedded), redacted (its text as the pack holds it), backends
+(which model, run how), onnx_backend (the export and its encoder), models (loading), encoding
+(texts → vectors, with the cache), exact (the texts near a decision again in fp32, so that
+decisions do not move with the CPU)."""
 
 from pipeline.semantic.embed.backends import (
     DEFAULT_MODEL_NAME,
@@ -30,9 +31,11 @@ from pipeline.semantic.embed.exact import (
     ExactVectors,
     decision_vectors,
     fp32_vectors,
+    redacted_texts,
 )
 from pipeline.semantic.embed.models import backend_of, load_model, model_dim
 from pipeline.semantic.embed.onnx_backend import OnnxEncoder, export_onnx, load_onnx, source_key
+from pipeline.semantic.embed.redacted import MemoryRedaction, memory_redaction
 from pipeline.semantic.embed.texts import (
     MEMORY_TEXT_SCHEMA,
     memory_texts,
@@ -52,6 +55,7 @@ __all__ = [
     "EmbedConfig",
     "EmbedResult",
     "ExactVectors",
+    "MemoryRedaction",
     "OnnxEncoder",
     "Progress",
     "available_backend",
@@ -65,10 +69,12 @@ __all__ = [
     "fp32_vectors",
     "load_model",
     "load_onnx",
+    "memory_redaction",
     "memory_texts",
     "model_dim",
     "model_name",
     "normalise_text",
+    "redacted_texts",
     "resolve_model_path",
     "source_key",
     "text_hashes",

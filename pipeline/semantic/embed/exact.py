@@ -33,7 +33,8 @@ DECISION_MARGIN = 0.05
 MAX_BLOCK_CELLS = 8_000_000
 
 # The fp32 vectors of statements near a decision (rows: tenant_id, memory_id, text_hash, text =
-# the statement's content), row i ↔ rows[i].
+# the statement's content), row i ↔ rows[i]; a row of NaN for a text it cannot reproduce (which
+# then keeps its vector).
 ExactVectors = Callable[[pl.DataFrame], np.ndarray]
 
 # Which row pairs (i, j) of a frame a decision is about (a boolean mask over the pairs).
@@ -100,9 +101,11 @@ def decision_vectors(
     near = near_texts(members, keys, vectors, reach, eligible)
     if near.is_empty():
         return vectors, 0
+    fine = exact(near)
+    found = ~np.isnan(fine).any(axis=1)
     matrix = vectors.matrix.copy()
-    matrix[vectors.rows(near["text_hash"])] = exact(near)
-    return TextVectors(vectors.index, matrix), near.height
+    matrix[vectors.rows(near["text_hash"].filter(pl.Series(found)))] = fine[found]
+    return TextVectors(vectors.index, matrix), int(found.sum())
 
 
 def statement_texts(rows: pl.DataFrame) -> pl.DataFrame:
@@ -115,12 +118,27 @@ def statement_texts(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def redacted_texts(redact: Callable[[pl.DataFrame], pl.DataFrame]) -> EmbeddedTexts:
+    """The texts `memory_texts(..., redact)` embeds for statements (`redact`: memory rows
+    tenant_id, raw → the same rows, raw redacted)."""
+
+    def texts_of(rows: pl.DataFrame) -> pl.DataFrame:
+        redacted = redact(rows.select("tenant_id", raw="text"))["raw"]
+        return statement_texts(rows.with_columns(text=redacted))
+
+    return texts_of
+
+
 def fp32_vectors(
     cache: EmbeddingCache, config: EmbedConfig, texts_of: EmbeddedTexts = statement_texts
 ) -> ExactVectors | None:
     """The `exact` of a night whose vectors come from `config`: fp32 ONNX vectors of the texts
     the embedding stage encoded (`texts_of`), through the embedding cache under the fp32 model's
-    own name (a text is encoded in fp32 once), or None when `config`'s backend is fp32 already."""
+    own name (a text is encoded in fp32 once), or None when `config`'s backend is fp32 already.
+
+    A text `texts_of` no longer reproduces (its hash is not the row's: a statement embedded on a
+    night before its tenant knew a name it holds) gets NaN and keeps its vector: it is decided on
+    the int8 vector, as before, until it changes."""
     if available_backend(config.backend) != "onnx-int8":
         return None
     fp32 = replace(config, backend="onnx")
@@ -128,10 +146,14 @@ def fp32_vectors(
 
     def exact(rows: pl.DataFrame) -> np.ndarray:
         texts = texts_of(rows)
-        if not texts["text_hash"].equals(rows["text_hash"]):
-            raise ValueError("the texts to re-encode in fp32 are not the texts the night encoded")
-        result = embed_with_cache(texts, cache.scan(name), name=name, config=fp32)
-        cache.append(name, result.fresh)
-        return cache.vectors(name, texts["text_hash"]).of(texts["text_hash"])
+        same = (texts["text_hash"] == rows["text_hash"]).fill_null(False)
+        if not same.any():
+            return np.full((rows.height, 1), np.nan, np.float32)
+        texts = texts.filter(same)
+        cache.append(name, embed_with_cache(texts, cache.scan(name), name=name, config=fp32).fresh)
+        found = cache.vectors(name, texts["text_hash"]).of(texts["text_hash"])
+        vectors = np.full((rows.height, found.shape[1]), np.nan, np.float32)
+        vectors[same.to_numpy()] = found
+        return vectors
 
     return exact

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import polars as pl
 
@@ -47,8 +48,11 @@ def memory_texts(
     interactions: pl.DataFrame | pl.LazyFrame,
     statements: pl.DataFrame | pl.LazyFrame,
     known: pl.DataFrame | None = None,
+    redact: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
-    """One row per memory: statements embed `content`, interactions embed `input` (the request).
+    """One row per memory: statements embed `content`, interactions embed `input` (the request),
+    passed through `redact` (rows tenant_id, raw → the same, raw redacted: `memory_redaction`,
+    the text the pack holds) before they are normalised.
 
     `known` (tenant_id, memory_id, memory_kind, text_hash: the last memory_embeddings, limited
     by the caller to texts whose vector is cached) saves the work for memories seen before: an
@@ -82,7 +86,10 @@ def memory_texts(
             .collect()
         )
         memories = memories.join(old.lazy().select(keys), on=keys, how="anti")
-    new = memories.select(*keys, normalise_text(pl.col("raw")).alias("text")).collect()
+    raw = memories.collect()
+    if redact is not None and raw.height:
+        raw = redact(raw)
+    new = raw.select(*keys, normalise_text(pl.col("raw")).alias("text"))
     new = new.with_columns(text_hashes(new["text"]))
     return pl.concat([old, new.select(list(MEMORY_TEXT_SCHEMA))]).sort(
         "tenant_id", "memory_kind", "memory_id"
