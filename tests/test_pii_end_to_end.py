@@ -214,8 +214,20 @@ def test_each_redacted_memory_text_is_encoded_once(night: Night) -> None:
     )
     assert set(text_hashes(texts["key"]).to_list()) <= embedded  # the pack encoded none
     parts = sorted((night.home / "lake").glob("**/embedding_cache/**/part-*.parquet"))
-    cached = pl.concat([pl.read_parquet(p, columns=["text_hash"]) for p in parts])["text_hash"]
-    assert cached.len() == cached.n_unique()  # each text encoded once
+    by_model: dict[str, list[pl.DataFrame]] = {}
+    for part in parts:
+        by_model.setdefault(part.parent.name, []).append(
+            pl.read_parquet(part, columns=["text_hash"])
+        )
+    # The night's model (int8), and fp32 for the texts near a decision (issue 52).
+    assert len(by_model) == 2, sorted(by_model)
+    int8, fp32 = (
+        pl.concat(frames)["text_hash"]
+        for _, frames in sorted(by_model.items(), key=lambda item: "int8" not in item[0])
+    )
+    for cached in (int8, fp32):
+        assert cached.len() == cached.n_unique()  # each text encoded once by each
+    cached = int8
     statements = lake.read("memory_statements").collect()
     redacted = statements.join(
         texts.select(event_id="memory_id", pack_text="text"), on="event_id"
@@ -232,3 +244,4 @@ def test_each_redacted_memory_text_is_encoded_once(night: Night) -> None:
     assert changed.height >= 40  # the corpus's texts with PII, the lexicon's names
     raw_keys = text_hashes(changed.select(normalise_text(pl.col("raw")))["raw"])
     assert not set(raw_keys.to_list()) & set(cached.to_list())  # no vector of an original
+    assert fp32.len() > 0 and set(fp32.to_list()) <= set(cached.to_list())
