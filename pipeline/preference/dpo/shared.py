@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
@@ -28,7 +28,7 @@ from pipeline.preference.dpo.settings import (
     STATUS_TRAINED,
     DPOPolicyConfig,
 )
-from pipeline.preference.dpo.training import train_policies
+from pipeline.preference.dpo.training import train_tenant
 from pipeline.progress import Progress
 
 
@@ -118,19 +118,18 @@ def train_shared(
     pairs: pl.DataFrame,
     sft_examples: pl.DataFrame,
     config: DPOPolicyConfig,
-    tenants: Sequence[str],
+    tenant: str,
     progress: Progress | None = None,
-) -> list[PolicyRun]:
-    """`train_policies` in the host's work folder, with the home's saved policies pulled first
-    and the ones trained here pushed after (on an object-store home); `progress` as there."""
+) -> PolicyRun:
+    """`train_tenant` in the host's work folder, with the home's saved policies of the tenant
+    pulled first and the one trained here pushed after (on an object-store home); `progress` as
+    there."""
     store = store_of(paths)
-    pulled(paths, [POOLED_TENANT] if config.pooled else [*tenants, *pairs["tenant_id"].unique()])
-    runs = train_policies(pairs, sft_examples, config, paths.models, tenants, progress)
-    if store is not None:
-        trained = {r.policy_id for r in runs if r.status == STATUS_TRAINED and not r.reused}
-        for policy_id in sorted(p for p in trained if p):
-            push_policy(store, paths.models, policy_id)
-    return runs
+    pulled(paths, [POOLED_TENANT if config.pooled else tenant])
+    run = train_tenant(tenant, pairs, sft_examples, config, paths.models, progress)
+    if store is not None and run.status == STATUS_TRAINED and not run.reused and run.policy_id:
+        push_policy(store, paths.models, run.policy_id)
+    return run
 
 
 def remove_shared(paths: Paths, owners: Iterable[str]) -> list[str]:
