@@ -75,7 +75,7 @@ def _masked_total(content: PackContent) -> int:
 
 
 @dataclass
-class Outcome:
+class PublishOutcome:
     """What the run's tenant's publish came to: its summary row (PACK_SUMMARY), its guards (None:
     its pack was not built), why it could not be built or written, its redactions by kind."""
 
@@ -111,13 +111,13 @@ def _check_results(tenant: str, guards: list[GuardResult] | None) -> list[dg.Ass
 
 def _publish_tenant(
     context: dg.AssetExecutionContext, home: MemorypackHome, config: PackConfig, inputs: PackInputs
-) -> Outcome:
+) -> PublishOutcome:
     """The tenant's pack built, guarded and published, or why not. A pack that is withheld (an
     erasure request the night could not carry out), that fails a guard or whose build raises is
     not published: the tenant keeps its previous pack, and the run reports why (a red check and
     `not_published`), in one line."""
     tenant = inputs.tenant
-    done = Outcome(dict.fromkeys(PACK_SUMMARY) | {"tenant_id": tenant, "published": False})
+    done = PublishOutcome(dict.fromkeys(PACK_SUMMARY) | {"tenant_id": tenant, "published": False})
     held = withheld(home.paths, tenant)
     if held:
         done.row["reason"] = f"not published: {next(iter(held.values()))}; previous pack stays"
@@ -182,7 +182,7 @@ def memory_pack(
         done = _publish_tenant(context, home, config, inputs)
     else:  # nothing to publish, and no previous pack held back
         context.log.info(f"{tenant}: no interactions or statements yet: no pack to publish")
-        done = Outcome({})
+        done = PublishOutcome({})
     versions = pack_versions_frame(home.paths)
     home.lake.write("pack_versions", versions)
     summary = pl.DataFrame([done.row] if done.row else [], schema=PACK_SUMMARY)

@@ -15,6 +15,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -28,7 +29,7 @@ from pipeline.preference.dpo.settings import (
     STATUS_TRAINED,
     DPOPolicyConfig,
 )
-from pipeline.preference.dpo.training import train_tenant
+from pipeline.preference.dpo.training import train_or_fail
 from pipeline.progress import Progress
 
 
@@ -121,15 +122,18 @@ def train_shared(
     tenant: str,
     progress: Progress | None = None,
 ) -> PolicyRun:
-    """`train_tenant` in the host's work folder, with the home's saved policies of the tenant
+    """The tenant's policy from its pairs and SFT examples (`config.pooled`: the pooled policy of
+    them), trained in the host's work folder by `train_or_fail`, with the home's saved policies
     pulled first and the one trained here pushed after (on an object-store home); `progress` as
-    there."""
+    `train_policy`'s."""
+    owner = POOLED_TENANT if config.pooled else tenant
     store = store_of(paths)
-    pulled(paths, [POOLED_TENANT if config.pooled else tenant])
-    run = train_tenant(tenant, pairs, sft_examples, config, paths.models, progress)
+    pulled(paths, [owner])
+    train, evals = (pairs.filter(pl.col("split") == split) for split in ("train", "eval"))
+    run = train_or_fail(owner, train, evals, sft_examples, config, paths.models, progress)
     if store is not None and run.status == STATUS_TRAINED and not run.reused and run.policy_id:
         push_policy(store, paths.models, run.policy_id)
-    return run
+    return replace(run, tenant_id=tenant)
 
 
 def remove_shared(paths: Paths, owners: Iterable[str]) -> list[str]:

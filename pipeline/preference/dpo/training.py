@@ -11,7 +11,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -237,48 +237,42 @@ def _write_policy(
     os.replace(tmp, model_dir)
 
 
-def train_tenant(
-    tenant_id: str,
-    pairs: pl.DataFrame,
-    sft_examples: pl.DataFrame,
-    config: DPOPolicyConfig,
-    models_dir: str | os.PathLike[str],
-    progress: Progress | None = None,
-) -> PolicyRun:
-    """The tenant's policy from its own pairs and SFT examples (with `config.pooled`, the pooled
-    policy of what it is given), or a STATUS_FAILED run saying why; reports to `progress` (see
-    `train_policy`)."""
-    owner = POOLED_TENANT if config.pooled else tenant_id
-    split = pl.col("split")
-    train, evals = pairs.filter(split == "train"), pairs.filter(split == "eval")
-    run = _train_or_fail(owner, train, evals, sft_examples, config, models_dir, progress)
-    return replace(run, tenant_id=tenant_id)
-
-
 def train_policies(
     pairs: pl.DataFrame,
     sft_examples: pl.DataFrame,
     config: DPOPolicyConfig,
     models_dir: str | os.PathLike[str],
     tenants: Sequence[str] | None = None,
+    progress: Progress | None = None,
 ) -> list[PolicyRun]:
-    """`train_tenant` for each tenant of several (`pairs`' and `tenants`), or one pooled run
-    shared by every one of them (`config.pooled`): what a study of many tenants trains at once."""
+    """One run per tenant, or one pooled run shared by every tenant (`config.pooled`); each
+    reports to `progress` (see `train_policy`)."""
     tenants = sorted(set(tenants or []) | set(pairs["tenant_id"].unique().to_list()))
+    train = pairs.filter(pl.col("split") == "train")
+    evals = pairs.filter(pl.col("split") == "eval")
     if config.pooled:
-        run = train_tenant(POOLED_TENANT, pairs, sft_examples, config, models_dir)
-        return [replace(run, tenant_id=t) for t in tenants]
+        run = train_or_fail(POOLED_TENANT, train, evals, sft_examples, config, models_dir, progress)
+        return [PolicyRun(**{**asdict(run), "tenant_id": t}) for t in tenants]
     runs = []
     for tenant in tenants:
         mine = pl.col("tenant_id") == tenant
-        sft = sft_examples.filter(mine) if "tenant_id" in sft_examples.columns else sft_examples
-        runs.append(train_tenant(tenant, pairs.filter(mine), sft, config, models_dir))
+        runs.append(
+            train_or_fail(
+                tenant,
+                train.filter(mine),
+                evals.filter(mine),
+                sft_examples.filter(mine) if "tenant_id" in sft_examples.columns else sft_examples,
+                config,
+                models_dir,
+                progress,
+            )
+        )
     return runs
 
 
-def _train_or_fail(tenant_id: str, *args: Any) -> PolicyRun:
-    """`train_policy`, or a STATUS_FAILED run saying why: one tenant's error (bad data, a full
-    disk) never stops the other tenants' training."""
+def train_or_fail(tenant_id: str, *args: Any) -> PolicyRun:
+    """`train_policy`, or a STATUS_FAILED run saying why (in one line): a tenant's error (bad
+    data, a full disk) is its own, and its previous policy stays."""
     try:
         return train_policy(tenant_id, *args)
     except Exception as error:
