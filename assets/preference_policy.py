@@ -13,17 +13,22 @@ from assets.config import StageSettings
 from assets.handoffs import reads
 from assets.metadata import frame_metadata
 from assets.partitions import TENANTS, asset_spec
-from assets.preference_checks import interaction_tenants
 from assets.resources import MemorypackHome
-from pipeline.preference.dpo import STATUS_FAILED, STATUS_SKIPPED, runs_frame, sft_examples_from
-from pipeline.preference.dpo.report import PER_TENANT_FIGURES, failed_tenants, run_figures
+from pipeline.preference.dpo import (
+    STATUS_FAILED,
+    STATUS_SKIPPED,
+    PolicyRun,
+    runs_frame,
+    sft_examples_from,
+)
+from pipeline.preference.dpo.report import PER_TENANT_FIGURES, run_figures
 from pipeline.preference.dpo.runs import extend_history
 from pipeline.preference.dpo.shared import train_shared
-from pipeline.preference.dpo.shipped import ship_policies, training_due
+from pipeline.preference.dpo.shipped import ship_policy, training_due
 
 TRAINING_RAN = "training_ran"
 TRAINING_DUE = "training_due"  # dpo_policy's metadata: a training run follows the publish
-# the preview shows each tenant's figures (pipeline/preference/dpo/report.py)
+# the preview shows the tenant's figures (pipeline/preference/dpo/report.py)
 POLICY_PREVIEW = list(PER_TENANT_FIGURES)
 
 
@@ -32,15 +37,16 @@ POLICY_INS = reads("preference_pairs", "interactions", "feedback_scores")
 POLICY_DEPS = [*POLICY_INS, "policy_training"]
 
 
-def _ran(asset: str, failed: dict[str, str]) -> dg.AssetCheckResult:
+def _ran(asset: str, run: PolicyRun | None) -> dg.AssetCheckResult:
+    failed = run is not None and run.status == STATUS_FAILED
     return dg.AssetCheckResult(
         asset_key=asset,
         check_name=TRAINING_RAN,
         passed=not failed,
         severity=dg.AssetCheckSeverity.ERROR,
-        description="; ".join(f"{t}: {why} (previous policy kept)" for t, why in failed.items())
-        or "every tenant trained or skipped with a reason",
-        metadata={"failed_tenants": sorted(failed)},
+        description=f"{run.tenant_id}: {run.skipped_reason} (previous policy kept)"
+        if run is not None and failed
+        else "the tenant's policy trained, or skipped with a reason",
     )
 
 
@@ -48,10 +54,17 @@ def _ran_spec(asset: str) -> dg.AssetCheckSpec:
     return dg.AssetCheckSpec(
         TRAINING_RAN,
         asset=asset,
-        description="No tenant's training raised (a tenant whose training failed keeps its "
-        "previous policy; the others train).",
+        description="The tenant's training did not raise (one that raised keeps its previous "
+        "policy; other tenants train in their own runs).",
         partitions_def=TENANTS,
     )
+
+
+def _warn_unless_trained(
+    context: dg.AssetExecutionContext, step: str, run: PolicyRun | None
+) -> None:
+    if run is not None and run.status in (STATUS_SKIPPED, STATUS_FAILED):
+        context.log.warning(f"{step} {run.status} for {run.tenant_id}: {run.skipped_reason}")
 
 
 def _sft_examples(
@@ -87,45 +100,38 @@ def dpo_policy(
     interactions: pl.LazyFrame,
     feedback_scores: pl.LazyFrame,
 ) -> Iterator[dg.MaterializeResult]:
-    policy_config = settings.stage("dpo")
-    tenants = interaction_tenants(interactions.select("tenant_id").unique().collect())
+    policy_config, tenant = settings.stage("dpo"), context.partition_key
 
     @cache
     def pairs() -> pl.DataFrame:  # read whole only when a first policy trains
         return preference_pairs.collect()
 
-    runs = ship_policies(
-        home.paths,
-        pairs,
-        lambda: _sft_examples(interactions, feedback_scores, pairs()),
-        policy_config,
-        tenants,
-        context.log.info,
-    )
-    train = preference_pairs.filter(pl.col("split") == "train").select("tenant_id", "pair_id")
-    due = training_due(train.collect(), policy_config, home.paths, tenants)
-    current = runs_frame(runs)
+    def sft() -> pl.DataFrame:
+        return _sft_examples(interactions, feedback_scores, pairs())
+
+    run, due = None, None  # a tenant without interactions has no policy to ship or train
+    if interactions.select("tenant_id").head(1).collect().height:
+        run = ship_policy(home.paths, pairs, sft, policy_config, tenant, context.log.info)
+        train = preference_pairs.filter(pl.col("split") == "train").select("pair_id")
+        due = training_due(train.collect(), policy_config, home.paths, tenant)
+    current = runs_frame([run] if run is not None else [])
     history, recorded = extend_history(home.table("dpo_runs"), current, datetime.now(UTC))
     if recorded or not home.lake.exists("dpo_runs"):
         home.lake.write("dpo_runs", history)
-    for run in runs:
-        if run.status in (STATUS_SKIPPED, STATUS_FAILED):
-            context.log.warning(
-                f"dpo_policy {run.status} for {run.tenant_id}: {run.skipped_reason}"
-            )
-    for tenant, why in due.items():
+    _warn_unless_trained(context, "dpo_policy", run)
+    if due is not None:
         context.log.info(
-            f"dpo_policy {tenant}: the configured policy trains after the publish: {why}"
+            f"dpo_policy {tenant}: the configured policy trains after the publish: {due}"
         )
-    figures, short = run_figures(runs, current, policy_config.loss_type, recorded)
-    for tenant, verdict in short.select("tenant_id", "verdict").iter_rows():
-        context.log.warning(f"dpo_policy {tenant}: {verdict}")
+    figures, short = run_figures(run, policy_config.loss_type, recorded)
+    if not short.is_empty():  # its trained policy is short of a baseline
+        context.log.warning(f"dpo_policy {tenant}: {short['verdict'][0]}")
     yield dg.MaterializeResult(
         asset_key="dpo_policy",
-        check_results=[_ran("dpo_policy", failed_tenants(runs))],
+        check_results=[_ran("dpo_policy", run)],
         metadata=frame_metadata(
             current,
-            figures | {TRAINING_DUE: bool(due), "training_due_why": due},
+            figures | {TRAINING_DUE: due is not None, "training_due_why": due or ""},
             preview_columns=POLICY_PREVIEW,
         ),
     )
@@ -160,18 +166,14 @@ def policy_training(
 ) -> dg.MaterializeResult:
     policy_config = settings.stage("dpo")
     pairs = preference_pairs.collect()
-    tenants = interaction_tenants(interactions.select("tenant_id").unique().collect())
     sft = _sft_examples(interactions, feedback_scores, pairs)
     # Step, epoch and loss every few seconds of training, into the run's event log.
-    runs = train_shared(home.paths, pairs, sft, policy_config, tenants, context.log.info)
-    for run in runs:
-        if run.status in (STATUS_SKIPPED, STATUS_FAILED):
-            context.log.warning(
-                f"policy_training {run.status} for {run.tenant_id}: {run.skipped_reason}"
-            )
-    current = runs_frame(runs)
-    figures, _ = run_figures(runs, current, policy_config.loss_type)
+    run = train_shared(
+        home.paths, pairs, sft, policy_config, context.partition_key, context.log.info
+    )
+    _warn_unless_trained(context, "policy_training", run)
+    figures, _ = run_figures(run, policy_config.loss_type)
     return dg.MaterializeResult(
-        check_results=[_ran("policy_training", failed_tenants(runs))],
-        metadata=frame_metadata(current, figures, preview_columns=POLICY_PREVIEW),
+        check_results=[_ran("policy_training", run)],
+        metadata=frame_metadata(runs_frame([run]), figures, preview_columns=POLICY_PREVIEW),
     )

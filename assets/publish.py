@@ -1,6 +1,8 @@
-"""Publish assets: the versioned memory pack per tenant (each gated by the guards) and the analyst snapshot."""
+"""Publish assets: the versioned memory pack of a tenant's run (gated by the guards) and the analyst
+snapshot."""
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
@@ -30,7 +32,7 @@ UPSTREAM = [asset_name(table) for table in (*INPUT_TABLES, *USAGE_TABLES)]
 SNAPSHOT_DEPS = [asset_name(table) for table in WAREHOUSE_TABLES] + ["memory_pack"]
 BUILT = "pack_built"
 BUILT_DESCRIPTION = (
-    "Every tenant's pack was built and written (a tenant that raised kept its previous pack)."
+    "The tenant's pack was built and written (a build that raised keeps its previous pack)."
 )
 
 
@@ -51,22 +53,20 @@ def tenant_as_of(home: MemorypackHome) -> datetime:
 
 
 def _built(
-    context: dg.AssetExecutionContext, inputs: PackInputs, tenant: str
+    context: dg.AssetExecutionContext, inputs: PackInputs
 ) -> tuple[PackContent, dict[str, object]]:
     """The tenant's pack content and its summary fields, with the time its redaction took and the
-    texts it analysed (not served by the cache; the redactor counts across tenants). Each file's
-    redaction is a line in the run's log."""
+    texts it analysed (not served by the cache). Each file's redaction is a line in the run's log."""
     redactor = inputs.redactor
     if redactor is None:  # raises: a pack is never built unredacted
-        return build_tenant_pack(inputs, tenant, context.log.info), {}
-    seconds, analysed = redactor.seconds, redactor.analysed
-    content = build_tenant_pack(inputs, tenant, context.log.info)
-    redactor.save_names(tenant, content.names)  # the snapshot redacts its rows with them
+        return build_tenant_pack(inputs, context.log.info), {}
+    content = build_tenant_pack(inputs, context.log.info)
+    redactor.save_names(inputs.tenant, content.names)  # the snapshot redacts its rows with them
     return content, {
         "memories": content.frames["memories.parquet"].height,
         "redacted": content.redactions["total"],
-        "redaction_s": round(redactor.seconds - seconds, 3),
-        "texts_analysed": redactor.analysed - analysed,
+        "redaction_s": round(redactor.seconds, 3),
+        "texts_analysed": redactor.analysed,
     }
 
 
@@ -74,76 +74,75 @@ def _masked_total(content: PackContent) -> int:
     return sum(sum(kinds.values()) for kinds in content.redactions["pii_masked"].values())
 
 
-def _check_results(guards: dict[str, list[GuardResult]]) -> list[dg.AssetCheckResult]:
-    """One result per guard across tenants: it passes only if it passed for every tenant, and
-    its description names each tenant it failed for (that tenant kept its previous pack)."""
+@dataclass
+class PublishOutcome:
+    """What the run's tenant's publish came to: its summary row (PACK_SUMMARY), its guards (None:
+    its pack was not built), why it could not be built or written, its redactions by kind."""
+
+    row: dict[str, object]
+    guards: list[GuardResult] | None = None
+    broken: str | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
+
+
+def _check_results(tenant: str, guards: list[GuardResult] | None) -> list[dg.AssetCheckResult]:
+    """One result per guard of the tenant's pack; a failed one says why its pack was not
+    published (a pack that was not built ran no guard: `pack_built` says why)."""
     results = []
     for name in GUARD_NAMES:
-        per_tenant = {
-            tenant: next(g for g in found if g.name == name) for tenant, found in guards.items()
-        }
-        failed = {tenant: g.detail for tenant, g in per_tenant.items() if not g.passed}
+        found = next((g for g in guards or [] if g.name == name), None)
+        failed = found is not None and not found.passed
         results.append(
             dg.AssetCheckResult(
                 check_name=name,
                 asset_key="memory_pack",
                 passed=not failed,
                 severity=dg.AssetCheckSeverity.ERROR,
-                description="; ".join(f"{t}: {d} (not published)" for t, d in failed.items())
-                or GUARD_DESCRIPTIONS[name],
-                metadata={
-                    "tenants": dg.MetadataValue.json(
-                        {
-                            t: {"passed": g.passed, "detail": g.detail, **g.metadata}
-                            for t, g in per_tenant.items()
-                        }
-                    ),
-                    "failed_tenants": sorted(failed),
-                },
+                description=f"{tenant}: {found.detail} (not published)"
+                if found is not None and failed
+                else GUARD_DESCRIPTIONS[name],
+                metadata={"ran": False}
+                if found is None
+                else {"ran": True, "detail": found.detail, **found.metadata},
             )
         )
     return results
 
 
 def _publish_tenant(
-    context: dg.AssetExecutionContext,
-    home: MemorypackHome,
-    config: PackConfig,
-    inputs: PackInputs,
-    tenant: str,
-    found: tuple[dict[str, list[GuardResult]], dict[str, str], dict[str, object]],
-) -> dict[str, object]:
-    """One tenant's pack built, guarded and published (or why not): its summary row, and in
-    `found` its guards, why it broke, its redactions. A tenant whose pack is withheld (an erasure
-    request the night could not carry out), that fails a guard or whose build raises keeps its
-    previous pack; the others still publish."""
-    guards, broken, redactions = found
-    row: dict[str, object] = dict.fromkeys(PACK_SUMMARY) | {"tenant_id": tenant, "published": False}
+    context: dg.AssetExecutionContext, home: MemorypackHome, config: PackConfig, inputs: PackInputs
+) -> PublishOutcome:
+    """The tenant's pack built, guarded and published, or why not. A pack that is withheld (an
+    erasure request the night could not carry out), that fails a guard or whose build raises is
+    not published: the tenant keeps its previous pack, and the run reports why (a red check and
+    `not_published`), in one line."""
+    tenant = inputs.tenant
+    done = PublishOutcome(dict.fromkeys(PACK_SUMMARY) | {"tenant_id": tenant, "published": False})
     held = withheld(home.paths, tenant)
     if held:
-        row["reason"] = f"not published: {next(iter(held.values()))}; previous pack stays"
-        context.log.warning(f"{tenant}: {row['reason']}")
-        return row
+        done.row["reason"] = f"not published: {next(iter(held.values()))}; previous pack stays"
+        context.log.warning(f"{tenant}: {done.row['reason']}")
+        return done
     try:
-        content, built = _built(context, inputs, tenant)
-        guards[tenant] = run_guards(content, inputs)  # masks what the PII check finds
-        row |= built | {"pii_masked": _masked_total(content)}
-        redactions[tenant] = content.redactions["by_kind"]
-        failed = [g.name for g in guards[tenant] if not g.passed]
+        content, built = _built(context, inputs)
+        done.guards = run_guards(content, inputs)  # masks what the PII check finds
+        done.row |= built | {"pii_masked": _masked_total(content)}
+        done.redactions = content.redactions["by_kind"]
+        failed = [g.name for g in done.guards if not g.passed]
         if failed:
-            row["reason"] = f"not published: failed {', '.join(failed)}; previous pack stays"
+            done.row["reason"] = f"not published: failed {', '.join(failed)}; previous pack stays"
         else:
             result = publish(home.paths.packs, content, context.run_id, config.keep)
-            row |= {"version": result.version, "published": result.published}
-            row["reason"] = result.reason
+            done.row |= {"version": result.version, "published": result.published}
+            done.row["reason"] = result.reason
             context.log.info(
                 f"{tenant}: {result.reason} {result.version} (removed {result.removed or 'none'})"
             )
-    except Exception as error:  # this tenant only: the others still publish
+    except Exception as error:  # reported as the pack_built check and not_published, in one line
         context.log.exception(f"{tenant}: pack not built, previous pack stays")
-        broken[tenant] = one_line(error)
-        row["reason"] = f"not published: {broken[tenant]}; previous pack stays"
-    return row
+        done.broken = one_line(error)
+        done.row["reason"] = f"not published: {done.broken}; previous pack stays"
+    return done
 
 
 @dg.multi_asset(
@@ -174,29 +173,21 @@ def _publish_tenant(
 def memory_pack(
     context: dg.AssetExecutionContext, home: MemorypackHome, config: PackConfig
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    tenant = context.partition_key  # the run's one tenant: its lake folders are all it reads
     as_of = tenant_as_of(home)
-    inputs = load_inputs(home.lake, as_of)
+    inputs = load_inputs(home.lake, tenant, as_of)
     if inputs.missing:
         context.log.warning(f"pack inputs not in the lake yet (published empty): {inputs.missing}")
-    # One tenant in memory at a time; each is built, guarded and published on its own, so a
-    # tenant that fails a guard, or whose build raises, never holds back another's pack.
-    guards: dict[str, list[GuardResult]] = {}
-    rows: list[dict[str, object]] = []
-    broken: dict[str, str] = {}  # tenant → why its pack could not be built or written
-    redactions: dict[str, object] = {}
-    for tenant in inputs.tenants():
-        rows.append(
-            _publish_tenant(context, home, config, inputs, tenant, (guards, broken, redactions))
-        )
-    checks = _check_results(guards)
+    if inputs.has_memories():
+        done = _publish_tenant(context, home, config, inputs)
+    else:  # nothing to publish, and no previous pack held back
+        context.log.info(f"{tenant}: no interactions or statements yet: no pack to publish")
+        done = PublishOutcome({})
     versions = pack_versions_frame(home.paths)
     home.lake.write("pack_versions", versions)
-    summary = pl.DataFrame(rows, schema=PACK_SUMMARY)
-    not_published = {
-        r["tenant_id"]: r["reason"]
-        for r in summary.filter(pl.col("version").is_null()).iter_rows(named=True)
-    }
-    for tenant in summary.filter(pl.col("version").is_not_null())["tenant_id"]:
+    summary = pl.DataFrame([done.row] if done.row else [], schema=PACK_SUMMARY)
+    published = done.row.get("version") is not None
+    if published:
         settle(home.paths, tenant)  # its live pack holds every load date it owed
     yield dg.MaterializeResult(
         asset_key="memory_pack",
@@ -204,10 +195,11 @@ def memory_pack(
             summary,
             {
                 "as_of": as_of.isoformat(),
-                "tenants": summary.height,
+                "tenant": tenant,
                 "new_versions": int(summary["published"].sum()),
-                "not_published": not_published,
-                "redactions_by_kind": redactions,
+                # tenant → why (jobs/outcomes.py reads it): empty when the tenant is current
+                "not_published": {} if published or not done.row else {tenant: done.row["reason"]},
+                "redactions_by_kind": done.redactions,
                 "pii_masked": int(summary["pii_masked"].fill_null(0).sum()),
                 "redaction_seconds": round(float(summary["redaction_s"].fill_null(0).sum()), 3),
                 "texts_analysed": int(summary["texts_analysed"].fill_null(0).sum()),
@@ -217,15 +209,15 @@ def memory_pack(
         ),
     )
     yield dg.MaterializeResult(asset_key="pack_versions", metadata=frame_metadata(versions))
-    yield from checks
+    yield from _check_results(tenant, done.guards)
     yield dg.AssetCheckResult(
         check_name=BUILT,
         asset_key="memory_pack",
-        passed=not broken,
+        passed=done.broken is None,
         severity=dg.AssetCheckSeverity.ERROR,
-        description="; ".join(f"{t}: {why} (not published)" for t, why in broken.items())
-        or BUILT_DESCRIPTION,
-        metadata={"failed_tenants": sorted(broken)},
+        description=BUILT_DESCRIPTION
+        if done.broken is None
+        else f"{tenant}: {done.broken} (not published)",
     )
 
 

@@ -95,6 +95,7 @@ def synthesize(
     """Every lake table a pack reads, for one tenant with `n_memories` memories (`texts` makes the
     n texts of one column: "question", "answer" or "statement")."""
     rng = np.random.default_rng(seed)
+    paths = paths.for_tenant(TENANT)  # its folders, as its run writes them
     lake = Lake(paths)
     n_stm = n_memories * 3 // 10
     n_int = n_memories - n_stm
@@ -352,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         began = time.perf_counter()
-        inputs = load_inputs(Lake(paths), AS_OF)
-        content = build_pack(inputs, TENANT)
+        inputs = load_inputs(Lake(paths), TENANT, AS_OF)
+        content = build_pack(inputs)
         built = time.perf_counter() - began
         began = time.perf_counter()
         guards = run_guards(content, inputs)

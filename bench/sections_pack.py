@@ -86,8 +86,8 @@ def run(sizes: Sizes) -> list[Figure]:
         t0 = time.perf_counter()
         pack_scale.synthesize(paths, n, DIM, seed=sizes.seed)
         t1 = time.perf_counter()
-        inputs = load_inputs(Lake(paths), pack_scale.AS_OF)
-        content = build_pack(inputs, pack_scale.TENANT)
+        inputs = load_inputs(Lake(paths), pack_scale.TENANT, pack_scale.AS_OF)
+        content = build_pack(inputs)
         failed = [g for g in run_guards(content, inputs) if not g.passed]
         t2 = time.perf_counter()
         result = publish(paths.packs, content, run_id="bench")

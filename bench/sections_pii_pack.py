@@ -80,7 +80,7 @@ def _pack_stage(home: Path, packs: Path, redact: bool) -> dict[str, Any]:
     from pipeline.storage.lake import Lake
 
     paths = Paths.from_env(home)
-    inputs = load_inputs(Lake(paths), pack_scale.AS_OF)
+    inputs = load_inputs(Lake(paths), pack_scale.TENANT, pack_scale.AS_OF)
     home_redactor = inputs.redactor
     assert home_redactor is not None
     redactor = (
@@ -89,7 +89,7 @@ def _pack_stage(home: Path, packs: Path, redact: bool) -> dict[str, Any]:
         else SkippedRedactor(home_redactor.key)
     )
     inputs.redactor = redactor
-    content = build_pack(inputs, pack_scale.TENANT)
+    content = build_pack(inputs)
     guards = run_guards(content, inputs)
     publish(packs, content, run_id="bench")
     return {

@@ -131,7 +131,7 @@ def app_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     paths = make_lake(tmp_path_factory.mktemp("home"), tenants=("acme",))
-    publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme"))
+    publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF)))
     # A second tenant's pack embedded by the pipeline's default model, which it ships.
     export_dir = paths.models / "embeddings"
     name = model_name(None, "onnx-int8")

@@ -19,14 +19,17 @@ from tests.test_pack_support import AS_OF, RUN_DATE, make_lake
 
 def _small_home(tmp_path: Path) -> Path:
     paths = make_lake(tmp_path / "home")
-    lake = Lake(paths)
-    # A second, older decay snapshot so the decay plot has a curve.
-    latest = pl.read_parquet(paths.partition("decay_snapshots", RUN_DATE))
-    earlier = latest.with_columns(
-        (pl.col("as_of") - timedelta(days=3)).alias("as_of"),
-        (pl.col("confidence") * 1.1).clip(0, 1),
-    )
-    lake.write_partition("decay_snapshots", "2026-11-04", declared("decay_snapshots", earlier))
+    for tenant in ("acme", "globex"):  # a second, older decay snapshot: the plot has a curve
+        own = paths.for_tenant(tenant)
+        latest = pl.read_parquet(own.partition("decay_snapshots", RUN_DATE))
+        earlier = latest.with_columns(
+            (pl.col("as_of") - timedelta(days=3)).alias("as_of"),
+            (pl.col("confidence") * 1.1).clip(0, 1),
+        )
+        Lake(own).write_partition(
+            "decay_snapshots", "2026-11-04", declared("decay_snapshots", earlier)
+        )
+    lake = Lake(paths.for_tenant("acme"))
     lake.write(
         "feedback",
         declared(
@@ -62,9 +65,8 @@ def _small_home(tmp_path: Path) -> Path:
             ),
         ),
     )
-    inputs = load_inputs(lake, AS_OF)
-    for tenant in inputs.tenants():
-        publish(paths.packs, build_pack(inputs, tenant))
+    for tenant in ("acme", "globex"):
+        publish(paths.packs, build_pack(load_inputs(Lake(paths), tenant, AS_OF)))
     build_snapshot(paths)
     return paths.home
 

@@ -38,7 +38,6 @@ ALLOWED = {
     ("pipeline/preference/templates/refine.py", "DECISION_SCHEMA"): _STEP,
     ("pipeline/semantic/embed/texts.py", "MEMORY_TEXT_SCHEMA"): _STEP,
     ("pipeline/preference/dpo/report.py", "PER_TENANT_FIGURES"): _STEP,
-    ("pipeline/preference/dpo/report.py", "MEAN_FIGURES"): _STEP,
     ("assets/ingest.py", "INGEST_FIGURES"): _STEP,
     ("pipeline/examples/fewshot.py", "BOOST_SCHEMA"): _STEP,
     ("pipeline/usage/joint.py", "EFFECT_SCHEMA"): _STEP,

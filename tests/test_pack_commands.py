@@ -32,11 +32,11 @@ def home(tmp_path: Path) -> Path:
     paths = make_lake(tmp_path / "home")
     versions = []
     for day in range(2):
-        key = paths.partition("decay_snapshots", "2026-11-07")
-        pl.read_parquet(key).with_columns(pl.col("confidence") * 0.9).write_parquet(key)
-        inputs = load_inputs(Lake(paths), AS_OF + timedelta(days=day))
-        for tenant in inputs.tenants():
-            result = publish(paths.packs, build_pack(inputs, tenant), run_id=f"run-{day}")
+        for tenant in ("acme", "globex"):
+            key = paths.for_tenant(tenant).partition("decay_snapshots", "2026-11-07")
+            pl.read_parquet(key).with_columns(pl.col("confidence") * 0.9).write_parquet(key)
+            inputs = load_inputs(Lake(paths), tenant, AS_OF + timedelta(days=day))
+            result = publish(paths.packs, build_pack(inputs), run_id=f"run-{day}")
             if tenant == "acme":
                 versions.append(result.version)
     (paths.home / "acme_versions").write_text("\n".join(versions))

@@ -28,7 +28,7 @@ SKILL_VOTES = {
 
 
 def _lake(home: Path) -> Path:
-    paths = make_lake(home, tenants=("acme",))
+    paths = make_lake(home, tenants=("acme",)).for_tenant("acme")
     lake, frames = Lake(paths), tenant_frames("acme")
     statements = frames["memory_statements"]
     # "Never book United", superseded by a later instruction; both stay in the lake.
@@ -115,7 +115,7 @@ def _lake(home: Path) -> Path:
             ),
         ),
     )
-    publish(paths.packs, build_pack(load_inputs(lake, AS_OF), "acme"))
+    publish(paths.packs, build_pack(load_inputs(lake, "acme", AS_OF)))
     return paths.packs / "acme"
 
 

@@ -31,8 +31,8 @@ from pipeline.storage.lake import Lake
 from tests.crash_hook import install
 install()
 paths = Paths.from_env(sys.argv[1])
-inputs = load_inputs(Lake(paths), datetime.fromisoformat(sys.argv[2]))
-print(publish(paths.packs, build_pack(inputs, "acme"), keep=1).version)
+inputs = load_inputs(Lake(paths), "acme", datetime.fromisoformat(sys.argv[2]))
+print(publish(paths.packs, build_pack(inputs), keep=1).version)
 """
 BEFORE_SWAP = [
     "first_file_written",
@@ -46,7 +46,7 @@ AFTER_SWAP = ["latest_swapped", "pruning", "pruned"]
 
 
 def _new_content(paths: Paths) -> None:
-    key = paths.partition("decay_snapshots", "2026-11-07")
+    key = paths.for_tenant("acme").partition("decay_snapshots", "2026-11-07")
     pl.read_parquet(key).with_columns(pl.col("confidence") * 0.9).write_parquet(key)
 
 
@@ -68,7 +68,7 @@ def _run_publisher(paths: Paths, crash_at: str | None) -> subprocess.CompletedPr
 @pytest.mark.parametrize("step", BEFORE_SWAP + AFTER_SWAP)
 def test_killed_publisher_leaves_a_live_valid_pack(tmp_path: Path, step: str) -> None:
     paths = make_lake(tmp_path / "home")
-    old = publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme")).version
+    old = publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF))).version
     _new_content(paths)
 
     killed = _run_publisher(paths, step)
@@ -90,7 +90,7 @@ def test_killed_publisher_leaves_a_live_valid_pack(tmp_path: Path, step: str) ->
             assert child.name.startswith(".") or child.name == "LATEST", child.name
 
     # The next publish cleans up after the dead one and makes the new content live.
-    new = publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme"), keep=1).version
+    new = publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF)), keep=1).version
     assert read_latest(tenant) == new != old
     assert MemoryPack.load(tenant).version == new
     leftovers = [

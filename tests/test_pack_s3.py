@@ -36,8 +36,8 @@ CONCURRENT_PUBLISHES = 20
 
 
 def _publish(paths: Paths, tenant: str = "acme", keep: int = 7, days: int = 0) -> PublishResult:
-    inputs = load_inputs(Lake(paths), AS_OF + timedelta(days=days))
-    return publish(paths.packs, build_pack(inputs, tenant), run_id="s3-test", keep=keep)
+    inputs = load_inputs(Lake(paths), tenant, AS_OF + timedelta(days=days))
+    return publish(paths.packs, build_pack(inputs), run_id="s3-test", keep=keep)
 
 
 def _objects(tenant_dir: ObjectPath) -> list[str]:
@@ -73,7 +73,7 @@ def test_publish_to_s3_then_load_and_verify(paths: Paths, s3_packs: str, tmp_pat
     assert str(pack.path) == f"{s3_packs}/acme/{result.version}"
     assert pack.embeddings.shape[0] == files["embeddings.npy"]["rows"] == 6
     # The same content published to a local folder is byte for byte the same pack.
-    local = publish(tmp_path / "local", build_pack(load_inputs(Lake(paths), AS_OF), "acme"))
+    local = publish(tmp_path / "local", build_pack(load_inputs(Lake(paths), "acme", AS_OF)))
     assert local.manifest["content_hash"] == result.manifest["content_hash"]
     local_pack = MemoryPack.load(tmp_path / "local" / "acme")
     assert local_pack.memories.equals(pack.memories)
@@ -204,7 +204,7 @@ def test_publish_assets_in_dagster_publish_to_s3(tmp_path: Path, s3_packs: str) 
     """Each tenant's run publishes its pack to S3; the analytics build lists both."""
     from assets.publish import memory_pack
 
-    paths = make_lake(tmp_path / "home", by_tenant=True)  # as the tenants' runs read it
+    paths = make_lake(tmp_path / "home")
     with dg.instance_for_test() as instance:
         results = {
             tenant: materialize_tenant([memory_pack], paths.home, instance, tenant=tenant)
@@ -233,8 +233,8 @@ from pipeline.storage.lake import Lake
 from tests.crash_hook import install
 install()
 paths = Paths.from_env(sys.argv[1])
-inputs = load_inputs(Lake(paths), datetime.fromisoformat(sys.argv[2]))
-print(publish(paths.packs, build_pack(inputs, "acme"), keep=1).version)
+inputs = load_inputs(Lake(paths), "acme", datetime.fromisoformat(sys.argv[2]))
+print(publish(paths.packs, build_pack(inputs), keep=1).version)
 """
 
 

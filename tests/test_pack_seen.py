@@ -23,10 +23,10 @@ from tests.test_pack_writer import _change_lake
 def _two_nights(home: Path) -> tuple[Path, str, str]:
     """A tenant folder with two published versions (the second a day later); LATEST at the second."""
     paths = make_lake(home, tenants=("acme",))
-    first = publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme"))
+    first = publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF)))
     _change_lake(paths, 0.9)
-    inputs = load_inputs(Lake(paths), AS_OF + timedelta(days=1))
-    second = publish(paths.packs, build_pack(inputs, "acme"))
+    inputs = load_inputs(Lake(paths), "acme", AS_OF + timedelta(days=1))
+    second = publish(paths.packs, build_pack(inputs))
     return paths.packs / "acme", first.version, second.version
 
 

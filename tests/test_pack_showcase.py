@@ -11,8 +11,7 @@ from tests.test_pack_support import AS_OF, make_lake
 
 def test_describe_pack(tmp_path: Path) -> None:
     paths = make_lake(tmp_path)
-    inputs = load_inputs(Lake(paths), AS_OF)
-    version = publish(paths.packs, build_pack(inputs, "acme")).version
+    version = publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF))).version
     text = describe_pack(paths.packs / "acme")
     assert f"Memory pack acme {version}: 6 memories" in text
     assert "Few-shot examples for system 'support':" in text

@@ -302,26 +302,14 @@ def tenant_frames(tenant: str) -> dict[str, pl.DataFrame]:
 
 
 def make_lake(
-    home: Path,
-    tenants: tuple[str, ...] = ("acme", "globex"),
-    skip: tuple[str, ...] = (),
-    by_tenant: bool = False,
+    home: Path, tenants: tuple[str, ...] = ("acme", "globex"), skip: tuple[str, ...] = ()
 ) -> Paths:
-    """Write every pack input for `tenants` into `<home>/lake`; tables in `skip` stay absent.
-    `by_tenant`: each tenant's rows in its own folders, as the pipeline lays them out (what a
-    tenant's run reads); else every tenant's rows in one file per table."""
+    """Write every pack input for `tenants` into `<home>/lake`, each tenant's rows in its own
+    folders as the pipeline lays them out (what a tenant's run reads); tables in `skip` stay
+    absent. The home's view is returned: `paths.for_tenant(t)` is a tenant's."""
     paths = Paths.from_env(home)
-    per_tenant = [tenant_frames(t) for t in tenants]
-    if by_tenant:
-        for tenant, frames in zip(tenants, per_tenant, strict=True):
-            _write_inputs(paths.for_tenant(tenant), frames, skip)
-    else:
-        names = per_tenant[0]
-        _write_inputs(
-            paths,
-            {n: pl.concat([f[n] for f in per_tenant], how="vertical_relaxed") for n in names},
-            skip,
-        )
+    for tenant in tenants:
+        _write_inputs(paths.for_tenant(tenant), tenant_frames(tenant), skip)
     lake = Lake(paths)
     for day in range(7):
         key = (date(2026, 11, 1) + timedelta(days=day)).isoformat()

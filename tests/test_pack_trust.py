@@ -45,9 +45,8 @@ PARQUET_FILES = sorted(name for name in DATA_FILES if name.endswith(".parquet"))
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     paths = make_lake(tmp_path_factory.mktemp("home"))
-    inputs = load_inputs(Lake(paths), AS_OF)
-    for tenant in inputs.tenants():
-        publish(paths.packs, build_pack(inputs, tenant))
+    for tenant in ("acme", "globex"):
+        publish(paths.packs, build_pack(load_inputs(Lake(paths), tenant, AS_OF)))
     return paths.packs
 
 
@@ -148,13 +147,13 @@ def test_a_pack_key_refuses_packs_signed_by_anyone_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paths = make_lake(tmp_path / "home", tenants=("acme",))
-    unsigned = publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme"))
+    unsigned = publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF)))
     _refused(unsigned.path, "not signed with this app's pack key", key=KEY)
     monkeypatch.setenv(KEY_ENV, KEY)
     _refused(unsigned.path, "not signed with this app's pack key")  # the key from the environment
 
     # Signing with the key republishes identical content (apps with the key refuse the old one).
-    signed = publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme"))
+    signed = publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF)))
     assert signed.published and signed.version != unsigned.version
     assert MemoryPack.load(paths.packs / "acme").version == signed.version
     assert "hmac-sha256 " in (signed.path / SEAL).read_text()
@@ -171,9 +170,9 @@ def test_a_pack_key_refuses_packs_signed_by_anyone_else(
 
 def test_an_unsealed_live_pack_is_republished(tmp_path: Path) -> None:
     paths = make_lake(tmp_path / "home", tenants=("acme",))
-    first = publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme"))
+    first = publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF)))
     (first.path / SEAL).unlink()  # as an older memorypack left it
-    again = publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme"))
+    again = publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF)))
     assert again.published and again.version != first.version
     assert MemoryPack.load(paths.packs / "acme").version == again.version
 
@@ -323,10 +322,10 @@ def test_a_tampered_latest_cannot_roll_a_running_app_back(tmp_path: Path) -> Non
     from tests.test_pack_writer import _change_lake
 
     paths = make_lake(tmp_path / "home")
-    first = publish(paths.packs, build_pack(load_inputs(Lake(paths), AS_OF), "acme"))
+    first = publish(paths.packs, build_pack(load_inputs(Lake(paths), "acme", AS_OF)))
     _change_lake(paths, 0.9)  # the next night: new content, a day later
-    inputs = load_inputs(Lake(paths), AS_OF + timedelta(days=1))
-    second = publish(paths.packs, build_pack(inputs, "acme"))
+    inputs = load_inputs(Lake(paths), "acme", AS_OF + timedelta(days=1))
+    second = publish(paths.packs, build_pack(inputs))
     tenant = paths.packs / "acme"
     app = MemoryPack.load(tenant)
     assert app.version == second.version != first.version
@@ -353,7 +352,7 @@ def test_a_tampered_latest_cannot_roll_a_running_app_back(tmp_path: Path) -> Non
 
 # ---- field size limits -------------------------------------------------------------------------
 def test_publishing_cuts_long_texts_and_the_loader_refuses_them(tmp_path: Path) -> None:
-    paths = make_lake(tmp_path / "home", tenants=("acme",))
+    paths = make_lake(tmp_path / "home", tenants=("acme",)).for_tenant("acme")
     lake = Lake(paths)
     statements = lake.read("memory_statements").collect()
     long_text = "Always email, never call. " + "x" * (MAX_FIELD_CHARS * 3)
@@ -368,7 +367,7 @@ def test_publishing_cuts_long_texts_and_the_loader_refuses_them(tmp_path: Path) 
             .otherwise("tags"),
         ),
     )
-    result = publish(paths.packs, build_pack(load_inputs(lake, AS_OF), "acme"))
+    result = publish(paths.packs, build_pack(load_inputs(lake, "acme", AS_OF)))
     pack = MemoryPack.load(paths.packs / "acme")
     text = pack.memory("a-m0")["text"]
     assert len(text) == MAX_FIELD_CHARS and text.endswith(TRUNCATION_MARK)

@@ -27,15 +27,15 @@ from tests.test_pack_support import AS_OF, DIM, PLANTED, make_lake
 
 
 def _publish(paths: Paths, tenant: str = "acme", as_of=AS_OF, keep: int = 7, run_id: str = "run-1"):
-    inputs = load_inputs(Lake(paths), as_of)
-    content = build_pack(inputs, tenant)
+    inputs = load_inputs(Lake(paths), tenant, as_of)
+    content = build_pack(inputs)
     assert all(g.passed for g in run_guards(content, inputs))
     return publish(paths.packs, content, run_id=run_id, keep=keep)
 
 
 def _change_lake(paths: Paths, confidence: float) -> None:
     """A new nightly result: the explicit instruction's confidence changes."""
-    key = paths.partition("decay_snapshots", "2026-11-07")
+    key = paths.for_tenant("acme").partition("decay_snapshots", "2026-11-07")
     frame = pl.read_parquet(key).with_columns(
         pl.when(pl.col("memory_id") == "a-m0")
         .then(confidence)
@@ -63,7 +63,8 @@ def test_publish_writes_a_complete_manifest(paths: Paths) -> None:
     assert manifest["producer"]["dagster_run_id"] == "run-1"
     assert manifest["producer"]["version"]
     assert manifest["inputs"]["load_dates"][0] == "2026-11-01"
-    assert manifest["inputs"]["events"] == {"feedback": 1, "interaction": 1, "memory": 1}
+    # Counted in the tenant's own typed tables (make_lake writes no feedback table).
+    assert manifest["inputs"]["events"] == {"interaction": 4, "memory": 3}
     assert manifest["inputs"]["decay_snapshot"] == "2026-11-07"
     assert manifest["models"] == {
         "embedding": {"model": "all-MiniLM-L6-v2+onnx-int8.v2", "dim": DIM},
@@ -88,8 +89,9 @@ def test_memories_and_embeddings_line_up(paths: Paths) -> None:
     matrix = np.load(result.path / "embeddings.npy")
     assert matrix.dtype == np.float32 and matrix.shape == (6, DIM)
     np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, rtol=1e-5)
-    embedded = pl.read_parquet(paths.table("memory_embeddings"))
-    cache = EmbeddingCache(paths.embedding_cache).vectors(embedded["model"][0])
+    acme = paths.for_tenant("acme")
+    embedded = pl.read_parquet(acme.table("memory_embeddings"))
+    cache = EmbeddingCache(acme.embedding_cache).vectors(embedded["model"][0])
     text_of = dict(embedded.select("memory_id", "text_hash").iter_rows())
     for i, memory in enumerate(memories):
         expected = cache.of(pl.Series([text_of[memory["memory_id"]]]))[0]
@@ -218,8 +220,8 @@ def test_republishing_a_kept_version_after_rollback_reactivates_it(paths: Paths)
 
 
 def test_guards_catch_bad_inputs(paths: Paths) -> None:
-    inputs = load_inputs(Lake(paths), AS_OF)
-    content = build_pack(inputs, "acme")
+    inputs = load_inputs(Lake(paths), "acme", AS_OF)
+    content = build_pack(inputs)
     memories = content.frames["memories.parquet"]
     content.frames["memories.parquet"] = memories.with_columns(
         pl.when(pl.col("memory_id") == "a-i1")
@@ -252,7 +254,7 @@ def test_guards_catch_bad_inputs(paths: Paths) -> None:
 
 def _leaky(paths: Paths, text: str = "call 030-12345678"):
     """acme's pack with a value the redactor missed planted in a memory's text."""
-    content = build_pack(load_inputs(Lake(paths), AS_OF), "acme")
+    content = build_pack(load_inputs(Lake(paths), "acme", AS_OF))
     memories = content.frames["memories.parquet"]
     leak = pl.when(pl.col("memory_id") == "a-i3").then(pl.lit(text))
     content.frames["memories.parquet"] = memories.with_columns(
@@ -280,8 +282,8 @@ def test_the_pii_guard_scans_a_clean_text_once_and_a_leak_every_time(
 
     def pii_guard(content=None) -> tuple[bool, dict]:
         scanned.clear()
-        inputs = load_inputs(Lake(paths), AS_OF)  # a new night: a new redactor, the same cache
-        result = {g.name: g for g in run_guards(content or build_pack(inputs, "acme"), inputs)}
+        inputs = load_inputs(Lake(paths), "acme", AS_OF)  # a new night: a new redactor, same cache
+        result = {g.name: g for g in run_guards(content or build_pack(inputs), inputs)}
         found = result["pack_pii_redacted"]
         return found.passed, found.metadata["masked"]
 
@@ -321,7 +323,7 @@ def test_a_value_the_redactor_missed_is_masked_and_the_tenant_publishes(paths: P
         )
         return content
 
-    inputs = load_inputs(Lake(paths), AS_OF)
+    inputs = load_inputs(Lake(paths), "acme", AS_OF)
     content = planted()
     results = {g.name: g for g in run_guards(content, inputs)}
     pii = results["pack_pii_redacted"]
@@ -355,8 +357,8 @@ def test_a_value_the_redactor_missed_is_masked_and_the_tenant_publishes(paths: P
 
 def test_counter_ids_pass_the_guard_untouched(paths: Paths) -> None:
     """Issue 40: event ids like ix-000394-153365 are no phones: nothing is masked."""
-    inputs = load_inputs(Lake(paths), AS_OF)
-    content = build_pack(inputs, "acme")
+    inputs = load_inputs(Lake(paths), "acme", AS_OF)
+    content = build_pack(inputs)
     ids = content.frames["memories.parquet"]["memory_id"].to_list()
     swap = {old: f"ix-000394-15336{i}" for i, old in enumerate(ids)}
     for name, frame in content.frames.items():
@@ -372,8 +374,8 @@ def test_counter_ids_pass_the_guard_untouched(paths: Paths) -> None:
 
 
 def test_corrected_examples_are_allowed_despite_negative_feedback(paths: Paths) -> None:
-    inputs = load_inputs(Lake(paths), AS_OF)
-    content = build_pack(inputs, "acme")
+    inputs = load_inputs(Lake(paths), "acme", AS_OF)
+    content = build_pack(inputs)
     content.frames["few_shot.parquet"] = content.frames["few_shot.parquet"].with_columns(
         pl.lit("a-i1").alias("memory_id"), pl.lit(True).alias("is_corrected")
     )
@@ -477,7 +479,7 @@ def test_the_packs_vectors_are_the_encoders_of_its_redacted_text(tmp_path: Path)
     )
     from tests.tenant_runs import declared
 
-    paths = make_lake(tmp_path / "home", tenants=("acme",))
+    paths = make_lake(tmp_path / "home", tenants=("acme",)).for_tenant("acme")
     config = EmbedConfig(export_dir=paths.models / "embeddings")
     name = model_name(None, available_backend(config.backend))
     lake = Lake(paths)
@@ -487,7 +489,7 @@ def test_the_packs_vectors_are_the_encoders_of_its_redacted_text(tmp_path: Path)
     cache.append(name, raw.fresh)
     lake.write("memory_embeddings", declared("memory_embeddings", raw.embeddings))
 
-    content = build_pack(load_inputs(lake, AS_OF), "acme")
+    content = build_pack(load_inputs(lake, "acme", AS_OF))
     memories = content.frames["memories.parquet"]
     matrix = content.embeddings.read()
     model = load_model(None, available_backend(config.backend), config.export_dir)

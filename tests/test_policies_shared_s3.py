@@ -49,7 +49,7 @@ def test_a_policy_trained_on_one_host_is_reused_and_withdrawn_on_another(
     sft = _sft(pairs)
 
     first = _host(home, tmp_path / "host-a", monkeypatch)
-    [trained] = train_shared(first, pairs, sft, FAST, ["acme"])
+    trained = train_shared(first, pairs, sft, FAST, "acme")
     assert trained.status == STATUS_TRAINED and not trained.reused
     store = shared_policies(first)
     assert isinstance(store, ObjectPath)
@@ -59,7 +59,7 @@ def test_a_policy_trained_on_one_host_is_reused_and_withdrawn_on_another(
 
     second = _host(home, tmp_path / "host-b", monkeypatch)
     assert not second.models.exists()
-    [reused] = train_shared(second, pairs, sft, FAST, ["acme"])
+    reused = train_shared(second, pairs, sft, FAST, "acme")
     assert reused.reused and reused.policy_id == trained.policy_id
     assert reused.model_dir == str(second.models / str(trained.policy_id))
     assert reused.eval_accuracy == trained.eval_accuracy
@@ -80,9 +80,9 @@ def test_a_policy_trained_on_one_host_is_reused_and_withdrawn_on_another(
     withdrawn = Lake(first).read("policy_withdrawals").collect()
     assert withdrawn["policy_id"].to_list() == [trained.policy_id]
     second = _host(home, tmp_path / "host-b", monkeypatch)
-    [again] = train_shared(second, pairs, sft, FAST, ["acme"])
+    again = train_shared(second, pairs, sft, FAST, "acme")
     assert again.status == STATUS_TRAINED and not again.reused
     assert {o.relative_to(store).split("/")[0] for o in store.walk_files()} == {again.policy_id}
     # Trained again after the withdrawal (the same pairs: the same id), it is kept and reused.
-    [after] = train_shared(second, pairs, sft, FAST, ["acme"])
+    after = train_shared(second, pairs, sft, FAST, "acme")
     assert after.reused and after.policy_id == again.policy_id

@@ -32,7 +32,7 @@ from pipeline.preference.dpo import (
 )
 from pipeline.preference.dpo.runs import consistent_sample, finished_runs
 from pipeline.preference.dpo.settings import TRAINED_AT
-from pipeline.preference.dpo.shipped import BUSY, ship_policies, training_due
+from pipeline.preference.dpo.shipped import BUSY, ship_policy, training_due
 from pipeline.preference.pairs import finalize_pairs
 from pipeline.storage.homelock import training_scope
 from tests.test_homelock import held_elsewhere
@@ -91,7 +91,7 @@ def test_a_pack_ships_the_newest_finished_policy_of_any_config(tmp_path: Path) -
     _saved(paths.models, "acme-eu", pairs, CONFIG, "2026-11-03T00:00:00", 20)  # another tenant
     (paths.models / "acme-000000000000").mkdir()  # a policy whose write never finished
     assert [r["policy_id"] for r in finished_runs("acme", paths.models)] == [full, small]
-    (run,) = ship_policies(paths, _never, _never, CONFIG, ["acme"])
+    run = ship_policy(paths, _never, _never, CONFIG, "acme")
     assert (run.policy_id, run.status, run.reused) == (full, STATUS_TRAINED, True)
     assert run.model_dir == str(paths.models / full)
 
@@ -101,7 +101,7 @@ def test_a_first_night_waits_for_no_training_under_way(tmp_path: Path) -> None:
     goes on without a policy (its templates stay the registry's) instead of waiting."""
     paths = Paths(tmp_path)
     with held_elsewhere(paths.local, training_scope("acme")):
-        (run,) = ship_policies(paths, _never, _never, CONFIG, ["acme"])
+        run = ship_policy(paths, _never, _never, CONFIG, "acme")
     assert (run.policy_id, run.status, run.skipped_reason) == (None, STATUS_SKIPPED, BUSY)
 
 
@@ -113,26 +113,26 @@ def test_a_first_night_trains_the_small_policy_in_its_run(tmp_path: Path) -> Non
         "tenant_id", "prompt", pl.col("chosen").alias("completion")
     )
     config = replace(CONFIG, first_max_steps=3)
-    (run,) = ship_policies(paths, lambda: pairs, lambda: sft, config, ["acme"])
+    run = ship_policy(paths, lambda: pairs, lambda: sft, config, "acme")
     assert (run.status, run.steps, run.n_sft, run.reused) == (STATUS_TRAINED, 3, 0, False)
     saved = json.loads((paths.models / str(run.policy_id) / RUN_FILE).read_text())
     assert saved["config"] == json.loads(config.first_policy().fingerprint())
     # the configured policy is still due: it trains after the publish
     train = pairs.filter(pl.col("split") == "train").select("tenant_id", "pair_id")
-    assert training_due(train, config, paths, ["acme"]) == {"acme": "no policy of its config yet"}
+    assert training_due(train, config, paths, "acme") == "no policy of its config yet"
 
 
 def test_the_configured_policy_is_due_until_trained_and_again_after_growth(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     pairs = _train_pairs(20)
     _saved(paths.models, "acme", pairs, CONFIG.first_policy(), "2026-11-02T02:00:00", 20)
-    assert training_due(pairs, CONFIG, paths, ["acme"]) == {"acme": "no policy of its config yet"}
-    assert training_due(pairs.head(4), CONFIG, paths, ["acme"]) == {}  # under min_pairs: skips
+    assert training_due(pairs, CONFIG, paths, "acme") == "no policy of its config yet"
+    assert training_due(pairs.head(4), CONFIG, paths, "acme") is None  # under min_pairs: skips
     _saved(paths.models, "acme", pairs, CONFIG, "2026-11-02T02:30:00", 20)
-    assert training_due(pairs, CONFIG, paths, ["acme"]) == {}
-    assert training_due(_train_pairs(23), CONFIG, paths, ["acme"]) == {}  # +15 %: reused
-    grown = training_due(_train_pairs(24), CONFIG, paths, ["acme"])  # +20 %
-    assert grown == {"acme": "its train pairs grew from 20 to 24 (retrain_growth 20%)"}
+    assert training_due(pairs, CONFIG, paths, "acme") is None
+    assert training_due(_train_pairs(23), CONFIG, paths, "acme") is None  # +15 %: reused
+    grown = training_due(_train_pairs(24), CONFIG, paths, "acme")  # +20 %
+    assert grown == "its train pairs grew from 20 to 24 (retrain_growth 20%)"
 
 
 def _tenant_run(

@@ -122,7 +122,7 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
         )
         assert trained.success
         (training,) = trained.asset_materializations_for_node("policy_training")
-        assert training.metadata["tenants_trained"].value == 1
+        assert training.metadata["status"].value == "trained"
         # The next night: its run ships the policy trained after the first night's publish.
         results = _run_tenants(home, instance)
         checks = {
@@ -139,11 +139,8 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
         }
         assert checks == {tenant: passed for tenant in TENANTS}
         meta = {t: _policy_meta(r) for t, r in results.items()}
-        shipped = {
-            t: (m["tenants_trained"].value, m["tenants_skipped"].value, m["runs_recorded"].value)
-            for t, m in meta.items()
-        }
-        assert shipped == {"acme": (1, 0, 1), "tiny": (0, 1, 0)}
+        shipped = {t: (m["status"].value, m["runs_recorded"].value) for t, m in meta.items()}
+        assert shipped == {"acme": ("trained", 1), "tiny": ("skipped", 0)}
         assert not any(m["training_due"].value for m in meta.values())
         assert meta["acme"]["learning"].value == (
             "learning beats the length rule, and is not below chance, for every policy (1 judged)"

@@ -33,7 +33,7 @@ EXTRA = [
 
 
 def _lake(home: Path) -> Path:
-    paths = make_lake(home, tenants=("acme",))
+    paths = make_lake(home, tenants=("acme",)).for_tenant("acme")
     lake, frames = Lake(paths), tenant_frames("acme")
     statements = pl.DataFrame(
         {
@@ -86,7 +86,7 @@ def _lake(home: Path) -> Path:
         RUN_DATE,
         declared("decay_snapshots", pl.concat([decay, extra], how="diagonal_relaxed")),
     )
-    publish(paths.packs, build_pack(load_inputs(lake, AS_OF), "acme"))
+    publish(paths.packs, build_pack(load_inputs(lake, "acme", AS_OF)))
     return paths.packs / "acme"
 
 

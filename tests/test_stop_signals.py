@@ -86,7 +86,7 @@ def due_tenant(home: str, landing: Path, tenant: str, *rest: Any) -> Any:
     import assets.preference_policy
     from jobs.runner import run_tenant
 
-    assets.preference_policy.training_due = lambda *a: {tenant: "held by the test"}  # type: ignore[assignment]
+    assets.preference_policy.training_due = lambda *a: "held by the test"  # type: ignore[assignment]
     return run_tenant(home, landing, tenant, *rest)
 
 

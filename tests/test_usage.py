@@ -188,12 +188,13 @@ def test_the_pack_cuts_harmful_memories_as_if_corrected_and_raises_helpful_ones(
         }
     )
     inputs = PackInputs(
+        "acme",
         datetime(2026, 11, 3, tzinfo=UTC),
         {"pack_usage": usage.lazy(), "feedback_scores": scores.lazy()},
         [],
         None,
     )
-    out = {r["memory_id"]: r for r in judged_in_use(memories, inputs, "acme").to_dicts()}
+    out = {r["memory_id"]: r for r in judged_in_use(memories, inputs).to_dicts()}
     assert out["bad"]["confidence"] == pytest.approx(0.6 * (1 + 0.2 * (2 * 2 / 5 - 1)))
     # 3 up and 2 down (the correction) through the Beta(2, 2) prior: 2 · 5 / 9 − 1
     corrected = (1 + 0.2 * (2 * 5 / 9 - 1)) / (1 + 0.2 * 0.25)
@@ -206,6 +207,6 @@ def test_the_pack_cuts_harmful_memories_as_if_corrected_and_raises_helpful_ones(
         "[-0.3, -0.1] over 40 uses in 1 skill"
     )
     assert out["good"]["usage_reason"].startswith("confidence +0.05: helpful: effect 0.2")
-    nothing = judged_in_use(memories, PackInputs(inputs.as_of, {}, [], None), "acme")
+    nothing = judged_in_use(memories, PackInputs("acme", inputs.as_of, {}, [], None))
     assert nothing["confidence"].to_list() == memories["confidence"].to_list()
     assert nothing["usage_reason"].null_count() == memories.height

@@ -62,7 +62,7 @@ def _declared(name: str, frame: pl.DataFrame) -> pl.DataFrame:
 def _pack(home: Path, rng: np.random.Generator, holdout: float) -> MemoryPack:
     """A one-tenant pack whose only content is the few-shot sets: 5 examples per skill, each a
     random unit vector, every one rated alike (so relevance alone orders them)."""
-    paths = Paths.from_env(home)
+    paths = Paths.from_env(home).for_tenant(TENANT)  # its folders, as its run writes them
     lake = Lake(paths)
     n = EXAMPLES * len(SKILLS)
     ids = [f"x-{s}-{i}" for s in range(len(SKILLS)) for i in range(EXAMPLES)]
@@ -132,7 +132,7 @@ def _pack(home: Path, rng: np.random.Generator, holdout: float) -> MemoryPack:
             pl.DataFrame({**templates, "template": [f"Answer as {s}." for s in SKILLS]}),
         ),
     )
-    publish(paths.packs, build_pack(load_inputs(lake, AS_OF), TENANT))
+    publish(paths.packs, build_pack(load_inputs(lake, TENANT, AS_OF)))
     return MemoryPack.load(paths.packs / TENANT, holdout_share=holdout)
 
 

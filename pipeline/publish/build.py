@@ -21,19 +21,19 @@ from pipeline.publish.content import (
     PackContent,
     PackInputs,
 )
-from pipeline.publish.inputs import INPUT_TABLES, load_inputs, tenant_rows
+from pipeline.publish.inputs import INPUT_TABLES, load_inputs
 from pipeline.publish.memories import pack_memories
 from pipeline.publish.models import encoder_files
 from pipeline.publish.redaction import redact_pack, with_subject_side
 from pipeline.semantic.embed.texts import normalise_text, text_hashes
 from pipeline.storage.vectors import TextVectors
 
-# load_inputs is the build's other half: callers read the lake, then build each tenant.
+# load_inputs is the build's other half: callers read a tenant's lake folders, then build its pack.
 __all__ = ["build_pack", "load_inputs"]
 
 
 def read_embeddings(
-    inputs: PackInputs, tenant: str, memories: pl.DataFrame
+    inputs: PackInputs, memories: pl.DataFrame
 ) -> tuple[EmbeddingMatrix, str | None]:
     """(matrix, model): row i ↔ memories row i, float32, unit length, the vector of the pack's
     own (redacted) text (SPEC §5 round 3: the vector of the original would carry what the text
@@ -44,11 +44,8 @@ def read_embeddings(
     so nearly every one is there; the rest (a name only the pack's other files gave, a text cut
     to MAX_FIELD_CHARS, a memory embedded before vectors were of redacted text) are encoded here
     once and kept in the cache."""
-    table = tenant_rows(
-        inputs,
-        "memory_embeddings",
-        tenant,
-        {"memory_id": STRING, "text_hash": STRING, "model": STRING},
+    table = inputs.frame(
+        "memory_embeddings", {"memory_id": STRING, "text_hash": STRING, "model": STRING}
     )
     models = table["model"].drop_nulls()
     model = str(models.mode().sort().first()) if models.len() else None
@@ -102,11 +99,9 @@ def unit_blocks(
         yield rows
 
 
-def _vectors(inputs: PackInputs, tenant: str) -> pl.DataFrame:
-    users = tenant_rows(
-        inputs,
+def _vectors(inputs: PackInputs) -> pl.DataFrame:
+    users = inputs.frame(
         "user_preferences",
-        tenant,
         {
             "tenant_id": STRING,
             "user_id": STRING,
@@ -120,10 +115,8 @@ def _vectors(inputs: PackInputs, tenant: str) -> pl.DataFrame:
         pl.col("preference_vector").cast(FLOATS).alias("vector"),
         pl.col("n_updates").cast(pl.Int64).alias("n"),
     )
-    skills = tenant_rows(
-        inputs,
+    skills = inputs.frame(
         "skill_vectors",
-        tenant,
         {"tenant_id": STRING, "skill_id": STRING, "vector": FLOATS, "n_interactions": pl.Int64()},
     ).select(
         "tenant_id",
@@ -139,9 +132,9 @@ def _vectors(inputs: PackInputs, tenant: str) -> pl.DataFrame:
     )
 
 
-def _conflicts(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> pl.DataFrame:
+def _conflicts(inputs: PackInputs, memories: pl.DataFrame) -> pl.DataFrame:
     texts = memories.select("memory_id", "text")
-    frame = tenant_rows(inputs, "memory_conflicts", tenant, PACK_CONFLICT_SCHEMA).drop(
+    frame = inputs.frame("memory_conflicts", PACK_CONFLICT_SCHEMA).drop(
         "text_a", "text_b", strict=False
     )
     return (
@@ -160,15 +153,15 @@ def _conflicts(inputs: PackInputs, tenant: str, memories: pl.DataFrame) -> pl.Da
 
 
 def _models_and_metrics(
-    inputs: PackInputs, tenant: str, model: str | None, dim: int
+    inputs: PackInputs, model: str | None, dim: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     models: dict[str, Any] = {
         "embedding": {"model": model or "unknown", "dim": dim},
         "policy_id": None,
     }
     metrics: dict[str, Any] = {"dpo": None}
-    mine = inputs.rows("dpo_runs", tenant)
-    if mine is not None and "tenant_id" in mine.columns and mine.height:
+    mine = inputs.rows("dpo_runs")
+    if mine is not None and mine.height:
         trained = mine.filter(pl.col("status") == "trained") if "status" in mine.columns else mine
         row = (trained if trained.height else mine).row(-1, named=True)
         models["policy_id"] = (
@@ -178,21 +171,19 @@ def _models_and_metrics(
     return models, metrics
 
 
-def build_pack(
-    inputs: PackInputs, tenant: str, progress: Callable[[str], None] | None = None
-) -> PackContent:
-    """Every file of one tenant's pack, only that tenant's rows, with PII redacted (what the
+def build_pack(inputs: PackInputs, progress: Callable[[str], None] | None = None) -> PackContent:
+    """Every file of the inputs' tenant's pack, from its own rows, with PII redacted (what the
     redaction is doing goes to `progress`)."""
-    memories = pack_memories(inputs, tenant)
+    memories = pack_memories(inputs)
     frames: dict[str, pl.DataFrame] = {"memories.parquet": memories}
-    frames["conflicts.parquet"] = with_subject_side(_conflicts(inputs, tenant, memories))
+    frames["conflicts.parquet"] = with_subject_side(_conflicts(inputs, memories))
     for file_name, (table, schema, keys) in PASS_THROUGH.items():
-        frames[file_name] = tenant_rows(inputs, table, tenant, schema).sort(keys, nulls_last=True)
-    frames["vectors.parquet"] = _vectors(inputs, tenant)
+        frames[file_name] = inputs.frame(table, schema).sort(keys, nulls_last=True)
+    frames["vectors.parquet"] = _vectors(inputs)
 
-    redactions, names = redact_pack(inputs, tenant, frames, progress)
-    embeddings, embedding_model = read_embeddings(inputs, tenant, frames["memories.parquet"])
-    models, metrics = _models_and_metrics(inputs, tenant, embedding_model, embeddings.dim)
+    redactions, names = redact_pack(inputs, frames, progress)
+    embeddings, embedding_model = read_embeddings(inputs, frames["memories.parquet"])
+    models, metrics = _models_and_metrics(inputs, embedding_model, embeddings.dim)
     encoder = (
         encoder_files(embedding_model, embeddings.dim, inputs.models_dir)
         if inputs.models_dir is not None
@@ -201,30 +192,21 @@ def build_pack(
     if encoder is not None:
         models["embedding"]["encoder"] = encoder.spec
     table_rows = {
-        name: (
-            None
-            if name in inputs.missing
-            else int(
-                inputs.tables[name]
-                .filter(pl.col("tenant_id") == tenant)
-                .select(pl.len())
-                .collect()
-                .item()
-            )
-        )
+        name: None
+        if name in inputs.missing
+        else int(inputs.tables[name].select(pl.len()).collect().item())
         for name in INPUT_TABLES
         if name in inputs.missing or "tenant_id" in inputs.columns(name)
     }
     input_info: dict[str, Any] = {
         "run_date": inputs.run_date.isoformat(),
         "load_dates": inputs.load_dates,
-        "ingest_totals_all_tenants": inputs.ingest_totals,
-        "events": dict(sorted(inputs.event_counts.get(tenant, {}).items())),
+        "events": dict(sorted(inputs.event_counts.items())),
         "decay_snapshot": inputs.decay_snapshot,
         "table_rows": table_rows,
         "missing_tables": inputs.missing,
     }
-    uplift = tenant_rows(inputs, "pack_uplift", tenant, tables.schema("pack_uplift"))
+    uplift = inputs.frame("pack_uplift", tables.schema("pack_uplift"))
     if not uplift.is_empty():  # what the receipts measured of earlier versions (SPEC §4.9)
         floats = [c for c, t in uplift.schema.items() if t == pl.Float64]
         input_info["uplift"] = (
@@ -234,7 +216,7 @@ def build_pack(
             .to_dicts()
         )
     return PackContent(
-        tenant,
+        inputs.tenant,
         inputs.as_of,
         frames,
         embeddings,

@@ -140,16 +140,16 @@ DEFAULT_CONFIDENCE = 0.5
 
 @dataclass
 class PackInputs:
-    """Every lake table a pack reads, as scans: a tenant's pack collects only its own rows, so
-    memory holds one tenant at a time, not the lake."""
+    """Every lake table one tenant's pack reads, as scans of that tenant's folders only: the pack
+    is built from them as they are (no row of another tenant is in them to filter out)."""
 
+    tenant: str
     as_of: datetime
     tables: dict[str, pl.LazyFrame]
     missing: list[str]
     decay_snapshot: str | None
     load_dates: list[str] = field(default_factory=list)
-    ingest_totals: dict[str, int] = field(default_factory=dict)
-    event_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    event_counts: dict[str, int] = field(default_factory=dict)  # the tenant's events by type
     cache: EmbeddingCache | None = None  # where memory_embeddings' vectors are
     redactor: Redactor | None = None  # PII redaction with the home's cache and key
     models_dir: Path | None = None  # the embedding stage's ONNX exports (shipped for text queries)
@@ -158,29 +158,35 @@ class PackInputs:
     def run_date(self) -> date:
         return (self.as_of - timedelta(days=1)).date()
 
-    def tenants(self) -> list[str]:
-        found: set[str] = set()
-        for name in ("interactions", "memory_statements"):
-            if name in self.tables:
-                found.update(
-                    self.tables[name]
-                    .select(pl.col("tenant_id").unique())
-                    .collect()["tenant_id"]
-                    .drop_nulls()
-                )
-        return sorted(found)
+    def has_memories(self) -> bool:
+        """Whether the tenant has an interaction or a statement: what a pack is made of."""
+        return any(
+            self.tables[name].head(1).collect().height
+            for name in ("interactions", "memory_statements")
+            if name in self.tables
+        )
 
     def columns(self, name: str) -> list[str]:
         return self.tables[name].collect_schema().names() if name in self.tables else []
 
-    def rows(self, name: str, tenant: str) -> pl.DataFrame | None:
+    def rows(self, name: str) -> pl.DataFrame | None:
         """The tenant's rows of a table (None when the table is not in the lake)."""
         table = self.tables.get(name)
-        if table is None:
-            return None
-        if "tenant_id" not in self.columns(name):
-            return table.collect()
-        return table.filter(pl.col("tenant_id") == tenant).collect()
+        return None if table is None else table.collect()
+
+    def frame(self, name: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+        """The tenant's rows of a table with at least `schema`'s columns (missing ones null; no
+        rows when the table is not in the lake)."""
+        frame = self.rows(name)
+        return pl.DataFrame(schema=schema) if frame is None else ensure_columns(frame, schema)
+
+
+def ensure_columns(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Add any guaranteed column the upstream table does not (yet) have, as nulls."""
+    extra = [
+        pl.lit(None, dtype=dtype).alias(c) for c, dtype in schema.items() if c not in frame.columns
+    ]
+    return frame.with_columns(extra) if extra else frame
 
 
 FILL_ROWS = 16_384  # rows of the embedding matrix handled at a time (24 MiB of 384-dim vectors)

@@ -46,7 +46,7 @@ def _confidences_in_range(content: PackContent, inputs: PackInputs) -> GuardResu
 def _few_shot_not_negative(content: PackContent, inputs: PackInputs) -> GuardResult:
     """No example whose own feedback is net-negative (a corrected output is the positive side)."""
     examples = content.frames["few_shot.parquet"]
-    scores = inputs.rows("feedback_scores", content.tenant_id)
+    scores = inputs.rows("feedback_scores")
     negative = examples.clear()
     if scores is not None and examples.height:
         sides = (
@@ -59,10 +59,8 @@ def _few_shot_not_negative(content: PackContent, inputs: PackInputs) -> GuardRes
             if sides
             else (pl.col("quality_score") < 0)
         )
-        mine = scores.filter(pl.col("tenant_id") == content.tenant_id).select(
-            "memory_id", net.alias("net_negative")
-        )
-        negative = examples.join(mine, on="memory_id", how="left").filter(
+        votes = scores.select("memory_id", net.alias("net_negative"))
+        negative = examples.join(votes, on="memory_id", how="left").filter(
             pl.col("net_negative").fill_null(False) & ~pl.col("is_corrected").fill_null(False)
         )
     ids = negative["memory_id"].head(MAX_EXAMPLES).to_list()

@@ -1,5 +1,5 @@
-"""Reading a pack's inputs from the lake: scans of every table as of the run, one tenant's rows at
-a time."""
+"""Reading one tenant's pack inputs from the lake: scans of its folders of every table as of the
+run."""
 
 from __future__ import annotations
 
@@ -52,8 +52,12 @@ def _decay_snapshot(lake: Lake, run_date: date) -> tuple[pl.LazyFrame | None, st
     return None, None
 
 
-def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
-    """Scans of every pack input; records the ones that are not in the lake yet."""
+def load_inputs(lake: Lake, tenant: str, as_of: datetime) -> PackInputs:
+    """Scans of every pack input of `tenant`, read from its own folders (`tenant_id=<tenant>`) of
+    the lake whatever view `lake` has; records the tables that are not in the lake yet."""
+    if lake.paths.tenant not in (None, tenant):
+        raise ValueError(f"{tenant}'s pack inputs read from {lake.paths.tenant}'s view of the lake")
+    lake = Lake(lake.paths.for_tenant(tenant))
     run_date = (as_of - timedelta(days=1)).date()
     tables: dict[str, pl.LazyFrame] = {}
     missing: list[str] = []
@@ -71,67 +75,30 @@ def load_inputs(lake: Lake, as_of: datetime) -> PackInputs:
             frame = frame.filter(pl.col("load_date").cast(pl.Date) <= run_date)
         tables[name] = frame
     tables |= {name: lake.read(name) for name in USAGE_TABLES if lake.exists(name)}
-    inputs = PackInputs(as_of, tables, missing, snapshot_key)
+    inputs = PackInputs(tenant, as_of, tables, missing, snapshot_key)
     inputs.redactor = Redactor.for_home(lake.paths)
     inputs.models_dir = lake.paths.models / "embeddings"
     if "memory_embeddings" in tables:
         inputs.cache = EmbeddingCache(lake.paths.embedding_cache)
-    if lake.paths.tenant is not None:  # a tenant's run: its own tables, never the shared ones
-        inputs.load_dates, inputs.event_counts = _own_counts(lake, run_date)
-        return inputs
-    if lake.exists("ingest_stats"):
-        stats = lake.read("ingest_stats").collect()
-        stats = stats.filter(pl.col("load_date").cast(pl.Date) <= run_date)
-        inputs.load_dates = sorted(str(d) for d in stats["load_date"].unique().to_list())
-        inputs.ingest_totals = {
-            c: int(stats[c].sum())
-            for c in ("lines_read", "accepted", "duplicates", "quarantined")
-            if c in stats.columns
-        }
-    if lake.exists("events"):
-        counts = (
-            lake.read("events")
-            .filter(pl.col("load_date").cast(pl.Date) <= run_date)
-            .group_by("tenant_id", "event_type")
-            .len()
-            .collect()
-        )
-        for tenant, event_type, n in counts.iter_rows():
-            inputs.event_counts.setdefault(tenant, {})[event_type] = int(n)
+    # Its own typed tables, never ingest's shared ones (which hold every tenant's rows).
+    inputs.load_dates, inputs.event_counts = _own_counts(lake, run_date)
     return inputs
 
 
-def _own_counts(lake: Lake, run_date: date) -> tuple[list[str], dict[str, dict[str, int]]]:
+def _own_counts(lake: Lake, run_date: date) -> tuple[list[str], dict[str, int]]:
     """The tenant's load dates and events by type up to `run_date`, from its typed tables."""
     dates: set[str] = set()
-    counts: dict[str, dict[str, int]] = {}
+    counts: dict[str, int] = {}
     for name, (kind, _) in TYPED_TABLES.items():
         if not lake.exists(name):
             continue
         frame = (
             lake.read(name)
             .filter(pl.col("load_date").cast(pl.Date) <= run_date)
-            .select("tenant_id", "load_date")
+            .select("load_date")
             .collect()
         )
         dates |= {str(d) for d in frame["load_date"].unique().to_list()}
-        for tenant, n in frame.group_by("tenant_id").len().iter_rows():
-            counts.setdefault(tenant, {})[kind.value] = int(n)
+        if frame.height:
+            counts[kind.value] = frame.height
     return sorted(dates), counts
-
-
-def ensure_columns(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """Add any guaranteed column the upstream table does not (yet) have, as nulls."""
-    extra = [
-        pl.lit(None, dtype=dtype).alias(c) for c, dtype in schema.items() if c not in frame.columns
-    ]
-    return frame.with_columns(extra) if extra else frame
-
-
-def tenant_rows(
-    inputs: PackInputs, name: str, tenant: str, schema: dict[str, pl.DataType]
-) -> pl.DataFrame:
-    frame = inputs.rows(name, tenant)
-    if frame is None:
-        return pl.DataFrame(schema=schema)
-    return ensure_columns(frame, schema)

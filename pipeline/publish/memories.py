@@ -17,21 +17,21 @@ from pipeline.publish.content import (
     STRINGS,
     TIMESTAMP,
     PackInputs,
+    ensure_columns,
 )
-from pipeline.publish.inputs import ensure_columns, tenant_rows
 from pipeline.usage import USAGE_CONFIG, boosts, demoted
 
 
-def pack_memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
+def pack_memories(inputs: PackInputs) -> pl.DataFrame:
     """One row a memory the app may see: what it says, joined with its decay, feedback scores,
     conflicts, embedding and promotion (archived memories stay out)."""
-    memories = _memory_rows(inputs, tenant)
-    decay = _typed_rows(inputs, "decay_snapshots", tenant, DECAY_COLUMNS)
-    scores = _typed_rows(inputs, "feedback_scores", tenant, SCORE_COLUMNS)
-    conflicts = tenant_rows(inputs, "memory_conflicts", tenant, PACK_CONFLICT_SCHEMA)
-    promotions = _promotions(inputs, tenant, conflicts)
+    memories = _memory_rows(inputs)
+    decay = _typed_rows(inputs, "decay_snapshots", DECAY_COLUMNS)
+    scores = _typed_rows(inputs, "feedback_scores", SCORE_COLUMNS)
+    conflicts = inputs.frame("memory_conflicts", PACK_CONFLICT_SCHEMA)
+    promotions = _promotions(inputs, conflicts)
     in_conflict = pl.concat([conflicts["memory_id_a"], conflicts["memory_id_b"]]).drop_nulls()
-    embedded = tenant_rows(inputs, "memory_embeddings", tenant, {"memory_id": STRING})["memory_id"]
+    embedded = inputs.frame("memory_embeddings", {"memory_id": STRING})["memory_id"]
     return (
         memories.unique("memory_id", keep="last", maintain_order=True)
         .join(decay.unique("memory_id"), on="memory_id", how="left")
@@ -56,7 +56,7 @@ def pack_memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
         )
         # Archived memories stay in the lake and warehouse (nothing is deleted); apps get the rest.
         .filter(pl.col("status") != "archived")
-        .pipe(judged_in_use, inputs, tenant)
+        .pipe(judged_in_use, inputs)
         .select([pl.col(c).cast(t) for c, t in MEMORY_SCHEMA.items()])
         .sort("memory_id")
         # Only packs with a memory the receipts judged carry the column: without receipts, the
@@ -65,17 +65,17 @@ def pack_memories(inputs: PackInputs, tenant: str) -> pl.DataFrame:
     )
 
 
-def judged_in_use(memories: pl.DataFrame, inputs: PackInputs, tenant: str) -> pl.DataFrame:
+def judged_in_use(memories: pl.DataFrame, inputs: PackInputs) -> pl.DataFrame:
     """What the calls' receipts measured (SPEC §4.9): a memory confidently harmful in some skill
     has its confidence cut as if a person had corrected it (its reputation with one correction
     more, `reputation_if_corrected`); one confidently helpful gains at most
     `UsageConfig.memory_boost`, within its type's cap. `usage_reason` says which and why."""
-    usage = tenant_rows(inputs, "pack_usage", tenant, tables.schema("pack_usage"))
+    usage = inputs.frame("pack_usage", tables.schema("pack_usage"))
     harmful, helpful = demoted(usage), boosts(usage, USAGE_CONFIG.memory_boost)
     if harmful.is_empty() and helpful.is_empty():
         return memories.with_columns(usage_reason=pl.lit(None, STRING))
     masses = tables.schema("feedback_scores", ["memory_id", "positive_mass", "negative_mass"])
-    votes = _typed_rows(inputs, "feedback_scores", tenant, masses).unique("memory_id")
+    votes = _typed_rows(inputs, "feedback_scores", masses).unique("memory_id")
     cap = pl.col("memory_type").replace_strict(CONFIDENCE_CAP, default=1.0, return_dtype=pl.Float64)
     return (
         memories.join(votes, on="memory_id", how="left")
@@ -108,14 +108,12 @@ def judged_in_use(memories: pl.DataFrame, inputs: PackInputs, tenant: str) -> pl
     )
 
 
-def _memory_rows(inputs: PackInputs, tenant: str) -> pl.DataFrame:
+def _memory_rows(inputs: PackInputs) -> pl.DataFrame:
     """The tenant's statements and interactions as one frame of memories, in their own words."""
     from pipeline.ingest import contracts
 
-    statements = tenant_rows(inputs, "memory_statements", tenant, contracts.MEMORY_SCHEMA)
-    interactions = tenant_rows(
-        inputs, "interactions", tenant, {**contracts.INTERACTION_SCHEMA, "user_id": STRING}
-    )
+    statements = inputs.frame("memory_statements", contracts.MEMORY_SCHEMA)
+    interactions = inputs.frame("interactions", {**contracts.INTERACTION_SCHEMA, "user_id": STRING})
     null_str = pl.lit(None, dtype=STRING)
     common = [pl.col("tenant_id"), pl.col("event_id").alias("memory_id"), pl.col("contact_id")]
     from_statements = statements.select(
@@ -169,23 +167,19 @@ SCORE_COLUMNS = tables.schema(
 )
 
 
-def _typed_rows(
-    inputs: PackInputs, name: str, tenant: str, columns: dict[str, pl.DataType]
-) -> pl.DataFrame:
+def _typed_rows(inputs: PackInputs, name: str, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     """The tenant's rows of `name`, just `columns`, of their types (missing ones null)."""
-    return tenant_rows(inputs, name, tenant, columns).select(
-        pl.col(c).cast(dtype) for c, dtype in columns.items()
-    )
+    return inputs.frame(name, columns).select(pl.col(c).cast(dtype) for c, dtype in columns.items())
 
 
-def _promotions(inputs: PackInputs, tenant: str, conflicts: pl.DataFrame) -> pl.DataFrame:
+def _promotions(inputs: PackInputs, conflicts: pl.DataFrame) -> pl.DataFrame:
     """(memory_id, promotion_to, promotion_reason) of the audit's promotion candidates, computed
     by the audit's own rule on the pack's decay snapshot (so the pack never waits for the audit
     asset); none when the snapshot predates the columns the rule reads."""
     empty = pl.DataFrame(
         schema={"memory_id": STRING, "promotion_to": STRING, "promotion_reason": STRING}
     )
-    snapshot = inputs.rows("decay_snapshots", tenant)
+    snapshot = inputs.rows("decay_snapshots")
     needed = {"reinforced_confidence", "reputation", "reinforcement_count", "memory_type"}
     if snapshot is None or not snapshot.height or not needed <= set(snapshot.columns):
         return empty

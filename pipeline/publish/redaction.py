@@ -35,9 +35,9 @@ PEOPLE_COLUMNS = ("contact_id", "user_id", "owner_id")
 _SUBJECT_SIDE = "_subject_side"
 
 
-def declared_speakers(inputs: PackInputs, tenant: str) -> list[str]:
+def declared_speakers(inputs: PackInputs) -> list[str]:
     """Who said each statement of a conversation log (`metadata.speaker`, SPEC §2): people."""
-    rows = inputs.rows("memory_statements", tenant)
+    rows = inputs.rows("memory_statements")
     if rows is None or "metadata" not in rows.columns:
         return []
     said = rows.select(speaker(pl.col("metadata"))).to_series().drop_nulls().unique().sort()
@@ -220,7 +220,6 @@ def cut_long_texts(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
 
 def redact_pack(
     inputs: PackInputs,
-    tenant: str,
     frames: dict[str, pl.DataFrame],
     report: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], TenantNames]:
@@ -229,6 +228,7 @@ def redact_pack(
     A line goes to `report` before the files and after each (a tenant's memories may take
     minutes)."""
     report = report or (lambda _line: None)
+    tenant = inputs.tenant
     rows = sum(frame.height for frame in frames.values())
     report(f"{tenant}: redacting {len(frames)} files ({rows} rows)")
     redactor: Redactor | None = inputs.redactor
@@ -253,7 +253,7 @@ def redact_pack(
             by_file[file_name] = dict(sorted(found.items()))
     redactor.flush()
     # A name found or given anywhere in the tenant is redacted in every text of it (SPEC §5).
-    names = _tenant_names(findings, declared_speakers(inputs, tenant), identifiers)
+    names = _tenant_names(findings, declared_speakers(inputs), identifiers)
     for file_name in sorted(frames):
         frames[file_name], spread = spread_names(frames[file_name], names, redactor.key, tenant)
         if spread:

@@ -1,14 +1,12 @@
-"""What one night of DPO training says: the per-tenant figures and, plainly, whether it learned."""
+"""What one night of a tenant's DPO training says: its figures and, plainly, whether it learned."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import polars as pl
 
 from pipeline.preference.dpo.baselines import short_of_baselines
-from pipeline.preference.dpo.runs import PolicyRun
-from pipeline.preference.dpo.settings import STATUS_FAILED, STATUS_SKIPPED, STATUS_TRAINED
+from pipeline.preference.dpo.runs import PolicyRun, runs_frame
+from pipeline.preference.dpo.settings import STATUS_SKIPPED, STATUS_TRAINED
 
 PER_TENANT_FIGURES = (
     "tenant_id",
@@ -26,18 +24,6 @@ PER_TENANT_FIGURES = (
     "steps",
     "seconds",
 )
-MEAN_FIGURES = (
-    "eval_accuracy",
-    "reference_accuracy",
-    "length_rule_accuracy",
-    "eval_margin",
-    "train_loss",
-)
-
-
-def failed_tenants(runs: Sequence[PolicyRun]) -> dict[str, str]:
-    """tenant → why its training raised (it keeps its previous policy)."""
-    return {run.tenant_id: str(run.skipped_reason) for run in runs if run.status == STATUS_FAILED}
 
 
 def learning_summary(trained: pl.DataFrame, short: pl.DataFrame) -> str:
@@ -57,32 +43,24 @@ def learning_summary(trained: pl.DataFrame, short: pl.DataFrame) -> str:
 
 
 def run_figures(
-    runs: Sequence[PolicyRun], current: pl.DataFrame, loss_type: str, recorded: int | None = None
+    run: PolicyRun | None, loss_type: str, recorded: int | None = None
 ) -> tuple[dict[str, object], pl.DataFrame]:
-    """The night's figures (`current` is `runs_frame(runs)`) and the trained policies short of
-    their baselines; `recorded`: the rows dpo_runs gained (None: the runs are not recorded)."""
+    """The tenant's figures of the night (no run: it has no interactions) and its policy when it
+    is trained and short of its baselines; `recorded`: the rows dpo_runs gained (None: the run is
+    not recorded)."""
+    current = runs_frame([run] if run is not None else [])
     trained = current.filter(pl.col("status") == STATUS_TRAINED)
     short = trained.filter(short_of_baselines())
     figures: dict[str, object] = {
-        # 0: every tenant's policy is the one dpo_runs already has
+        # 0: the tenant's policy is the one dpo_runs already has
         **({"runs_recorded": recorded} if recorded is not None else {}),
         "loss_type": loss_type,
-        "tenants_trained": trained.height,
-        "tenants_skipped": current.height - trained.height,
-        "per_tenant": [{k: v for k, v in r.row().items() if k in PER_TENANT_FIGURES} for r in runs],
     }
+    if current.height:
+        own = current.select(*PER_TENANT_FIGURES, "train_loss").row(0, named=True)
+        figures |= {name: value for name, value in own.items() if value is not None}
     if trained.height:
-        figures |= {
-            "learning": learning_summary(trained, short),
-            **{
-                name: float(mean)  # type: ignore[arg-type]
-                for name in MEAN_FIGURES
-                if (mean := trained[name].mean()) is not None
-            },
-            "n_eval": int(trained["n_eval"].sum()),
-            "steps": int(trained["steps"].sum()),
-            "seconds": float(trained["seconds"].sum()),
-        }
+        figures["learning"] = learning_summary(trained, short)
     return figures, short
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -28,7 +29,7 @@ from pipeline.preference.dpo.settings import (
     STATUS_TRAINED,
     DPOPolicyConfig,
 )
-from pipeline.preference.dpo.training import train_policies
+from pipeline.preference.dpo.training import train_or_fail
 from pipeline.progress import Progress
 from pipeline.stores import store_of
 from pipeline.stores.base import below
@@ -120,19 +121,21 @@ def train_shared(
     pairs: pl.DataFrame,
     sft_examples: pl.DataFrame,
     config: DPOPolicyConfig,
-    tenants: Sequence[str],
+    tenant: str,
     progress: Progress | None = None,
-) -> list[PolicyRun]:
-    """`train_policies` in the host's work folder, with the home's saved policies pulled first
-    and the ones trained here pushed after (on an object-store home); `progress` as there."""
+) -> PolicyRun:
+    """The tenant's policy from its pairs and SFT examples (`config.pooled`: the pooled policy of
+    them), trained in the host's work folder by `train_or_fail`, with the home's saved policies
+    pulled first and the one trained here pushed after (on an object-store home); `progress` as
+    `train_policy`'s."""
+    owner = POOLED_TENANT if config.pooled else tenant
     store = shared_policies(paths)
-    pulled(paths, [POOLED_TENANT] if config.pooled else [*tenants, *pairs["tenant_id"].unique()])
-    runs = train_policies(pairs, sft_examples, config, paths.models, tenants, progress)
-    if store is not None:
-        trained = {r.policy_id for r in runs if r.status == STATUS_TRAINED and not r.reused}
-        for policy_id in sorted(p for p in trained if p):
-            push_policy(store, paths.models, policy_id)
-    return runs
+    pulled(paths, [owner])
+    train, evals = (pairs.filter(pl.col("split") == split) for split in ("train", "eval"))
+    run = train_or_fail(owner, train, evals, sft_examples, config, paths.models, progress)
+    if store is not None and run.status == STATUS_TRAINED and not run.reused and run.policy_id:
+        push_policy(store, paths.models, run.policy_id)
+    return replace(run, tenant_id=tenant)
 
 
 def remove_shared(paths: Paths, owners: Iterable[str]) -> list[str]:

@@ -10,7 +10,7 @@ training runs after the publish, holding the tenant's training lock, never its p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import polars as pl
 
@@ -39,57 +39,45 @@ def _owner(tenant: str, config: DPOPolicyConfig) -> str:
     return POOLED_TENANT if config.pooled else tenant
 
 
-def ship_policies(
+def ship_policy(
     paths: Paths,
     pairs: Callable[[], pl.DataFrame],
     sft_examples: Callable[[], pl.DataFrame],
     config: DPOPolicyConfig,
-    tenants: Sequence[str],
+    tenant: str,
     progress: Progress | None = None,
-) -> list[PolicyRun]:
-    """Each tenant's policy for this night's pack: its newest finished one, else a first one
-    trained now (`pairs`, `sft_examples`: called only then) while no training run of the tenant
-    holds its training lock (else skipped with the reason); its training reports to `progress`."""
-    models = paths.models
-    pulled(paths, [_owner(t, config) for t in tenants])
-    runs = []
-    for tenant in tenants:
-        newest = next(iter(finished_runs(_owner(tenant, config), models)), None)
-        if newest is not None:
-            runs.append(run_of(newest, tenant, models))
-            continue
-        scope = training_scope(tenant)
-        with held_if_free(paths.local, f"dpo_policy {tenant}: first policy", scope) as held:
-            if not held:
-                runs.append(PolicyRun(tenant, None, STATUS_SKIPPED, skipped_reason=BUSY))
-                continue
-            mine = pl.col("tenant_id") == tenant
-            first = config.first_policy()
-            runs += train_shared(
-                paths, pairs().filter(mine), sft_examples().filter(mine), first, [tenant], progress
-            )
-    return runs
+) -> PolicyRun:
+    """The tenant's policy for this night's pack: its newest finished one, else a first one
+    trained now on its pairs (`pairs`, `sft_examples`: the tenant's, called only then) while no
+    training run of the tenant holds its training lock (else skipped with the reason); its
+    training reports to `progress`."""
+    owner = _owner(tenant, config)
+    pulled(paths, [owner])
+    newest = next(iter(finished_runs(owner, paths.models)), None)
+    if newest is not None:
+        return run_of(newest, tenant, paths.models)
+    scope = training_scope(tenant)
+    with held_if_free(paths.local, f"dpo_policy {tenant}: first policy", scope) as held:
+        if not held:
+            return PolicyRun(tenant, None, STATUS_SKIPPED, skipped_reason=BUSY)
+        first = config.first_policy()
+        return train_shared(paths, pairs(), sft_examples(), first, tenant, progress)
 
 
 def training_due(
-    train_pairs: pl.DataFrame, config: DPOPolicyConfig, paths: Paths, tenants: Sequence[str]
-) -> dict[str, str]:
-    """Tenant → why its configured policy is due to train (tenants not due are left out), after
-    `ship_policies` pulled the home's policies. `train_pairs`: the mined train pairs (tenant_id,
-    pair_id)."""
-    due = {}
-    for tenant in tenants:
-        owner = _owner(tenant, config)
-        mine = train_pairs.filter(pl.col("tenant_id") == tenant)
-        if mine.height < config.min_pairs:
-            continue  # it would skip: nothing to train
-        if reusable_run(owner, mine, config, paths.models) is not None:
-            continue
-        newest = newest_run(owner, config, paths.models)
-        due[tenant] = (
-            "no policy of its config yet"
-            if newest is None
-            else f"its train pairs grew from {newest.get(MINED, newest['n_train'])} to "
-            f"{mine.height} (retrain_growth {config.retrain_growth:.0%})"
-        )
-    return due
+    train_pairs: pl.DataFrame, config: DPOPolicyConfig, paths: Paths, tenant: str
+) -> str | None:
+    """Why the tenant's configured policy is due to train (None: it is not), after `ship_policy`
+    pulled the home's policies. `train_pairs`: the tenant's mined train pairs (pair_id)."""
+    owner = _owner(tenant, config)
+    if train_pairs.height < config.min_pairs:
+        return None  # it would skip: nothing to train
+    if reusable_run(owner, train_pairs, config, paths.models) is not None:
+        return None
+    newest = newest_run(owner, config, paths.models)
+    if newest is None:
+        return "no policy of its config yet"
+    return (
+        f"its train pairs grew from {newest.get(MINED, newest['n_train'])} to "
+        f"{train_pairs.height} (retrain_growth {config.retrain_growth:.0%})"
+    )

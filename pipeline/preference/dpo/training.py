@@ -251,15 +251,13 @@ def train_policies(
     train = pairs.filter(pl.col("split") == "train")
     evals = pairs.filter(pl.col("split") == "eval")
     if config.pooled:
-        run = _train_or_fail(
-            POOLED_TENANT, train, evals, sft_examples, config, models_dir, progress
-        )
+        run = train_or_fail(POOLED_TENANT, train, evals, sft_examples, config, models_dir, progress)
         return [PolicyRun(**{**asdict(run), "tenant_id": t}) for t in tenants]
     runs = []
     for tenant in tenants:
         mine = pl.col("tenant_id") == tenant
         runs.append(
-            _train_or_fail(
+            train_or_fail(
                 tenant,
                 train.filter(mine),
                 evals.filter(mine),
@@ -272,9 +270,9 @@ def train_policies(
     return runs
 
 
-def _train_or_fail(tenant_id: str, *args: Any) -> PolicyRun:
-    """`train_policy`, or a STATUS_FAILED run saying why: one tenant's error (bad data, a full
-    disk) never stops the other tenants' training."""
+def train_or_fail(tenant_id: str, *args: Any) -> PolicyRun:
+    """`train_policy`, or a STATUS_FAILED run saying why (in one line): a tenant's error (bad
+    data, a full disk) is its own, and its previous policy stays."""
     try:
         return train_policy(tenant_id, *args)
     except Exception as error:
