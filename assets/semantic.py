@@ -17,6 +17,7 @@ from pipeline.frames import changed_groups, group_fingerprints, replace_groups
 from pipeline.pii.redactor import Redactor
 from pipeline.semantic.conflict_vectors import conflict_vectors
 from pipeline.semantic.conflicts import (
+    ConflictConfig,
     find_conflicts,
     reference_problems,
     subject_texts,
@@ -39,6 +40,7 @@ from pipeline.semantic.embed import (
     redacted_texts,
 )
 from pipeline.semantic.judgement import shipped
+from pipeline.storage.vectors import EmbeddingCache, TextVectors
 
 ONE_ROW_PER_MEMORY = "one_unit_vector_per_memory"
 ONE_CLUSTER_PER_STATEMENT = "every_statement_in_exactly_one_cluster"
@@ -51,6 +53,22 @@ def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
     ONNX export is made once and kept in the home."""
     config = EmbedConfig(export_dir=home.paths.models / "embeddings")
     return config, model_name(None, available_backend(config.backend))
+
+
+def _decided(
+    vectors: TextVectors,
+    redacted: pl.DataFrame,
+    cache: EmbeddingCache,
+    config: EmbedConfig,
+    conflict_config: ConflictConfig,
+) -> tuple[TextVectors, int]:
+    """The vectors conflicts are decided on: fp32 near a bar (`conflict_vectors`) on an int8
+    night; `redacted`: `with_hashes` of the statements as memory_embeddings redacted them."""
+    exact = fp32_vectors(cache, config)
+    as_given = fp32_vectors(cache, config, texts_of=lambda rows: rows.select("text_hash", "text"))
+    if not (exact and as_given and conflict_config.decision_margin > 0):
+        return vectors, 0
+    return conflict_vectors(redacted, vectors, conflict_config, exact, as_given)
 
 
 @dg.asset(
@@ -187,17 +205,13 @@ def memory_conflicts(
     )
     cache.append(name, subjects.fresh)
     hashed = with_hashes(changed, embeddings, subjects.embeddings)
-    vectors, decided_fp32 = home.vectors(embeddings, hashed["subject_hash"]), 0
-    exact = fp32_vectors(cache, config)
-    as_given = fp32_vectors(cache, config, texts_of=lambda rows: rows.select("text_hash", "text"))
-    if exact and as_given and conflict_config.decision_margin > 0:
-        vectors, decided_fp32 = conflict_vectors(
-            with_hashes(redacted, embeddings, subjects.embeddings),
-            vectors,
-            conflict_config,
-            exact,
-            as_given,
-        )
+    vectors, decided_fp32 = _decided(
+        home.vectors(embeddings, hashed["subject_hash"]),
+        with_hashes(redacted, embeddings, subjects.embeddings),
+        cache,
+        config,
+        conflict_config,
+    )
     fresh = (
         find_conflicts(hashed, conflict_config, vectors)
         if changed.height
