@@ -25,6 +25,7 @@ from pipeline.config import Paths
 from pipeline.feedback.scores import compute_scores
 from pipeline.publish.build import build_pack, load_inputs
 from pipeline.publish.writer import publish
+from pipeline.semantic.embed import normalise_text, text_hashes
 from pipeline.storage.lake import Lake
 from pipeline.storage.vectors import EmbeddingCache
 
@@ -97,7 +98,8 @@ def _pack(home: Path, rng: np.random.Generator, holdout: float) -> MemoryPack:
     )
     votes = {"n_feedback": 4, "n_positive": 4, "n_negative": 0, "quality_lower": 0.4}
     lake.write("feedback_scores", _declared("feedback_scores", pl.DataFrame({**memories, **votes})))
-    hashes = [f"h-{i}" for i in ids]
+    # Keyed by the text's own key, as memory_embeddings keys it (the pack looks its vectors up so).
+    hashes = text_hashes(frame.select(normalise_text(pl.col("input")))["input"]).to_list()
     lake.write(
         "memory_embeddings",
         _declared(
