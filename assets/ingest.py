@@ -36,12 +36,6 @@ CONTRACT_DESCRIPTION = (
     "fields; pandera's report when not."
 )
 TYPED_DESCRIPTIONS = {name: COMMENTS[name] for name in TYPED_TABLES}
-CONTRACT_MODELS = {
-    "raw_events": contracts.Events,
-    "interactions": contracts.Interactions,
-    "feedback": contracts.Feedback,
-    "memory_statements": contracts.MemoryStatements,
-}
 
 
 INGEST_FIGURES = ("files", "lines_read", "accepted", "duplicates", "quarantined")
@@ -259,7 +253,7 @@ def _contract_problems(name: str, frame: pl.DataFrame) -> tuple[bool, dict[str, 
     the contract's own rules (value ranges, allowed values, required fields)."""
     try:
         tables.checks(table_name(name)).validate(frame, lazy=True)
-        CONTRACT_MODELS[name].validate(frame, lazy=True)
+        contracts.contract_checks(table_name(name)).validate(frame, lazy=True)
     except Exception as error:  # pandera's SchemaErrors: report, don't crash the step
         return False, {"error": str(error)[:2000]}
     return True, {}

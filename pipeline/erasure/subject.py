@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.config import Paths
 from pipeline.erasure.scrub import (
     FRAGMENT_CHARS,
@@ -215,12 +216,7 @@ def find_subject(paths: Paths, tenant_id: str, contact_id: str, key: bytes) -> S
     lake = Lake(paths)
     events = lake.read("events").collect() if lake.exists("events") else pl.DataFrame()
     if events.is_empty():
-        events = pl.DataFrame(
-            schema={
-                c: pl.String
-                for c in ("tenant_id", "event_id", "event_type", "contact_id", "user_id")
-            }
-        )
+        events = tables.empty("events")
     for column in ("user_id", "target_id", "parent_event_id"):
         if column not in events.columns:
             events = events.with_columns(pl.lit(None, pl.String).alias(column))

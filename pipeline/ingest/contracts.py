@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import pandera.polars as pa
-import polars as pl
 
 from pipeline import tables
 from pipeline.ingest.tenant_ids import TENANT_ID_PATTERN
@@ -193,6 +192,8 @@ class Field:
     # An identifier or label (every string of a list, for a list): no CONTROL_CHARACTERS, never
     # shaped like a pseudonym.
     identifier: bool = False
+    # Longer values are kept cut to this, never quarantined (`comment`: cut again when published).
+    kept_chars: int | None = None
 
 
 INT, FLOAT, _M = EventType.INTERACTION, EventType.FEEDBACK, EventType.MEMORY
@@ -235,7 +236,7 @@ FIELDS: tuple[Field, ...] = (
     Field("signal", JsonKind.STRING, (FLOAT,), required=True, allowed=tuple(Signal)),
     Field("rating", JsonKind.INTEGER, (FLOAT,), low=1, high=5),
     Field("reason", JsonKind.STRING, (FLOAT,), allowed=tuple(FeedbackReason)),
-    Field("comment", JsonKind.STRING, (FLOAT,)),
+    Field("comment", JsonKind.STRING, (FLOAT,), kept_chars=NOTE_MAX_CHARS),
     Field("corrected_output", JsonKind.ANY, (FLOAT,), max_chars=TEXT_MAX_CHARS),
     Field("user_id", JsonKind.STRING, (INT, FLOAT), max_chars=ID_MAX_CHARS, identifier=True),
     # memory
@@ -261,40 +262,43 @@ FEEDBACK_SCHEMA = tables.schema("feedback")
 MEMORY_SCHEMA = tables.schema("memory_statements")
 
 
-# Pandera models: the typed tables as the rest of the pipeline may rely on them, beyond what
-# `tables.checks` generates from their declarations (types, primary key unique and not null).
-class Events(pa.DataFrameModel):
-    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
-    event_id: str = pa.Field(str_length={"min_value": 1, "max_value": EVENT_ID_MAX_CHARS})
-    event_type: str = pa.Field(isin=list(EventType))
+# The event type of each typed table (its name in pipeline.tables); `events` holds every type.
+TABLE_EVENT_TYPES: dict[str, EventType | None] = {
+    "events": None,
+    "interactions": INT,
+    "feedback": FLOAT,
+    "memory_statements": _M,
+}
 
 
-class Interactions(pa.DataFrameModel):
-    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
-    event_id: str = pa.Field(str_length={"min_value": 1, "max_value": EVENT_ID_MAX_CHARS})
-    system: str
-    kind: str
-    input: str
-    output: str
-    importance: float = pa.Field(nullable=True, in_range={"min_value": 0.0, "max_value": 1.0})
-    stage: str = pa.Field(nullable=True, isin=list(Stage))
-
-
-class Feedback(pa.DataFrameModel):
-    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
-    event_id: str
-    target_id: str
-    signal: str = pa.Field(isin=list(Signal))
-    rating: pl.Int8 = pa.Field(nullable=True, in_range={"min_value": 1, "max_value": 5})
-    reason: str = pa.Field(nullable=True, isin=list(FeedbackReason))
-    comment: str = pa.Field(nullable=True, str_length={"max_value": NOTE_MAX_CHARS})
-
-
-class MemoryStatements(pa.DataFrameModel):
-    tenant_id: str = pa.Field(str_matches=TENANT_ID_PATTERN)
-    event_id: str
-    memory_type: str = pa.Field(isin=list(MemoryType))
-    content: str
-    category: str = pa.Field(nullable=True, isin=list(MemoryCategory))
-    impact_level: str = pa.Field(nullable=True, isin=list(ImpactLevel))
-    confidence: float = pa.Field(nullable=True, in_range={"min_value": 0.0, "max_value": 1.0})
+def contract_checks(table: str) -> pa.DataFrameSchema:
+    """The contract's rules on a typed table's stored rows, generated from FIELDS (beyond what
+    `tables.checks` generates from the table's declaration: types, primary key): allowed values,
+    ranges, lengths as stored, a field the table's event type requires never null, and well-formed
+    tenant and event ids. Ingest quarantines every line that breaks one, so every row holds them."""
+    kind = TABLE_EVENT_TYPES[table]
+    declared = tables.schema(table)
+    checks: dict[str, list[pa.Check]] = {
+        "tenant_id": [pa.Check.str_matches(TENANT_ID_PATTERN)],
+        "event_id": [pa.Check.str_length(1, EVENT_ID_MAX_CHARS)],
+    }
+    required = {"tenant_id", "event_id"}
+    for f in FIELDS:
+        if f.name not in declared:
+            continue
+        found = checks.setdefault(f.name, [])
+        # `category` is free text on interactions and an enumeration on memories.
+        allowed = MEMORY_CATEGORIES if f.name == "category" and kind is _M else f.allowed
+        if allowed is not None:
+            found.append(pa.Check.isin(list(allowed)))
+        if f.low is not None and f.high is not None:
+            found.append(pa.Check.in_range(f.low, f.high))
+        stored = f.kept_chars or f.max_chars
+        if stored is not None and f.kind is JsonKind.STRING:
+            found.append(pa.Check.str_length(max_value=stored))
+        if f.required and (not f.event_types or kind in f.event_types):
+            required.add(f.name)
+    return pa.DataFrameSchema(
+        {c: pa.Column(None, found, nullable=c not in required) for c, found in checks.items()},
+        name=f"{table} (contract)",
+    )

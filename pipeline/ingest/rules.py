@@ -20,7 +20,6 @@ from pipeline.ingest.contracts import (
     FUTURE_TOLERANCE_DAYS,
     ID_MAX_CHARS,
     MEMORY_CATEGORIES,
-    NOTE_MAX_CHARS,
     SUPPORTED_SCHEMA_VERSIONS,
     TENANT_ID_PATTERN,
     EventType,
@@ -357,9 +356,9 @@ def validate_lines(lines: pl.DataFrame, load_date: date) -> tuple[pl.DataFrame, 
         pl.col("ts_parsed").alias("ts"),
         load.alias("load_date"),
         pl.col("schema_version").cast(pl.Int32, strict=False).fill_null(1),
-        # Kept whole (to NOTE_MAX_CHARS): cut to its published length after redaction, never
+        # Kept whole (to a field's kept_chars): cut to its published length after redaction, never
         # before (a value cut in two is no longer found: pipeline.publish.analytics).
-        comment.str.slice(0, NOTE_MAX_CHARS),
+        *(pl.col(f.name).str.slice(0, f.kept_chars) for f in FIELDS if f.kept_chars),
         (comment.str.len_chars() > COMMENT_MAX_CHARS).fill_null(False).alias("comment_truncated"),
         pl.col("file").alias("source_file"),
     )

@@ -62,15 +62,7 @@ PROMOTIONS = {MemoryType.INFERRED_PATTERN.value: MemoryType.CONFIRMED_PATTERN.va
 
 def conflicted_ids(conflicts: pl.DataFrame | pl.LazyFrame | None) -> pl.LazyFrame:
     """(tenant_id, memory_id, conflicts_with) for both sides of every conflict."""
-    if conflicts is None:
-        return pl.LazyFrame(
-            schema={
-                "tenant_id": pl.String(),
-                "memory_id": pl.String(),
-                "conflicts_with": pl.String(),
-            }
-        )
-    lazy = conflicts.lazy()
+    lazy = (conflicts if conflicts is not None else tables.empty("memory_conflicts")).lazy()
     return pl.concat(
         [
             lazy.select("tenant_id", memory_id="memory_id_a", conflicts_with="memory_id_b"),

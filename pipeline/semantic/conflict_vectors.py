@@ -21,9 +21,9 @@ def conflict_vectors(
     contents: ExactVectors,
     subjects: ExactVectors,
 ) -> tuple[TextVectors, int]:
-    """`vectors` with the fp32 vector of every content near the agreement bar and every subject
-    near the lower subject bar (within `config.decision_margin`) of another statement of the
-    contact, and how many texts that is. `hashed`: `with_hashes`' frame; `contents` re-encodes
+    """`vectors` with the fp32 vector of every content and subject within `config.decision_margin`
+    of one of the conflict bars from another statement of the contact, for the pairs that bar is
+    about, and how many texts that is. `hashed`: `with_hashes`' frame; `contents` re-encodes
     statements (tenant_id, memory_id, text_hash, text = content), `subjects` texts as given."""
     keys = (
         "tenant_id",
@@ -37,31 +37,17 @@ def conflict_vectors(
     subject_rows = hashed.select(
         *keys, text_hash="subject_hash", text=normalise_text(pl.col("subject"))
     )
-    vectors, near_contents = decision_vectors(
-        content_rows,
-        CONTACT,
-        vectors,
-        1.0 - config.agreement_similarity + config.decision_margin,
-        contents,
-        _corrections,
+    decisions = (  # rows, bar, how they are re-encoded, the pairs the bar is about
+        (content_rows, config.agreement_similarity, contents, _corrections),
+        (subject_rows, config.subject_similarity, subjects, _opposites),
+        (subject_rows, config.correction_subject_similarity, subjects, _corrections),
     )
-    vectors, near_subjects = decision_vectors(
-        subject_rows,
-        CONTACT,
-        vectors,
-        1.0 - config.subject_similarity + config.decision_margin,
-        subjects,
-        _opposites,
-    )
-    vectors, near_corrected = decision_vectors(
-        subject_rows,
-        CONTACT,
-        vectors,
-        1.0 - config.correction_subject_similarity + config.decision_margin,
-        subjects,
-        _corrections,
-    )
-    return vectors, near_contents + near_subjects + near_corrected
+    decided = 0
+    for rows, bar, exact, eligible in decisions:
+        reach = 1.0 - bar + config.decision_margin
+        vectors, near = decision_vectors(rows, CONTACT, vectors, reach, exact, eligible)
+        decided += near
+    return vectors, decided
 
 
 def _opposites(rows: pl.DataFrame, i: np.ndarray, j: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.examples.fewshot import BEST_FIRST
 from pipeline.ingest.contracts import FeedbackReason, Signal
 from pipeline.preference.templates.registry import TemplateConfig
@@ -94,6 +95,8 @@ def gather_evidence(
         .select("tenant_id", "skill_id", "text")
     )
     # Rank first, then the few-shot sets' own order, across the skill's sets.
+    if few_shot_sets is None or few_shot_sets.is_empty():
+        few_shot_sets = tables.empty("few_shot_sets")
     best = (
         few_shot_sets.filter(pl.col("skill_id").is_not_null())
         .sort(
@@ -105,8 +108,6 @@ def gather_evidence(
             nulls_last=True,
         )
         .select("tenant_id", "skill_id", pl.col("output").alias("text"))
-        if few_shot_sets is not None and few_shot_sets.height
-        else pl.DataFrame(schema={"tenant_id": pl.String, "skill_id": pl.String, "text": pl.String})
     )
     sentences = (
         pl.concat([corrected.select("tenant_id", "skill_id", "text"), best])

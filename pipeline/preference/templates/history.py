@@ -71,7 +71,7 @@ def seed_registry_rows(
 
 def clear_current(history: pl.DataFrame, keys: list[tuple[str, str]]) -> pl.DataFrame:
     flagged = pl.DataFrame(
-        keys, schema={"tenant_id": pl.String, "skill_id": pl.String}, orient="row"
+        keys, schema=tables.schema("template_history", ["tenant_id", "skill_id"]), orient="row"
     )
     return (
         history.join(
