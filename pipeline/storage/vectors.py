@@ -65,6 +65,11 @@ class TextVectors:
             raise KeyError(f"no vector for text_hash {missing}")
         return found.to_numpy().astype(np.int64)
 
+    def only(self, hashes: pl.Series) -> TextVectors:
+        """The vectors of `hashes` alone (a copy: what a stage may change without the others)."""
+        distinct = hashes.unique(maintain_order=True).rename("text_hash")
+        return TextVectors(distinct.to_frame().with_row_index("row"), self.of(distinct))
+
     def of(self, hashes: pl.Series) -> np.ndarray:
         """The (len(hashes), dim) vectors, in the order of `hashes` (repeats allowed)."""
         return self.matrix[self.rows(hashes)]

@@ -126,7 +126,10 @@ def _statement_scope(
     exact_texts = 0
     if exact is not None and config.decision_margin > 0 and not config.statement_judgement:
         reach = config.statement_distance + config.decision_margin
-        vectors, exact_texts = decision_vectors(changed, keys, vectors, reach, exact)
+        # The changed statements' vectors alone: the copy decision_vectors changes stays small
+        # (a night's interaction vectors beside them are not copied).
+        mine = vectors.only(changed["text_hash"])
+        vectors, exact_texts = decision_vectors(changed, keys, mine, reach, exact)
     labelled = (
         label_groups(changed, keys, config.statement_distance, conflicts, config, False, vectors)
         if changed.height
