@@ -334,6 +334,7 @@ def consolidated_summaries(
                 "clusters_recomputed": result.clusters_recomputed,
                 "clusters_reused": result.clusters_reused,
                 "statements_decided_fp32": result.exact_texts,
+                "requests_decided_fp32": result.exact_interaction_texts,
             },
             preview_columns=["scope", "contact_id", "summary", "n_members", "confidence"],
         ),

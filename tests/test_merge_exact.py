@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from pipeline.ingest import contracts
 from pipeline.semantic.conflict_vectors import conflict_vectors
 from pipeline.semantic.conflicts import ConflictConfig, find_conflicts, subject_texts, with_hashes
-from pipeline.semantic.consolidate import ConsolidationConfig, consolidate
+from pipeline.semantic.consolidate import Consolidation, ConsolidationConfig, consolidate
 from pipeline.semantic.embed import EmbedConfig, embed_with_cache, load_model, memory_texts
 from pipeline.semantic.embed.exact import decision_vectors, fp32_vectors
 from pipeline.storage.vectors import EmbeddingCache, TextVectors
@@ -235,3 +236,68 @@ def test_a_conflict_on_the_knife_edge_is_found_as_fp32_says_on_both_cpus() -> No
     assert (found(bar + 0.01, None), found(bar - 0.01, None)) == (1, 0)  # int8 alone: the CPU
     for truth, conflicts in ((bar + 0.002, 1), (bar - 0.002, 0)):
         assert found(bar + 0.01, truth) == found(bar - 0.01, truth) == conflicts
+
+
+def requests(texts: list[str]) -> pl.DataFrame:
+    from tests.test_consolidate import interaction
+
+    rows = [interaction(f"i{k}", text, minutes=k) for k, text in enumerate(texts)]
+    return pl.DataFrame(rows, schema=contracts.INTERACTION_SCHEMA)
+
+
+def request_clusters(
+    interactions: pl.DataFrame,
+    vectors: np.ndarray,
+    exact: np.ndarray | None,
+    previous: Consolidation | None = None,
+) -> tuple[Consolidation, set[tuple[str, ...]]]:
+    """The interaction clusters (member ids) of one night, `exact` the fp32 vectors by row."""
+    texts = memory_texts(interactions, statements_frame([]))
+    embeddings = texts.select(
+        "tenant_id", "memory_id", "memory_kind", "text_hash", model=pl.lit("test")
+    )
+    truth = vectors_of(texts, exact) if exact is not None else None
+
+    def fp32(near: pl.DataFrame) -> np.ndarray:
+        assert truth is not None and set(near["memory_kind"]) == {"interaction"}
+        return truth.of(near["text_hash"])
+
+    result = consolidate(
+        statements_frame([]),
+        interactions,
+        embeddings,
+        pl.DataFrame(),
+        vectors_of(texts, vectors),
+        previous=previous,
+        salt="m",
+        exact=fp32 if truth is not None else None,
+    )
+    summaries = result.summaries.filter(pl.col("scope") == "interaction")
+    return result, {tuple(sorted(ids)) for ids in summaries["member_ids"].to_list()}
+
+
+def test_requests_on_the_knife_edge_cluster_as_fp32_says_first_and_later_nights() -> None:
+    """The few-shot examples' clusters: two requests at the interaction threshold ± 0.001 in
+    fp32 are decided as fp32 says on both "CPUs", on the first night (clustering) and on a later
+    night (a new request joining last night's cluster)."""
+    threshold = ConsolidationConfig().interaction_distance
+    far = [[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]]
+    first = requests(["Where is my order?", "Reset my password"])
+    later = requests(["Where is my order?", "Reset my password", "Where's my order?"])
+    for fp32_distance, merged in ((threshold + 0.001, False), (threshold - 0.001, True)):
+        truth = np.vstack([at_distance(fp32_distance)[:1], far, at_distance(fp32_distance)[1:]])
+        for int8_distance in (threshold - 0.004, threshold + 0.004):  # two CPUs
+            int8 = np.vstack([at_distance(int8_distance)[:1], far, at_distance(int8_distance)[1:]])
+            # first night: the two near requests in one night
+            pair = requests(["Where is my order?", "Where's my order?"])
+            _, alone = request_clusters(pair, int8[[0, 2]], None)
+            result, decided = request_clusters(pair, int8[[0, 2]], truth[[0, 2]])
+            together = {("i0", "i1")}
+            assert (alone == together) == (int8_distance <= threshold)
+            assert (decided == together) == merged and result.exact_interaction_texts == 2
+            # a later night: the second request joins (or not) last night's cluster
+            night1, _ = request_clusters(first, int8[:2], truth[:2])
+            assert night1.exact_interaction_texts == 0  # nothing near on its own
+            night2, clusters2 = request_clusters(later, int8, truth, previous=night1)
+            assert (("i0", "i2") in clusters2) == merged
+            assert night2.exact_interaction_texts == 2  # the new request and its neighbour

@@ -24,7 +24,7 @@ from pipeline.semantic.consolidate.members import (
     interaction_members,
     statement_members,
 )
-from pipeline.semantic.embed.exact import ExactVectors, decision_vectors
+from pipeline.semantic.embed.exact import ExactVectors, decision_vectors, exact_rows, near_new
 from pipeline.storage.vectors import TextVectors
 
 
@@ -36,6 +36,7 @@ class Consolidation:
     clusters_recomputed: int = 0  # clusters whose summary was (re)made by this call
     clusters_reused: int = 0  # clusters whose summary was carried over from `previous`
     exact_texts: int = 0  # statement texts near a merge, decided on their fp32 vectors
+    exact_interaction_texts: int = 0  # the same of interaction texts (requests)
 
 
 def consolidate(
@@ -59,8 +60,8 @@ def consolidate(
     (`assign_to_clusters`) or a new one; only clusters whose members changed are summarised again.
 
     With `exact` (the fp32 vectors of given texts, when `vectors` are the int8 encoder's), the
-    statements near a merge are clustered on their fp32 vectors (`embed.exact.decision_vectors`), so
-    the same statements merge alike on every CPU.
+    statements and requests near a merge are clustered on their fp32 vectors
+    (`embed.exact.decision_vectors`), so the same memories merge alike on every CPU.
     """
     config = config or ConsolidationConfig()
     previous = previous if previous is not None and _same_salt(previous, salt) else None
@@ -74,7 +75,7 @@ def consolidate(
         exact,
     )
     interactions_part = _interaction_scope(
-        interaction_members(interactions, embeddings, config), vectors, config, previous
+        interaction_members(interactions, embeddings, config), vectors, config, previous, exact
     )
     parts = [statements_part, interactions_part]
     return Consolidation(
@@ -86,6 +87,7 @@ def consolidate(
         clusters_recomputed=sum(p.recomputed for p in parts),
         clusters_reused=sum(p.reused for p in parts),
         exact_texts=statements_part.exact_texts,
+        exact_interaction_texts=interactions_part.exact_texts,
     )
 
 
@@ -172,18 +174,25 @@ def _interaction_scope(
     vectors: TextVectors,
     config: ConsolidationConfig,
     previous: Consolidation | None,
+    exact: ExactVectors | None,
 ) -> _Scope:
     keys = INTERACTION_KEYS
     threshold = config.interaction_distance
+    reach = threshold + config.decision_margin if exact is not None else 0.0
     before = (
         previous.summaries.filter(pl.col("scope") == "interaction")
         if previous is not None
         else pl.DataFrame(schema=SUMMARY_SCHEMA)
     )
+    units = members.unique([*keys, "text_hash"], keep="first", maintain_order=True)
     if before.is_empty():
+        exact_texts = 0
+        if exact is not None and reach > threshold:
+            mine = vectors.only(units["text_hash"])
+            vectors, exact_texts = decision_vectors(units, keys, mine, reach, exact)
         labelled = label_groups(members, keys, threshold, pl.DataFrame(), config, True, vectors)
         summaries = _summarised(labelled, "interaction", vectors, config).drop("cluster")
-        return _Scope(summaries, summaries.height, 0)
+        return _Scope(summaries, summaries.height, 0, exact_texts)
     # Last night's clusters as labels of distinct texts (identical texts share a cluster).
     old = (
         before.with_row_index("cluster")
@@ -196,24 +205,20 @@ def _interaction_scope(
         .unique([*keys, "text_hash"], keep="first")
         .select(*keys, "text_hash", pl.col("cluster").cast(pl.Int64))
     )
-    units = members.select(*keys, "text_hash").unique()
     new = units.join(old, on=[*keys, "text_hash"], how="anti", nulls_equal=True)
-    next_label = len(before)
-    assigned = []
-    for key, fresh in new.partition_by(keys, as_dict=True, maintain_order=True).items():
-        known = old.filter(
-            pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in zip(keys, key, strict=True))
+    by_group = [
+        (
+            fresh,
+            old.filter(
+                pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in zip(keys, key, strict=True))
+            ),
         )
-        fresh_vectors = vectors.of(fresh["text_hash"])
-        labels = assign_to_clusters(
-            fresh_vectors, vectors.of(known["text_hash"]), known["cluster"].to_numpy(), threshold
-        )
-        left = np.flatnonzero(labels < 0)
-        if len(left):
-            sub = cluster_labels(fresh_vectors[left], threshold, None, config.max_block)
-            labels[left] = sub + next_label
-            next_label += int(sub.max()) + 1
-        assigned.append(fresh.with_columns(pl.Series("cluster", labels, dtype=pl.Int64)))
+        for key, fresh in new.partition_by(keys, as_dict=True, maintain_order=True).items()
+    ]
+    exact_texts = 0
+    if exact is not None and reach > threshold:
+        vectors, exact_texts = _joining_vectors(by_group, units, vectors, reach, exact)
+    assigned = _assign_new(by_group, vectors, threshold, config.max_block, len(before))
     text_labels = pl.concat([old, *assigned], how="vertical_relaxed")
     labelled = members.join(text_labels, on=[*keys, "text_hash"], nulls_equal=True)
     sizes = labelled.group_by("cluster").agg(pl.len().cast(pl.Int64).alias("n"))
@@ -238,7 +243,63 @@ def _interaction_scope(
         ),
         summaries.height,
         kept.height,
+        exact_texts,
     )
+
+
+def _assign_new(
+    by_group: list[tuple[pl.DataFrame, pl.DataFrame]],
+    vectors: TextVectors,
+    threshold: float,
+    max_block: int,
+    next_label: int,
+) -> list[pl.DataFrame]:
+    """Per group (new texts, last night's labelled texts): the cluster each new text joins
+    (`assign_to_clusters`), else a new one (numbered from `next_label`) clustered among those
+    left."""
+    assigned = []
+    for fresh, known in by_group:
+        fresh_vectors = vectors.of(fresh["text_hash"])
+        labels = assign_to_clusters(
+            fresh_vectors, vectors.of(known["text_hash"]), known["cluster"].to_numpy(), threshold
+        )
+        left = np.flatnonzero(labels < 0)
+        if len(left):
+            sub = cluster_labels(fresh_vectors[left], threshold, None, max_block)
+            labels[left] = sub + next_label
+            next_label += int(sub.max()) + 1
+        assigned.append(
+            fresh.select(*INTERACTION_KEYS, "text_hash", pl.Series("cluster", labels, pl.Int64))
+        )
+    return assigned
+
+
+def _joining_vectors(
+    by_group: list[tuple[pl.DataFrame, pl.DataFrame]],
+    units: pl.DataFrame,
+    vectors: TextVectors,
+    reach: float,
+    exact: ExactVectors,
+) -> tuple[TextVectors, int]:
+    """The vectors of the groups' texts, fp32 for every new text within `reach` of another new
+    text or of a known one, and for those known texts (`units`: one member row per text), so
+    that whether a request joins last night's cluster is decided alike on every CPU."""
+    hashes = []
+    for fresh, known in by_group:
+        near_fresh, near_known = near_new(
+            vectors.of(fresh["text_hash"]), vectors.of(known["text_hash"]), reach
+        )
+        hashes += [fresh["text_hash"][near_fresh], known["text_hash"][near_known]]
+    if not sum(len(h) for h in hashes):
+        return vectors, 0
+    mine = vectors.only(pl.concat([u["text_hash"] for pair in by_group for u in pair]))
+    near = units.join(pl.concat(hashes).to_frame(), on="text_hash", how="semi")
+    rows = exact_rows(near)
+    fine = exact(rows)
+    found = ~np.isnan(fine).any(axis=1)
+    matrix = mine.matrix.copy()
+    matrix[mine.rows(rows["text_hash"].filter(pl.Series(found)))] = fine[found]
+    return TextVectors(mine.index, matrix), int(found.sum())
 
 
 def membership_problems(summaries: pl.DataFrame, statements: pl.DataFrame) -> pl.DataFrame:

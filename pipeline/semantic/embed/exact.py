@@ -32,9 +32,9 @@ DECISION_MARGIN = 0.05
 # Similarities held at once by a blocked search (≈ 32 MB of float32).
 MAX_BLOCK_CELLS = 8_000_000
 
-# The fp32 vectors of statements near a decision (rows: tenant_id, memory_id, text_hash, text =
-# the statement's content), row i ↔ rows[i]; a row of NaN for a text it cannot reproduce (which
-# then keeps its vector).
+# The fp32 vectors of memories near a decision (rows: `exact_rows`: tenant_id, memory_id,
+# text_hash, text = the statement's content or the interaction's input, memory_kind), row i ↔
+# rows[i]; a row of NaN for a text it cannot reproduce (which then keeps its vector).
 ExactVectors = Callable[[pl.DataFrame], np.ndarray]
 
 # Which row pairs (i, j) of a frame a decision is about (a boolean mask over the pairs).
@@ -81,11 +81,38 @@ def near_texts(
         kept = eligible(units, i, j)
         i, j = i[kept], j[kept]
     near = np.unique(np.concatenate([i, j]))
-    return (
-        units[near]
-        .select("tenant_id", "memory_id", "text_hash", "text")
-        .unique("text_hash", maintain_order=True)
+    return exact_rows(units[near])
+
+
+def exact_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """What an ExactVectors is asked about these rows: tenant_id, memory_id, text_hash, text and
+    memory_kind (interaction for interaction members, else statement), one row per text_hash."""
+    kind = (
+        pl.when(pl.col("memory_type") == "interaction")
+        .then(pl.lit("interaction"))
+        .otherwise(pl.lit("statement"))
+        if "memory_type" in rows.columns
+        else pl.lit("statement")
     )
+    return rows.select("tenant_id", "memory_id", "text_hash", "text", memory_kind=kind).unique(
+        "text_hash", maintain_order=True
+    )
+
+
+def near_new(new: np.ndarray, old: np.ndarray, reach: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of `new`, rows of `old`) near a decision about the new rows: within cosine `reach`
+    of another new row or of an old one (an incremental night's texts joining last night's
+    clusters), a block of new rows at a time."""
+    both = np.vstack([new, old]) if len(old) else new
+    near_new_rows, near_old_rows = np.zeros(len(new), bool), np.zeros(len(old), bool)
+    step = max(1, MAX_BLOCK_CELLS // max(len(both), 1))
+    for begin in range(0, len(new), step):
+        close = new[begin : begin + step] @ both.T >= 1.0 - reach
+        close[np.arange(close.shape[0]), np.arange(begin, begin + close.shape[0])] = False
+        near_new_rows[begin : begin + step] |= close.any(axis=1)
+        near_new_rows |= close[:, : len(new)].any(axis=0)
+        near_old_rows |= close[:, len(new) :].any(axis=0)
+    return np.flatnonzero(near_new_rows), np.flatnonzero(near_old_rows)
 
 
 def decision_vectors(
@@ -109,12 +136,23 @@ def decision_vectors(
 
 
 def statement_texts(rows: pl.DataFrame) -> pl.DataFrame:
-    """The texts `memory_texts` embeds for these statements: text_hash, text."""
-    statements = rows.select("tenant_id", event_id="memory_id", content="text")
-    none = pl.DataFrame(schema=dict.fromkeys(("tenant_id", "event_id", "input"), pl.String))
-    texts = memory_texts(none, statements)
-    return rows.select("memory_id").join(
-        texts.select("memory_id", "text_hash", "text"), on="memory_id", maintain_order="left"
+    """The texts `memory_texts` embeds for these memories (statements, or interactions where
+    `memory_kind` says so): text_hash, text."""
+    interaction = (
+        rows["memory_kind"] == "interaction"
+        if "memory_kind" in rows.columns
+        else pl.repeat(False, rows.height, eager=True)
+    )
+    events = rows.select("tenant_id", event_id="memory_id", raw="text")
+    texts = memory_texts(
+        events.filter(interaction).rename({"raw": "input"}),
+        events.filter(~interaction).rename({"raw": "content"}),
+    )
+    return rows.select("tenant_id", "memory_id").join(
+        texts.select("tenant_id", "memory_id", "text_hash", "text"),
+        on=["tenant_id", "memory_id"],
+        how="left",
+        maintain_order="left",
     )
 
 
