@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  bare pyarrow read + np.load        {statistics.median(bare_read):6.3f}s")
 
         pack = MemoryPack.load(tenant_dir)
-        contacts = list(pack._contact_code)
+        contacts = list(pack._indexes.contact_code)
         queries = rng.normal(size=(args.queries, args.dim)).astype(np.float32)
         system_kinds = [(s, k) for s, ks in SYSTEMS.items() for k in ks]
         n = args.queries

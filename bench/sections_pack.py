@@ -150,7 +150,7 @@ def run(sizes: Sizes) -> list[Figure]:
         pack = MemoryPack.load(tenant_dir)
         rng = np.random.default_rng(sizes.seed + 1)
         queries = rng.normal(size=(sizes.queries, DIM)).astype(np.float32)
-        contacts = sorted(pack._contact_code)  # every contact that has memories
+        contacts = sorted(pack._indexes.contact_code)  # every contact that has memories
         systems = [(s, k) for s, ks in pack_scale.SYSTEMS.items() for k in ks]
         dense = np.load(folder / "embeddings.npy", allow_pickle=False)
 

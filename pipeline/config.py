@@ -100,7 +100,7 @@ class Paths:
     @property
     def packs(self) -> Location:
         """`<home>/packs`, or MEMORYPACK_PACKS: a folder or an `s3://bucket/prefix` URL (S3
-        settings from the AWS environment variables, see `memorypack.fs`)."""
+        settings from the AWS environment variables, see `memorypack.environment`)."""
         return packs_location(Settings.from_env().packs or self.home / "packs")
 
     def table_root(self, name: str) -> Location:

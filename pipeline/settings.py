@@ -49,6 +49,13 @@ class Settings:
             "MEMORYPACK_PII_KEY", "the pseudonym secret (default `<home>/secrets/pii.key`)"
         ),
     )
+    pack_key: str | None = field(
+        default=None,
+        metadata=_env(
+            "MEMORYPACK_PACK_KEY",
+            "the key packs are signed with (16 bytes or more; apps verify with the same key)",
+        ),
+    )
     embed_model: str | None = field(
         default=None,
         metadata=_env(

@@ -1,5 +1,6 @@
 """The layers (SPEC §1): `pipeline/` never imports dagster, `assets` or `jobs`; `assets/` never
-imports `jobs`; the app library imports none of them; the command line sits on top, in `jobs/`."""
+imports `jobs`; the app library imports none of them, and its modules import in one direction (no
+cycle); the command line sits on top, in `jobs/`."""
 
 import ast
 from pathlib import Path
@@ -117,3 +118,53 @@ def test_private_names_stay_in_their_module() -> None:
                         if alias.name.startswith("_") and not alias.name.startswith("__")
                     ]
     assert crossing == []
+
+
+def module_graph(folder: Path, package: str) -> dict[str, set[str]]:
+    """Each module of `package` (in `folder`) → the modules of it that it imports, anywhere in
+    its body (`from package import name` counts the module `name` when there is one, else the
+    package's `__init__`)."""
+    modules = {
+        ".".join((package, *path.relative_to(folder).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        ): path
+        for path in sorted(folder.rglob("*.py"))
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names if alias.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules:
+                for alias in node.names:
+                    inner = f"{node.module}.{alias.name}"
+                    found.add(inner if inner in modules else node.module)
+        graph[name] = found - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One import path back to its start per module that lies on a cycle (depth-first search)."""
+    found, done = [], set()
+
+    def visit(name: str, path: list[str]) -> None:
+        for target in sorted(graph[name]):
+            if target in path:
+                found.append([*path[path.index(target) :], target])
+            elif target not in done:
+                visit(target, [*path, target])
+        done.add(name)
+
+    for name in sorted(graph):
+        if name not in done:
+            visit(name, [name])
+    return found
+
+
+def test_the_app_library_has_no_import_cycle() -> None:
+    graph = module_graph(ROOT / "lib" / "src" / "memorypack", "memorypack")
+    assert len(graph) > 10 and "memorypack.keyword" in graph["memorypack.text_queries"]
+    assert cycles(graph) == []
+    # the test sees one: a context that imported the loader calling it
+    assert cycles({**graph, "memorypack.context": {"memorypack.loader"}}) != []

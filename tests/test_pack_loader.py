@@ -135,7 +135,7 @@ def test_memories_for_ranks_with_score_parts(pack: MemoryPack) -> None:
 
 
 def test_memories_for_boosts_kind_tags_and_query(pack: MemoryPack) -> None:
-    target = np.asarray(pack.embeddings[pack._row_of["a-i1"]])
+    target = np.asarray(pack.embeddings[pack._indexes.row_of["a-i1"]])
     ranked = pack.memories_for(
         "c1", k=3, tags=["address", "orders"], kind="support_reply", query_vector=target * 3
     )
@@ -161,7 +161,7 @@ def test_few_shot_examples(pack: MemoryPack) -> None:
     assert [e.memory_id for e in pack.few_shot("support", skill_id="empathy_direct")] == ["a-i2"]
     assert [e.memory_id for e in pack.few_shot("support", kind="support_reply", k=1)] == ["a-i2"]
     assert pack.few_shot("nothing") == []
-    query = np.asarray(pack.embeddings[pack._row_of["a-i2"]])
+    query = np.asarray(pack.embeddings[pack._indexes.row_of["a-i2"]])
     similar = pack.few_shot("support", k=2, query_vector=query)
     assert similar[0].memory_id == "a-i2" and similar[0].similarity == pytest.approx(1.0, abs=1e-5)
     assert "Input:" in similar[0].as_prompt()
@@ -179,7 +179,7 @@ def test_templates(pack: MemoryPack) -> None:
 def test_select_skill_formula_and_exploration(pack: MemoryPack) -> None:
     choice = pack.select_skill("u1")
     assert choice is not None and not choice.explored
-    pref = pack._user_vectors["u1"]
+    pref = pack._indexes.user_vectors["u1"]
     # Tenant: positive share of every user's votes, smoothed by 2 votes toward 0.5; u1's own EMA
     # confidence counts its votes against 5 votes of the tenant's (u1 never used empathy_direct).
     tenant = {
@@ -193,7 +193,7 @@ def test_select_skill_formula_and_exploration(pack: MemoryPack) -> None:
         "empathy_direct": tenant["empathy_direct"],
     }
     scores = {
-        s: 0.7 * c + 0.3 * float(np.dot(pref, pack._skill_vectors[s]))
+        s: 0.7 * c + 0.3 * float(np.dot(pref, pack._indexes.skill_vectors[s]))
         for s, c in confidence.items()
     }
     assert dict(choice.ranking) == pytest.approx(scores)

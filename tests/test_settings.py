@@ -50,3 +50,12 @@ def test_operations_table_matches_the_dataclass() -> None:
     text = (ROOT / "docs" / "OPERATIONS.md").read_text(encoding="utf-8")
     table = text.split("<!-- settings:begin -->\n")[1].split("\n<!-- settings:end -->")[0]
     assert table == variables_table()
+
+
+def test_the_app_library_reads_the_environment_in_one_module() -> None:
+    """The library cannot import `Settings`: its few variables are read in memorypack.environment."""
+    library = ROOT / "lib" / "src" / "memorypack"
+    readers = sorted(
+        path.name for path in library.glob("*.py") if READ.search(path.read_text(encoding="utf-8"))
+    )
+    assert readers == ["environment.py"]

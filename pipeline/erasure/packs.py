@@ -37,6 +37,7 @@ from pipeline.publish.store import (
     write_latest,
 )
 from pipeline.publish.writer import content_hash, publish_lock, write_manifest
+from pipeline.settings import Settings
 from pipeline.stores import store_of
 from pipeline.stores.disk import TEMP_PREFIX, fsync_path
 
@@ -155,7 +156,7 @@ def _rewrite(tenant_dir: Location, version: str, needles: Needles) -> str | None
             new_manifest = _new_manifest(manifest, files, changed, removed)
             new_version = str(new_manifest["version"])
             write_manifest(temp, new_manifest)
-            verify_pack(temp, version=new_version)
+            verify_pack(temp, version=new_version, key=Settings.from_env().pack_key)
             fsync_path(temp)
             place_version(temp, tenant_dir / new_version)
         except BaseException:
@@ -179,7 +180,7 @@ def erase_from_packs(tenant_dir: Location, needles: Needles) -> dict[str, str]:
         clean_leftovers(tenant_dir)
         for info in list_versions(tenant_dir):
             try:
-                verify_pack(info.path)
+                verify_pack(info.path, key=Settings.from_env().pack_key)
             except PackError:
                 if pack_mentions_version(info.path, needles):
                     remove_dir(info.path)

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from pipeline import tables
 from pipeline.ingest.contracts import LINE_MAX_BYTES, RAW_KEPT_CHARS, Reason
 from pipeline.ingest.landing import UNVERIFIED_KEPT_BYTES, Damage, Verified, landing_pieces
 
@@ -28,12 +29,11 @@ _LOOKED_AT = 1024  # lines starting with whitespace checked one by one, at most,
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[list(b" \t\n\r\x0b\x0c")] = True
 
+# A raw line as quarantine would keep it, and the reason decided before parsing, if any (the
+# file's unreadable rest, a cut line).
 LINES_SCHEMA: dict[str, pl.DataType] = {
-    "file": pl.String(),
-    "line_no": pl.Int64(),
-    "raw": pl.String(),
-    "raw_bytes": pl.Binary(),
-    "damage": pl.String(),  # a reason decided before parsing: the file's unreadable rest, a cut line
+    **tables.schema("quarantine", ("file", "line_no", "raw", "raw_bytes")),
+    "damage": pl.String(),
 }
 
 

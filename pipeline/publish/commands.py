@@ -13,6 +13,7 @@ from pipeline.config import Paths, packs_location, scratch_in_local
 from pipeline.errors import UserError
 from pipeline.ingest.tenant_ids import check_tenant_id, shown
 from pipeline.publish.store import list_versions, rollback, tenants
+from pipeline.settings import Settings
 
 
 def _packs_root(args: argparse.Namespace) -> Location:
@@ -76,7 +77,7 @@ def _version_dir(args: argparse.Namespace) -> Location:
 
 def cmd_show(args: argparse.Namespace) -> int:
     folder = _version_dir(args)
-    manifest = verify_pack(folder, check_hashes=False)
+    manifest = verify_pack(folder, check_hashes=False, key=Settings.from_env().pack_key)
     if args.json:
         print(json.dumps(manifest, indent=2))
         return 0
@@ -123,7 +124,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             versions = [v for v in [read_latest(tenant_dir)] if v]
         for version in versions:
             try:
-                manifest = verify_pack(tenant_dir / version)
+                manifest = verify_pack(tenant_dir / version, key=Settings.from_env().pack_key)
                 models = check_model_files(tenant_dir, manifest)
                 print(
                     f"ok      {tenant_dir.name} {version}  ({len(manifest['files'])} files"

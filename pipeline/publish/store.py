@@ -28,6 +28,7 @@ from memorypack.format import (
 )
 from memorypack.fs import Location
 from pipeline.errors import UserError
+from pipeline.settings import Settings
 from pipeline.stores import store_of
 from pipeline.stores.disk import TEMP_PREFIX, TRASH_PREFIX, step_done
 
@@ -112,10 +113,15 @@ def place_version(staged: Path, final: Location) -> bool:
     content: a version's name is its hash), and `staged` was dropped instead."""
     store = store_of(final)
     if final.is_dir() and store.is_whole(final, SEAL):
-        verify_pack(final)
+        verify_pack(final, key=Settings.from_env().pack_key)
         shutil.rmtree(staged)
         return True
-    store.put_folder(staged, final, (MANIFEST, SEAL), lambda f: verify_pack(f, version=f.name))
+    store.put_folder(
+        staged,
+        final,
+        (MANIFEST, SEAL),
+        lambda f: verify_pack(f, version=f.name, key=Settings.from_env().pack_key),
+    )
     return False
 
 
@@ -175,7 +181,7 @@ def rollback(tenant_dir: Location, to: str | None = None) -> str:
     if to not in {v.version for v in versions}:
         known = ", ".join(v.version for v in versions)
         raise UserError(f"no version {to!r} for tenant {tenant_dir.name} (kept: {known})")
-    verify_pack(tenant_dir / to)
+    verify_pack(tenant_dir / to, key=Settings.from_env().pack_key)
     write_latest(tenant_dir, to, forward_only=False)
     return to
 

@@ -46,6 +46,7 @@ from pipeline.publish.store import (
     prune,
     write_latest,
 )
+from pipeline.settings import Settings
 from pipeline.stores import store_of
 from pipeline.stores.disk import TEMP_PREFIX, fsync_path, step_done
 
@@ -153,7 +154,8 @@ def _manifest(
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     """manifest.json, then its seal (signed with MEMORYPACK_PACK_KEY when set), both fsynced."""
     data = (json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n").encode()
-    for name, content in ((MANIFEST, data), (SEAL, seal_text(data, pack_key()).encode())):
+    seal = seal_text(data, pack_key(Settings.from_env().pack_key)).encode()
+    for name, content in ((MANIFEST, data), (SEAL, seal)):
         with (folder / name).open("wb") as handle:
             handle.write(content)
             handle.flush()
@@ -164,7 +166,7 @@ def _accepted(version_dir: Location) -> bool:
     """Whether apps would load this kept version (an older memorypack wrote no seal; a pack key
     may have been set since): only such a version may stand for identical content."""
     try:
-        verify_pack(version_dir, check_hashes=False)
+        verify_pack(version_dir, check_hashes=False, key=Settings.from_env().pack_key)
     except PackError:
         return False
     return True
@@ -261,7 +263,7 @@ class PackStage:
             manifest = _manifest(content, version, digest, files, self.run_id)
             write_manifest(temp, manifest)
             step_done("manifest_written")
-            verify_pack(temp, version=version)
+            verify_pack(temp, version=version, key=Settings.from_env().pack_key)
             fsync_path(temp)
             step_done("verified")
         except BaseException:

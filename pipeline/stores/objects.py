@@ -27,7 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from memorypack.fs import Location, ObjectPath, s3_settings
+from memorypack.environment import s3_settings
+from memorypack.fs import Location, ObjectPath
 from pipeline.errors import UserError
 from pipeline.settings import Settings
 from pipeline.stores.base import Check, Hook, Store, hive_values, nothing

@@ -11,19 +11,24 @@ import numpy as np
 import pyarrow as pa
 
 from memorypack.arguments import number, optional_number, vector, whole
-from memorypack.indexes import TENANT_PRIOR_VOTES, UNKNOWN_SKILL_CONFIDENCE
+from memorypack.indexes import TENANT_PRIOR_VOTES, UNKNOWN_SKILL_CONFIDENCE, PackIndexes
 from memorypack.questions import STALE_AFTER_DAYS
-from memorypack.ranking import Ranking
 from memorypack.results import Conflict, FewShotExample, SkillChoice, Template
 from memorypack.tables import EMPTY, column_values, has_text
+from memorypack.text_queries import TextQueries
 
 # Skill selection (SPEC §4.8).
 CONFIDENCE_WEIGHT = 0.7
 ALIGNMENT_WEIGHT = 0.3
 
 
-class Answers(Ranking):
+class Answers:
     """Few-shot examples, templates, skills, conflicts and explanations of one pack."""
+
+    def __init__(self, indexes: PackIndexes, text: TextQueries) -> None:
+        self.indexes = indexes
+        self.text = text
+        self._skill_tags: dict[str, set[str]] | None = None  # built on first use
 
     def few_shot(
         self,
@@ -44,16 +49,16 @@ class Answers(Ranking):
         k, query_vector = whole(k, "k"), vector(query_vector)
         min_confidence = number(min_confidence, "min_confidence")
         min_score = optional_number(min_score, "min_score")
-        rows = self._example_groups.get((system, kind, skill_id), EMPTY)
+        rows = self.indexes.example_groups.get((system, kind, skill_id), EMPTY)
         if min_confidence > 0:
-            rows = rows[self._example_confidence[rows] >= min_confidence]
+            rows = rows[self.indexes.example_confidence[rows] >= min_confidence]
         if min_score is not None:
-            rows = rows[self._example_quality[rows] >= min_score]
+            rows = rows[self.indexes.example_quality[rows] >= min_score]
         similarity = np.full(rows.size, np.nan)
         if (query_vector is not None or has_text(query)) and rows.size:
-            memory_rows = self._example_rows[rows]
+            memory_rows = self.indexes.example_rows[rows]
             known = memory_rows >= 0
-            found = self._relevance(memory_rows[known], query, query_vector, retrieval)
+            found = self.text.relevance(memory_rows[known], query, query_vector, retrieval)
             relevance = np.full(rows.size, -2.0)
             if "similarity" in found:
                 similarity[known] = found["similarity"]
@@ -64,7 +69,7 @@ class Answers(Ranking):
             rows, similarity = rows[order], similarity[order]
         return [
             replace(
-                self._examples[row],
+                self.indexes.examples[row],
                 rank=position + 1,
                 similarity=None if np.isnan(value) else float(value),
             )
@@ -74,7 +79,7 @@ class Answers(Ranking):
     def few_shot_systems(self) -> list[str]:
         """Systems that have few-shot examples, the best covered first."""
         counts: dict[str, int] = {}
-        for example in self._examples:
+        for example in self.indexes.examples:
             if example.system:
                 counts[example.system] = counts.get(example.system, 0) + 1
         return sorted(counts, key=lambda s: (-counts[s], s))
@@ -85,23 +90,23 @@ class Answers(Ranking):
         used = {
             skill
             for row_system, row_kind, skill in zip(
-                column_values(self.memories, "system"),
-                column_values(self.memories, "kind"),
-                column_values(self.memories, "skill_id"),
+                column_values(self.indexes.memories, "system"),
+                column_values(self.indexes.memories, "kind"),
+                column_values(self.indexes.memories, "skill_id"),
                 strict=True,
             )
             if row_system == system and (kind is None or row_kind == kind)
         }
         used |= {
             e.skill_id
-            for e in self._examples
+            for e in self.indexes.examples
             if e.system == system and (kind is None or e.kind == kind)
         }
         return sorted(s for s in used if s is not None)
 
     def template(self, skill_id: str, version: Any = None) -> Template | None:
         """The current template of a skill (or a given version); None when the pack has none."""
-        history = self._templates.get(skill_id, [])
+        history = self.indexes.templates.get(skill_id, [])
         if version is not None:
             return next((t for t in history if str(t.version) == str(version)), None)
         current = [t for t in history if t.is_current]
@@ -109,17 +114,17 @@ class Answers(Ranking):
         return candidates[-1] if candidates else None
 
     def template_history(self, skill_id: str) -> list[Template]:
-        return list(self._templates.get(skill_id, []))
+        return list(self.indexes.templates.get(skill_id, []))
 
     def skills(self) -> list[str]:
-        return list(self._all_skills)
+        return list(self.indexes.all_skills)
 
     def _tags_by_skill(self) -> dict[str, set[str]]:
         if self._skill_tags is None:
             found: dict[str, set[str]] = {}
             for skill, tags in zip(
-                column_values(self.memories, "skill_id"),
-                column_values(self.memories, "tags"),
+                column_values(self.indexes.memories, "skill_id"),
+                column_values(self.indexes.memories, "tags"),
                 strict=True,
             ):
                 if skill is not None and tags:
@@ -146,8 +151,8 @@ class Answers(Ranking):
         epsilon = number(epsilon, "epsilon", low=0, high=1)
         min_confidence = number(min_confidence, "min_confidence")
         min_score = optional_number(min_score, "min_score")
-        known = self._user_skills.get(user_id or "", {})
-        candidates = self._all_skills
+        known = self.indexes.user_skills.get(user_id or "", {})
+        candidates = self.indexes.all_skills
         if skills is not None:
             allowed = set(skills)
             candidates = [s for s in candidates if s in allowed]
@@ -155,17 +160,17 @@ class Answers(Ranking):
             wanted = set(context_tags)
             tagged = self._tags_by_skill()
             candidates = [s for s in candidates if tagged.get(s, set()) & wanted] or candidates
-        preference = self._user_vectors.get(user_id or "")
+        preference = self.indexes.user_vectors.get(user_id or "")
         ranking: list[SkillChoice] = []
         for skill in candidates:
-            tenant = self._tenant_skills.get(skill, UNKNOWN_SKILL_CONFIDENCE)
+            tenant = self.indexes.tenant_skills.get(skill, UNKNOWN_SKILL_CONFIDENCE)
             own, votes = known.get(skill, (tenant, 0))
             confidence = (
                 (votes * own + TENANT_PRIOR_VOTES * tenant) / (votes + TENANT_PRIOR_VOTES)
                 if votes
                 else tenant
             )
-            vector = self._skill_vectors.get(skill)
+            vector = self.indexes.skill_vectors.get(skill)
             alignment = (
                 float(np.dot(preference, vector))
                 if preference is not None
@@ -188,11 +193,11 @@ class Answers(Ranking):
 
     def contact_memories(self, contact_id: str, include_inactive: bool = False) -> pa.Table:
         """The rows of memories.parquet about one contact (active ones unless asked), pack order."""
-        code = self._contact_code.get(contact_id)
-        rows = self._contact_rows.get(code, EMPTY) if code is not None else EMPTY
+        code = self.indexes.contact_code.get(contact_id)
+        rows = self.indexes.contact_rows.get(code, EMPTY) if code is not None else EMPTY
         if not include_inactive:
-            rows = rows[self._active[rows]]
-        return self.memories.take(pa.array(np.sort(rows), type=pa.int64()))
+            rows = rows[self.indexes.active[rows]]
+        return self.indexes.memories.take(pa.array(np.sort(rows), type=pa.int64()))
 
     def conflicts(self, contact_id: str | None = None) -> list[Conflict]:
         return [
@@ -206,14 +211,14 @@ class Answers(Ranking):
                 text_a=row.get("text_a"),
                 text_b=row.get("text_b"),
             )
-            for row in self._conflicts
+            for row in self.indexes.conflicts
             if contact_id is None or row.get("contact_id") == contact_id
         ]
 
     def memory(self, memory_id: str) -> dict[str, Any] | None:
         """A memory's row as the pack holds it; None when the pack does not hold it."""
-        row = self._row_of.get(memory_id)
-        return None if row is None else dict(self.memories.slice(row, 1).to_pylist()[0])
+        row = self.indexes.row_of.get(memory_id)
+        return None if row is None else dict(self.indexes.memories.slice(row, 1).to_pylist()[0])
 
     def explain(self, memory_id: str) -> str | None:
         """Why an app acted: "because of this memory …, last confirmed <date>, confidence <x>";
@@ -241,11 +246,11 @@ class Answers(Ranking):
             )
         if m.get("needs_reconfirmation"):
             notes.append("needs reconfirmation")
-        row = self._row_of[memory_id]
-        if self._overruled[row]:
-            why = "superseded" if self._overruled[row] == 1 else "not preferred"
-            notes.append(f"{why}: the pack prefers {self._overruled_by[row]}")
-        for c in self._conflicts:
+        row = self.indexes.row_of[memory_id]
+        if self.indexes.overruled[row]:
+            why = "superseded" if self.indexes.overruled[row] == 1 else "not preferred"
+            notes.append(f"{why}: the pack prefers {self.indexes.overruled_by[row]}")
+        for c in self.indexes.conflicts:
             if memory_id in (c.get("memory_id_a"), c.get("memory_id_b")):
                 other = (
                     c.get("memory_id_b")

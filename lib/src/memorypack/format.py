@@ -8,18 +8,17 @@ import hmac
 import json
 import os
 import re
-import stat
 from datetime import UTC, datetime
 from typing import Any
 
-from memorypack.fs import Location, ObjectPath, absolute, location
+from memorypack.environment import KEY_ENV, pack_key_text
+from memorypack.fs import Location, Unreadable, absolute, files, location
 
 PACK_FORMAT = 1
 MANIFEST = "manifest.json"
 # Beside the manifest, the one thing that covers it: `sha256 <hex>` of manifest.json's bytes, plus
 # `hmac-sha256 <hex>` when the publisher holds a pack key (KEY_ENV). See `check_seal`.
 SEAL = "manifest.seal"
-KEY_ENV = "MEMORYPACK_PACK_KEY"
 MIN_KEY_BYTES = 16
 LATEST = "LATEST"
 EMBEDDINGS = "embeddings.npy"
@@ -73,33 +72,12 @@ def read_regular(path: Location, limit: int, what: str, exact: bool = False) -> 
     (exactly `limit` with `exact`): what it is and its size are checked before anything is read,
     on what was opened (a link to /dev/zero is a device; a FIFO never blocks the open), and the
     read itself stops after `limit` + 1 bytes."""
-    if isinstance(path, ObjectPath):  # an object is a file of a known size, nothing else
-        if not path.is_file():
-            raise PackError(f"{what} {path} is {'not a file' if path.exists() else 'missing'}")
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            return _checked(handle, size, limit, what, path, exact)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise PackError(f"{what} {path} is missing") from None
-    except OSError as error:
-        raise PackError(f"{what} {path} is unreadable: {error.strerror or error}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise PackError(f"{what} {path} is not a file ({_KINDS.get(stat.S_IFMT(info.st_mode))})")
-    with os.fdopen(fd, "rb") as handle:
-        return _checked(handle, info.st_size, limit, what, path, exact)
-
-
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
+        handle, size = files(path).open_regular()
+    except Unreadable as why:
+        raise PackError(f"{what} {path} {why}") from None
+    with handle:
+        return _checked(handle, size, limit, what, path, exact)
 
 
 def _checked(handle: Any, size: int, limit: int, what: str, path: Location, exact: bool) -> bytes:
@@ -167,7 +145,7 @@ def read_manifest(version_dir: Location) -> dict[str, Any]:
 def pack_key(key: str | bytes | None = None) -> bytes | None:
     """The pack key (argument, else the MEMORYPACK_PACK_KEY environment variable); None: no key."""
     if key is None:
-        key = os.environ.get(KEY_ENV) or None
+        key = pack_key_text()
     if key is None:
         return None
     raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)

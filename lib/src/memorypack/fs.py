@@ -5,10 +5,9 @@ the few `Path` methods the pack format, the loader and the publisher use (`/`, `
 `exists`, `is_file`, `is_dir`, `iterdir`, `open`, `stat`, …) on top of `pyarrow.fs` — pyarrow is
 already the app library's one heavy dependency, so reading packs from S3 needs nothing new.
 
-S3 settings come from the standard AWS environment variables: `AWS_ACCESS_KEY_ID`,
-`AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` (or the AWS config files), `AWS_REGION` /
-`AWS_DEFAULT_REGION` (default us-east-1), and `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` for an
-S3-compatible store (e.g. `http://127.0.0.1:8333` for a local SeaweedFS).
+S3 settings come from the standard AWS environment variables (`memorypack.environment`):
+credentials, region, and an endpoint for an S3-compatible store (e.g. `http://127.0.0.1:8333`
+for a local SeaweedFS).
 """
 
 from __future__ import annotations
@@ -16,21 +15,21 @@ from __future__ import annotations
 import fnmatch
 import io
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
+
+from memorypack.environment import s3_settings
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
-DEFAULT_REGION = "us-east-1"
 SCHEMES = ("s3",)
 
 
@@ -275,13 +274,6 @@ def location(where: str | os.PathLike[str] | ObjectPath) -> Location:
     return ObjectPath(s3_filesystem(*s3_settings()), key, scheme)
 
 
-def s3_settings() -> tuple[str | None, str]:
-    """The S3 endpoint (None: AWS) and region from the standard AWS environment variables."""
-    endpoint = next((os.environ[n] for n in ENDPOINT_ENVS if os.environ.get(n)), None)
-    region = next((os.environ[n] for n in REGION_ENVS if os.environ.get(n)), DEFAULT_REGION)
-    return endpoint, region
-
-
 @lru_cache(maxsize=8)
 def s3_filesystem(endpoint: str | None, region: str) -> pafs.S3FileSystem:
     """One S3 client per endpoint and region (credentials: pyarrow reads the AWS environment)."""
@@ -296,25 +288,98 @@ def s3_filesystem(endpoint: str | None, region: str) -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**options)
 
 
+class Unreadable(Exception):
+    """Why a file cannot be read as a regular file, as the end of a sentence about it."""
+
+
+# What a local path that is not a regular file is, in words.
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+class LocalFiles:
+    """The reads that differ for a local file: arrays memory-mapped, a file opened without
+    blocking and checked on what was opened (a link to /dev/zero is a device, a FIFO)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def absolute(self) -> Path:
+        """Made absolute, so `.parent.name` means something."""
+        return Path(os.path.abspath(self.path))
+
+    def read_parquet(self) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path)
+
+    def load_matrix(self) -> np.ndarray:
+        import numpy as np
+
+        return np.load(self.path, mmap_mode="r", allow_pickle=False)
+
+    def open_regular(self) -> tuple[BinaryIO, int]:
+        """The open file and its size; Unreadable unless it is a regular file."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise Unreadable("is missing") from None
+        except OSError as error:
+            raise Unreadable(f"is unreadable: {error.strerror or error}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise Unreadable(f"is not a file ({_KINDS.get(stat.S_IFMT(info.st_mode))})")
+        return os.fdopen(fd, "rb"), info.st_size
+
+
+class ObjectFiles:
+    """The same reads of an object: it is a file of a known size or nothing, read into memory."""
+
+    def __init__(self, path: ObjectPath) -> None:
+        self.path = path
+
+    def absolute(self) -> ObjectPath:
+        return self.path
+
+    def read_parquet(self) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        with self.path.filesystem.open_input_file(self.path.key) as source:
+            return pq.read_table(source)
+
+    def load_matrix(self) -> np.ndarray:
+        import numpy as np
+
+        return np.load(io.BytesIO(self.path.read_bytes()), allow_pickle=False)
+
+    def open_regular(self) -> tuple[BinaryIO, int]:
+        if not self.path.is_file():
+            raise Unreadable("is not a file" if self.path.exists() else "is missing")
+        size = self.path.stat().st_size
+        return self.path.open("rb"), size
+
+
+def files(where: Location) -> LocalFiles | ObjectFiles:
+    """The reads of a location: the one place the library tells a local file from an object."""
+    return ObjectFiles(where) if isinstance(where, ObjectPath) else LocalFiles(where)
+
+
 def absolute(where: Location) -> Location:
     """A local path made absolute (so `.parent.name` means something); an object path as it is."""
-    return where if isinstance(where, ObjectPath) else Path(os.path.abspath(where))
+    return files(where).absolute()
 
 
 def read_parquet(where: Location) -> pa.Table:
     """A whole Parquet file, local or in the object store."""
-    import pyarrow.parquet as pq
-
-    if isinstance(where, ObjectPath):
-        with where.filesystem.open_input_file(where.key) as source:
-            return pq.read_table(source)
-    return pq.read_table(where)
+    return files(where).read_parquet()
 
 
 def load_matrix(where: Location) -> np.ndarray:
     """A `.npy` array: memory-mapped from a local file, read into memory from an object store."""
-    import numpy as np
-
-    if isinstance(where, ObjectPath):
-        return np.load(io.BytesIO(where.read_bytes()), allow_pickle=False)
-    return np.load(where, mmap_mode="r", allow_pickle=False)
+    return files(where).load_matrix()

@@ -4,8 +4,9 @@ Misses are never errors: asking about something the pack does not hold (a system
 contact, a memory) answers empty — `[]` for a list, `None` for one thing. Only a pack that cannot
 be used raises (`PackError`), and a malformed argument (`ValueError`).
 
-The pack is read and checked in `tables`, indexed in `indexes`, and queried by `text_queries`
-(relevance), `ranking` (memories) and `answers` (the rest); this module loads and refreshes it.
+The pack is read and checked in `tables`; a `MemoryPack` holds its indexes (`indexes`), its text
+relevance (`text_queries`), its ranking of memories (`ranking`) and the rest of its answers
+(`answers`), and offers their public methods as its own (`delegated`); it loads and refreshes.
 """
 
 from __future__ import annotations
@@ -21,22 +22,24 @@ import numpy as np
 
 from memorypack.answers import Answers
 from memorypack.context import prompt_context
+from memorypack.delegated import delegated
 from memorypack.format import PackError, check_hash, read_latest, resolve, verify_pack, version_time
 from memorypack.fs import Location
+from memorypack.indexes import PackIndexes
 from memorypack.questions import Question, questions_for
+from memorypack.ranking import Ranking
 from memorypack.receipt import HOLDOUT_SHARE, Receipt, in_holdout, receipt
 from memorypack.results import FewShotExample, ScoredMemory, Template
 from memorypack.seen import accept
-from memorypack.tables import (
-    one_line,
-    read_embeddings,
-    read_table,
-)
+from memorypack.tables import one_line, read_embeddings, read_table
+from memorypack.text_queries import TextQueries
 
 log = logging.getLogger(__name__)
+# The tables `PackIndexes` indexes besides the memories, in its arguments' order.
+INDEXED_FILES = ("few_shot", "skills", "vectors", "templates", "conflicts")
 
 
-class MemoryPack(Answers):
+class MemoryPack:
     """One tenant's published pack, verified at load; every query runs on precomputed arrays."""
 
     def __init__(self, folder: Location, manifest: dict[str, Any]) -> None:
@@ -53,16 +56,45 @@ class MemoryPack(Answers):
         self.memories = read_table(folder, "memories.parquet", manifest)
         self.embeddings: np.ndarray = read_embeddings(folder, self.memories.num_rows)
         self.dim = int(self.embeddings.shape[1])
-        self._index_memories()
-        self._index_few_shot(read_table(folder, "few_shot.parquet", manifest))
-        self._index_skills(
-            read_table(folder, "skills.parquet", manifest),
-            read_table(folder, "vectors.parquet", manifest),
-            read_table(folder, "templates.parquet", manifest),
+        self._indexes = PackIndexes(
+            self.memories,
+            self.as_of,
+            *(read_table(folder, f"{name}.parquet", manifest) for name in INDEXED_FILES),
         )
-        self._index_conflicts(read_table(folder, "conflicts.parquet", manifest))
+        self._text = TextQueries(self._indexes, self.embeddings, folder, manifest)
+        self._ranking = Ranking(self._indexes, self._text)
+        self._answers = Answers(self._indexes, self._text)
         self.summaries = read_table(folder, "summaries.parquet", manifest)
-        self._init_text_queries()
+
+    # ---- the collaborators' answers, as the pack's own ----------------------------------------
+    encoder = delegated("_text", TextQueries.encoder)
+    embed = delegated("_text", TextQueries.embed)
+    memories_for = delegated("_ranking", Ranking.memories_for)
+    search = delegated("_ranking", Ranking.search)
+    candidates = delegated("_ranking", Ranking.candidates)
+    select = delegated("_ranking", Ranking.select)
+    few_shot = delegated("_answers", Answers.few_shot)
+    few_shot_systems = delegated("_answers", Answers.few_shot_systems)
+    skills_of = delegated("_answers", Answers.skills_of)
+    template = delegated("_answers", Answers.template)
+    template_history = delegated("_answers", Answers.template_history)
+    skills = delegated("_answers", Answers.skills)
+    select_skill = delegated("_answers", Answers.select_skill)
+    contact_memories = delegated("_answers", Answers.contact_memories)
+    conflicts = delegated("_answers", Answers.conflicts)
+    memory = delegated("_answers", Answers.memory)
+    explain = delegated("_answers", Answers.explain)
+
+    @property
+    def encoder_error(self) -> str | None:
+        """Why text queries run without the vector channel (None: they do not, or not yet known)."""
+        return self._text.encoder_error
+
+    def warm(self, keyword: bool = True, encoder: bool = True) -> MemoryPack:
+        """Build the keyword index and load the encoder now rather than on the first text query
+        (an encoder that cannot load is only noted in `encoder_error`)."""
+        self._text.warm(keyword=keyword, encoder=encoder)
+        return self
 
     # ---- loading ---------------------------------------------------------------------------
     @classmethod

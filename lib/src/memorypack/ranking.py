@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from memorypack.arguments import number, optional_number, vector, whole
-from memorypack.indexes import OVERRULED
+from memorypack.indexes import OVERRULED, PackIndexes
 from memorypack.results import ScoredMemory, Selection
 from memorypack.selector import Selector, SelectorFailed, call_with_timeout, parse_choices
 from memorypack.tables import EMPTY, SECONDS_PER_DAY
@@ -34,8 +34,12 @@ DEFAULT_SELECTOR_TIMEOUT_MS = 800.0
 INACTIVE_FACTOR = 0.95  # chosen with the fusion's constants (memorypack.keyword)
 
 
-class Ranking(TextQueries):
+class Ranking:
     """`memories_for`, `search` and `select`: the memories an app puts in a prompt."""
+
+    def __init__(self, indexes: PackIndexes, text: TextQueries) -> None:
+        self.indexes = indexes
+        self.text = text
 
     def _rank(
         self,
@@ -53,9 +57,9 @@ class Ranking(TextQueries):
     ) -> list[ScoredMemory]:
         if rows.size == 0 or k <= 0:
             return []
-        confidence = self._confidence[rows]
+        confidence = self.indexes.confidence[rows]
         parts: dict[str, np.ndarray] = {"confidence": confidence}
-        found = self._relevance(rows, query, query_vector, retrieval)
+        found = self.text.relevance(rows, query, query_vector, retrieval)
         parts.update(found)
         relevance = found.get("relevance", found.get("similarity"))
         if boosts and relevance is not None and "relevance" in found:
@@ -72,30 +76,32 @@ class Ranking(TextQueries):
             del parts["semantic"]
             if relevance is None:
                 return []
-            parts["status_factor"] = np.where(self._active[rows], 1.0, INACTIVE_FACTOR)
-            parts["age_days"] = self._age_days[rows]
+            parts["status_factor"] = np.where(self.indexes.active[rows], 1.0, INACTIVE_FACTOR)
+            parts["age_days"] = self.indexes.age_days[rows]
             return self._scored(rows, k, relevance * parts["status_factor"], parts, min_score)
-        code = self._contact_code.get(contact_id, -2) if contact_id is not None else -2
-        parts["same_contact"] = SAME_CONTACT_BOOST * (self._contact_codes[rows] == code)
-        kind_code = self._kind_code.get(kind, -2) if kind is not None else -2
-        parts["same_kind"] = SAME_KIND_BOOST * (self._kind_codes[rows] == kind_code)
+        code = self.indexes.contact_code.get(contact_id, -2) if contact_id is not None else -2
+        parts["same_contact"] = SAME_CONTACT_BOOST * (self.indexes.contact_codes[rows] == code)
+        kind_code = self.indexes.kind_code.get(kind, -2) if kind is not None else -2
+        parts["same_kind"] = SAME_KIND_BOOST * (self.indexes.kind_codes[rows] == kind_code)
         overlap = np.zeros(rows.size)
         if tags:
-            counts = np.zeros(self._n, dtype=np.int32)
+            counts = np.zeros(self.indexes.n, dtype=np.int32)
             for tag in set(tags):
-                counts[self._tag_rows.get(tag, EMPTY)] += 1
+                counts[self.indexes.tag_rows.get(tag, EMPTY)] += 1
             overlap = counts[rows].astype(np.float64)
         parts["tags"] = TAG_BOOST * overlap
-        shift = (now - self.as_of).total_seconds() / SECONDS_PER_DAY if now is not None else 0.0
-        parts["recency"] = np.maximum(
-            0.0, RECENCY_BOOST - RECENCY_DECAY_PER_DAY * (self._age_days[rows] + shift)
+        shift = (
+            (now - self.indexes.as_of).total_seconds() / SECONDS_PER_DAY if now is not None else 0.0
         )
-        quality = self._quality[rows]
+        parts["recency"] = np.maximum(
+            0.0, RECENCY_BOOST - RECENCY_DECAY_PER_DAY * (self.indexes.age_days[rows] + shift)
+        )
+        quality = self.indexes.quality[rows]
         parts["feedback"] = np.where(
             quality >= 0, POSITIVE_FEEDBACK_WEIGHT * quality, NEGATIVE_FEEDBACK_WEIGHT * quality
         )
         # An overruled memory's confidence counts for nothing (the part is named by the reason).
-        overruled = self._overruled[rows]
+        overruled = self.indexes.overruled[rows]
         demotion = np.where(overruled > 0, -parts["semantic"], 0.0)
         total = (
             parts["semantic"]
@@ -130,7 +136,7 @@ class Ranking(TextQueries):
             else eligible
         )
         best = best[np.lexsort((rows[best], -total[best]))]
-        picked = self.memories.take(pa.array(rows[best])).to_pylist()
+        picked = self.indexes.memories.take(pa.array(rows[best])).to_pylist()
         relevance = parts.get("relevance", parts.get("similarity"))
         return [
             ScoredMemory(
@@ -151,7 +157,7 @@ class Ranking(TextQueries):
                     **{name: float(values[i]) for name, values in parts.items()},
                     **({OVERRULED[overruled[i]]: float(demotion[i])} if overruled[i] else {}),
                 },
-                overruled_by=self._overruled_by.get(int(rows[i])),
+                overruled_by=self.indexes.overruled_by.get(int(rows[i])),
                 matched=None if relevance is None else bool(relevance[i] > 0),
             )
             for row, i in zip(picked, best, strict=True)
@@ -165,19 +171,19 @@ class Ranking(TextQueries):
         min_confidence: float = 0.0,
     ) -> np.ndarray:
         if contact_id is None:
-            rows = np.arange(self._n)
+            rows = np.arange(self.indexes.n)
         else:
-            code = self._contact_code.get(contact_id)
-            own = self._contact_rows.get(code, EMPTY) if code is not None else EMPTY
+            code = self.indexes.contact_code.get(contact_id)
+            own = self.indexes.contact_rows.get(code, EMPTY) if code is not None else EMPTY
             # A contact's memories plus the general ones; never another person's.
-            rows = np.concatenate([own, self._general_rows])
+            rows = np.concatenate([own, self.indexes.general_rows])
         keep = np.ones(rows.size, dtype=bool)
         if not include_inactive:
-            keep &= self._active[rows]
+            keep &= self.indexes.active[rows]
         if not include_superseded:
-            keep &= self._overruled[rows] == 0
+            keep &= self.indexes.overruled[rows] == 0
         if min_confidence > 0:
-            keep &= self._confidence[rows] >= min_confidence
+            keep &= self.indexes.confidence[rows] >= min_confidence
         return rows[keep]
 
     def memories_for(
@@ -248,12 +254,12 @@ class Ranking(TextQueries):
         returned only to fill k, after every matched one; filter on `matched` for matches only."""
         k, query_vector = whole(k, "k"), vector(query_vector)
         if contact_id is None:
-            rows = np.arange(self._n)
-            keep = np.ones(self._n, dtype=bool)
+            rows = np.arange(self.indexes.n)
+            keep = np.ones(self.indexes.n, dtype=bool)
             if not include_inactive:
-                keep &= self._active
+                keep &= self.indexes.active
             if not include_superseded:
-                keep &= self._overruled == 0
+                keep &= self.indexes.overruled == 0
             rows = rows[keep]
         else:
             rows = self._rows_for(contact_id, include_inactive, include_superseded)

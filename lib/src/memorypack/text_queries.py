@@ -6,12 +6,13 @@ import contextlib
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Self
+from typing import Any
 
 import numpy as np
 
 from memorypack import keyword as _channels
 from memorypack.encoder import EncoderUnavailable, TextEncoder, check_text, encoder_spec
+from memorypack.fs import Location
 from memorypack.indexes import PackIndexes
 from memorypack.keyword import LazyKeywordIndex, fuse, scaled, top_ranks
 from memorypack.tables import has_text, strings, unit_query
@@ -20,11 +21,23 @@ log = logging.getLogger("memorypack.loader")
 RETRIEVALS = ("hybrid", "keyword", "vector")
 
 
-class TextQueries(PackIndexes):
-    """How relevant each memory is to a query text or vector (`_relevance`)."""
+class TextQueries:
+    """How relevant each memory is to a query text or vector (`relevance`): the pack's encoder
+    (loaded on first use) and keyword index (built on first use) over its memories."""
 
-    def _init_text_queries(self) -> None:
-        self._keyword = LazyKeywordIndex(strings(self.memories, "text"))
+    def __init__(
+        self,
+        indexes: PackIndexes,
+        embeddings: np.ndarray,
+        folder: Location,
+        manifest: dict[str, Any],
+    ) -> None:
+        self.indexes = indexes
+        self.embeddings = embeddings
+        self.dim = int(embeddings.shape[1])
+        self.folder = folder
+        self.manifest = manifest
+        self._keyword = LazyKeywordIndex(strings(indexes.memories, "text"))
         self._encoder: TextEncoder | None = None
         self.encoder_error: str | None = None  # why text queries run without the vector channel
         self._encoder_lock = threading.Lock()
@@ -42,10 +55,10 @@ class TextQueries(PackIndexes):
                 try:
                     if spec is None:
                         raise EncoderUnavailable(
-                            f"pack {self.version} ships no embedding model (published before "
+                            f"pack {self.manifest['version']} ships no embedding model (published before "
                             "text queries, or its model could not be exported)"
                         )
-                    self._encoder = TextEncoder(self.path.parent, spec, self.dim)
+                    self._encoder = TextEncoder(self.folder.parent, spec, self.dim)
                 except EncoderUnavailable as error:
                     self.encoder_error = str(error)
                     raise
@@ -55,15 +68,13 @@ class TextQueries(PackIndexes):
         """Unit-length vectors of `texts` by the pack's model, comparable to `embeddings`."""
         return self.encoder().encode(list(texts))
 
-    def warm(self, keyword: bool = True, encoder: bool = True) -> Self:
-        """Build the keyword index and load the encoder now rather than on the first text query
-        (an encoder that cannot load is only noted in `encoder_error`)."""
+    def warm(self, keyword: bool = True, encoder: bool = True) -> None:
+        """`MemoryPack.warm`: the keyword index built and the encoder loaded now."""
         if encoder:
             with contextlib.suppress(EncoderUnavailable):
                 self.encoder()
         if keyword:  # the index text queries will use: stems without the vector channel
             self._keyword.get(stemmed=self._encoder is None)
-        return self
 
     def _query_vector(self, query: str, required: bool) -> np.ndarray | None:
         try:
@@ -79,7 +90,7 @@ class TextQueries(PackIndexes):
 
     _warned_keyword_only = False
 
-    def _relevance(
+    def relevance(
         self,
         rows: np.ndarray,
         query: str | None,
@@ -126,13 +137,13 @@ class TextQueries(PackIndexes):
     def _neighbour_share(self, rows: np.ndarray, fused: np.ndarray) -> np.ndarray:
         """NEIGHBOUR_SHARE × the better fused score of a row's neighbours in time (the memories of
         its contact and kind just before and after it, when they are candidates too)."""
-        everywhere = np.zeros(self._n + 1)  # the last entry stands for "no neighbour"
+        everywhere = np.zeros(self.indexes.n + 1)  # the last entry stands for "no neighbour"
         everywhere[rows] = fused
-        before, after = self._previous[rows], self._next[rows]
+        before, after = self.indexes.previous[rows], self.indexes.next[rows]
         return _channels.NEIGHBOUR_SHARE * np.maximum(everywhere[before], everywhere[after])
 
     def _similarities(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
         # Gathering a few rows is cheaper than a full scan; past a quarter of the pack it is not.
-        if rows.size * 4 > self._n:
+        if rows.size * 4 > self.indexes.n:
             return np.asarray(self.embeddings @ q)[rows]
         return np.asarray(self.embeddings[rows] @ q)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.preference.pairs.sources import pair_refs
 from pipeline.preference.pairs.table import PairConfig, PairSource
 
@@ -26,13 +27,9 @@ def prompt_texts(interactions: pl.DataFrame, text_hashes: pl.DataFrame) -> pl.Da
     )
 
 
-_BEST_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "skill_id": pl.String(),
-    "chosen_id": pl.String(),
-    "rejected_id": pl.String(),
-    "margin": pl.Float64(),
-}
+_BEST_SCHEMA = tables.schema(
+    "preference_pairs", ("tenant_id", "skill_id", "chosen_id", "rejected_id", "margin")
+)
 
 
 def _clearest_gaps(rated: pl.DataFrame, edges: pl.DataFrame, config: PairConfig) -> pl.DataFrame:

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline import tables
 from pipeline.errors import one_line
 from pipeline.preference.templates.candidates import Candidate, SkillEvidence, candidate_templates
 from pipeline.preference.templates.history import (
@@ -37,18 +38,15 @@ from pipeline.preference.templates.scores import (
 log = logging.getLogger(__name__)
 
 
+# One decision per candidate: its score's columns as template_scores holds them, the test against
+# the current template as template_history keeps it (candidates only), and what was decided.
 DECISION_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "skill_id": pl.String(),
+    **tables.schema("template_scores", ("tenant_id", "skill_id")),
     "candidate": pl.String(),
-    "eval_accuracy": pl.Float64(),
-    "eval_margin": pl.Float64(),
-    "n_eval": pl.Int64(),
+    **tables.schema("template_scores", ("eval_accuracy", "eval_margin", "n_eval")),
     "adopted": pl.Boolean(),
     "memo": pl.Boolean(),  # the score came from template_scores, not from the policy
-    "win_p_value": pl.Float64(),  # against the current template (candidates only)
-    "gain_low": pl.Float64(),
-    "gain_high": pl.Float64(),
+    **tables.schema("template_history", ("win_p_value", "gain_low", "gain_high")),
     "note": pl.String(),
 }
 

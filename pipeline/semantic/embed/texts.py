@@ -7,12 +7,13 @@ from collections.abc import Callable
 
 import polars as pl
 
+from pipeline import tables
+
+# A memory embedding's keys, with the text it is embedded by (no table holds the text).
 MEMORY_TEXT_SCHEMA: dict[str, pl.DataType] = {
-    "tenant_id": pl.String(),
-    "memory_id": pl.String(),
-    "memory_kind": pl.String(),
+    **tables.schema("memory_embeddings", ("tenant_id", "memory_id", "memory_kind")),
     "text": pl.String(),
-    "text_hash": pl.String(),
+    **tables.schema("memory_embeddings", ("text_hash",)),
 }
 
 
