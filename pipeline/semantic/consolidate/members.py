@@ -38,7 +38,8 @@ class ConsolidationConfig:
     # The int8 encoder's distances move with the CPU's integer kernels (against fp32: median
     # 0.005, at most 0.028 on the STS-B sample, with and without AVX-512): statements with a
     # neighbour within `statement_distance` + this are clustered on fp32 vectors, so a pack merges
-    # alike on every CPU (pipeline/semantic/embed/exact.py). 0 turns it off.
+    # alike on every CPU (pipeline/semantic/embed/exact.py); requests likewise at
+    # `interaction_distance` + this. 0 turns it off for both.
     decision_margin: float = DECISION_MARGIN
     # One subject with another value never merges (pipeline/semantic/values.py: numbers, days,
     # months, times of day, periods, channels, opposites, places): "prefers afternoon meetings" /
