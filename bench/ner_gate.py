@@ -2,7 +2,9 @@
 (skipped without `../shared/data/locomo/`) and a generated night's texts (`sections_pii_pack`'s
 questions and answers), each corpus's distinct texts are analysed with the NER gated as before
 (`rules.may_hold_name`) and as now (`ner_gate.needs_ner`), in turn, `--reps` times: the texts the
-NER read, ms per text, each detector's cost, and every text whose redaction differs.
+NER read, ms per text, each detector's cost, and every text whose redaction differs. Times are
+this process's CPU time (`time.process_time`), which other work on a shared machine changes less
+than the wall clock.
 
     python -m bench.ner_gate                      # 1,500 generated memories (~2,300 texts)
     python -m bench.ner_gate --night-memories 5000 --reps 3
@@ -56,7 +58,7 @@ def locomo_turns(folder: Path = LOCOMO) -> list[str]:
 
 
 class Meter:
-    """Seconds per detector (presidio's recognizers, spaCy's NER and tokenizer) and texts the NER
+    """CPU seconds per detector (presidio's recognizers, spaCy's NER and tokenizer) and texts the NER
     read, counted while `detect._docs` and the recognizers are replaced by timed ones."""
 
     def __init__(self) -> None:
@@ -69,11 +71,11 @@ class Meter:
 
     def _timed(self, name: str, call: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = time.process_time()
             try:
                 return call(*args, **kwargs)
             finally:
-                self.seconds[name] += time.perf_counter() - start
+                self.seconds[name] += time.process_time() - start
 
         return timed
 
@@ -82,18 +84,18 @@ class Meter:
         self.read.update(ner=sum(needs), gated=len(texts))
         tagged = nlp.pipe((t for t, n in zip(texts, needs, strict=True) if n), batch_size=256)
         for text, need in zip(texts, needs, strict=True):
-            start = time.perf_counter()
+            start = time.process_time()
             doc = next(tagged) if need else nlp.make_doc(text)
-            self.seconds["spaCy NER" if need else "spaCy tokenizer"] += time.perf_counter() - start
+            self.seconds["spaCy NER" if need else "spaCy tokenizer"] += time.process_time() - start
             yield doc
 
     def run(self, texts: list[str], gate: Callable[[str], bool]) -> dict[str, Any]:
         self.seconds.clear()
         self.read.clear()
         detect.needs_ner = gate
-        start = time.perf_counter()
+        start = time.process_time()
         out = detect.analyse(texts)
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         per_text = {k: v / len(texts) * 1000 for k, v in self.seconds.items()}
         return {"out": out, "s": seconds, "ner": self.read["ner"], "by_detector": per_text}
 
