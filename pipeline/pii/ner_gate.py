@@ -92,10 +92,11 @@ def _opens_item(text: str, start: int) -> bool:
 
 def needs_ner(text: str) -> bool:
     """Whether the NER could add a person or place to what the other detectors find here: a
-    candidate word (`rules.name_candidates`) that is neither inside a name, place or address
-    they already found (`_found_elsewhere`) nor a word of `not_name_words` standing alone (the
-    NER's one-word person must be a listed name, `detect._findings`; two capitalised words side
-    by side may be a person whatever they are); or a proper word beside a span they found."""
+    candidate word (`rules.name_candidates`) that is not inside a name, place or address they
+    already found (`_found_elsewhere`), not a word of `not_name_words` standing alone (the NER's
+    one-word person must be a listed name, `detect._findings`; two capitalised words side by
+    side may be a person whatever they are) and not an unlisted word opening a list item (as
+    one opening a sentence); or a proper word beside a span they found."""
     spans: list[tuple[int, int]] | None = None
     for match in name_candidates(text):
         if spans is None:
