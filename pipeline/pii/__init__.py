@@ -5,8 +5,9 @@ once (the redaction is cached in the lake).
 Modules, in the order a text goes through them: `normalise` (the text every detector reads: NFKC,
 no format characters, percent escapes decoded, with a map back), `rules` (what counts as PII),
 `national_ids`, `phones`, `postcodes` and `scripts` (national ids by their checksums, phones of
-every region, postcodes beside places, names in every script), `engine` (presidio and spaCy, built
-once), `detect` (spans and placeholders), `keys` (pseudonyms), `redactor` (the cached redactor over
+every region, postcodes beside places, names in every script), `words` (words that are or are not
+names), `ner_gate` (which texts the NER reads), `engine` (presidio and spaCy, built once),
+`detect` (spans and placeholders), `keys` (pseudonyms), `redactor` (the cached redactor over
 frames), `names` (a tenant's names), and `guard`: the pack guards' own detector, a second opinion
 the redactor's output must pass. Everything public is importable from `pipeline.pii`, except the
 redactor (`pipeline.pii.redactor`): it needs polars and the rest does not, so the fork server that

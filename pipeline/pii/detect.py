@@ -18,6 +18,7 @@ from typing import Any
 from pipeline.lifeline import die_with
 from pipeline.pii import rules
 from pipeline.pii.national_ids import names_an_id
+from pipeline.pii.ner_gate import needs_ner
 from pipeline.pii.normalise import normalise
 from pipeline.pii.postcodes import widen
 from pipeline.pii.rules import (
@@ -176,11 +177,11 @@ NER_BATCH = 256
 
 
 def _docs(nlp: Any, texts: list[str], ner: bool) -> Iterator[Any]:
-    """spaCy docs in the order of `texts`: tagged by the NER in batches (`nlp.pipe`) where a name
-    or place could be found (`may_hold_name`), only tokenized elsewhere (the pattern recognizers
-    need the tokens for their context words). Lazy: a first night's 100,000 docs are never all
-    held at once."""
-    needs = [ner and may_hold_name(text) for text in texts]
+    """spaCy docs in the order of `texts`: tagged by the NER in batches (`nlp.pipe`) where it
+    could add a name or place (`ner_gate.needs_ner`), only tokenized elsewhere (the pattern
+    recognizers need the tokens for their context words). Lazy: a first night's 100,000 docs
+    are never all held at once."""
+    needs = [ner and needs_ner(text) for text in texts]
     tagged = nlp.pipe(
         (t for t, need in zip(texts, needs, strict=True) if need), batch_size=NER_BATCH
     )

