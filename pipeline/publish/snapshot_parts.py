@@ -176,7 +176,7 @@ def part_states(paths: Paths, tables: Mapping[str, str]) -> list[PartState]:
         if folder.exists()
         else set()
     )
-    states, identity = [], _identity(Redactor(pii_key(paths.home)))
+    states, made_with = [], _identity(Redactor(pii_key(paths.home)))
     for name in sorted({INGEST_PART, *tenants_with_data(paths), *made}):
         path = part_path(paths, name)
         if not path.exists():
@@ -187,12 +187,12 @@ def part_states(paths: Paths, tables: Mapping[str, str]) -> list[PartState]:
         ]
         lake = Lake(_view(paths, name))
         with duckdb.connect(str(path), read_only=True, config=duckdb_config(paths)) as con:
-            redaction = () if _stamp(con) == identity else ("redaction",)
+            redaction = () if _stamp(con) == made_with else ("redaction",)
             recorded: dict[str, dict[str, str]] = {}
-            for table, part, identity in con.execute(
+            for table, key, file in con.execute(
                 f"SELECT table_name, part, identity FROM {LOADED_FILES}"
             ).fetchall():
-                recorded.setdefault(str(table), {})[str(part)] = str(identity)
+                recorded.setdefault(str(table), {})[str(key)] = str(file)
         changed = redaction + tuple(
             t
             for t in own
