@@ -139,3 +139,19 @@ def test_a_run_whose_part_fails_leaves_its_previous_part_whole(
     made = build_part(paths, "acme", WAREHOUSE_TABLES)  # the next night: only the new row
     assert made.redactions == {"email": 1}
     assert build_snapshot(paths, parts_made=True).tables["interactions"] == 9
+
+
+def test_a_killed_runs_part_copy_is_cleaned_by_its_own_lock_only(tmp_path: Path) -> None:
+    """A run killed while making its part leaves its copy; whoever next holds that run's lock
+    removes it, and no other tenant's lock touches it."""
+    from pipeline.storage.homelock import clean_leftovers
+
+    folder = tmp_path / "analytics-parts"
+    folder.mkdir()
+    copies = [folder / f".{name}.duckdb.0a1b.tmp" for name in ("acme", "acme2", INGEST_PART)]
+    for copy in copies:
+        copy.write_bytes(b"half a part")
+
+    assert clean_leftovers(tmp_path, "acme") == [copies[0]]
+    assert clean_leftovers(tmp_path, None) == [copies[2]]
+    assert [p.exists() for p in copies] == [False, True, False]

@@ -267,7 +267,8 @@ def make_parts(
     night: `memorypack analytics`, an erasure, a test), counting what their redaction finds."""
     for state in part_states(paths, WAREHOUSE_TABLES):
         if state.state != "current":
-            part = build_part(paths, state.name, WAREHOUSE_TABLES, progress, done)
+            cores = len(os.sched_getaffinity(0))
+            part = build_part(paths, state.name, WAREHOUSE_TABLES, progress, done, cores)
             found.update(part.redactions)
 
 

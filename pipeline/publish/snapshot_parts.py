@@ -19,6 +19,7 @@ from pipeline.config import Paths
 from pipeline.pii import pii_key
 from pipeline.pii.redactor import Redactor
 from pipeline.publish.snapshot_redaction import redacting
+from pipeline.storage import homelock
 from pipeline.storage.lake import Lake, file_identity
 from pipeline.storage.warehouse import (
     DIGEST,
@@ -31,7 +32,7 @@ from pipeline.stores.disk import fsync_path
 from pipeline.stores.local import sql_quote
 from pipeline.tables import SHARED_TABLES
 
-PARTS = "analytics-parts"  # the parts' folder, in the home's local folder
+PARTS = homelock.PARTS  # the parts' folder, in the home's local folder (its lock cleans copies)
 INGEST_PART = ".ingest"  # the part of ingest's own tables: a name no tenant id can be
 INGEST_TABLES = frozenset({"quarantine", "ingest_stats"})  # lines of no tenant among them
 BUILD_TABLES = frozenset({"pack_versions"})  # the build writes it, from the packs folder
@@ -101,14 +102,16 @@ def build_part(
     tables: Mapping[str, str],
     progress: Callable[[str], None] | None = None,
     done: list[int] | None = None,
+    workers: int = 1,
 ) -> PartReport:
     """Part `name` caught up with the lake, redacted as the packs are: a copy of the previous
     part converges (only rows the lake gained are redacted: texts the tenant's pack redacted come
     from its cache) and replaces it in one rename, so a run that fails leaves the previous part
     whole. Another detector, key or format starts the part anew. `done` counts the rows redacted
-    (`snapshot_redaction.redacting`)."""
+    (`snapshot_redaction.redacting`); `workers` analyse the texts no cache holds (a run: 1, its
+    pack redacted them; a build outside the night: every core)."""
     view = _view(paths, name)
-    redactor = Redactor.for_home(view)
+    redactor = Redactor.for_home(view, workers)
     found: Counter[str] = Counter()
     final = part_path(paths, name)
     final.parent.mkdir(parents=True, exist_ok=True)
