@@ -304,9 +304,9 @@ def build_snapshot(
             con = duckdb.connect(str(temp), config=duckdb_config(paths, SNAPSHOT_MEMORY))
             try:
                 _assemble(con, paths, report.parts, list(WAREHOUSE_TABLES))
-                # Names found since a part's row was redacted leave it too (parts keep old rows).
+                # Each tenant's part spread its own names; rows of no tenant get every tenant's.
                 tenants = Lake(paths).tenants("pii_names")
-                spread = spread_in_snapshot(con, redactor, tenants)
+                spread = spread_in_snapshot(con, redactor, tenants, rows_of_tenants=False)
                 found.update({"person": sum(spread.values())})
                 found = +found  # nothing found is no key
                 redact = redacting(redactor, Counter(), progress, done)

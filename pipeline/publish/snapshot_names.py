@@ -40,12 +40,16 @@ def _pattern(names: TenantNames) -> str:
 
 
 def spread_in_snapshot(
-    con: duckdb.DuckDBPyConnection, redactor: Redactor, tenants: list[str]
+    con: duckdb.DuckDBPyConnection,
+    redactor: Redactor,
+    tenants: list[str],
+    rows_of_tenants: bool = True,
 ) -> Counter[str]:
     """Redact each tenant's names (`Redactor.names`) in the rows of `con`'s tables that still
-    hold one; rows of no tenant (a quarantined line without one) get every tenant's names. Only
-    the rows a regular expression selects in DuckDB are read into Python; how many names were
-    replaced, per table."""
+    hold one; rows of no tenant (a quarantined line without one) get every tenant's names
+    (only those without `rows_of_tenants`: each tenant's part spread its own). Only the rows a
+    regular expression selects in DuckDB are read into Python; how many names were replaced,
+    per table."""
     names = {tenant: redactor.names(tenant) for tenant in tenants}
     names = {t: n for t, n in names.items() if n.words}
     if not names:
@@ -55,8 +59,9 @@ def spread_in_snapshot(
         frozenset().union(*(n.surnames for n in names.values())),
     )
     replaced: Counter[str] = Counter()
+    passes = [*(names.items() if rows_of_tenants else ()), (None, everyone)]
     for table, columns in _text_columns(con).items():
-        for tenant, own in [*names.items(), (None, everyone)]:
+        for tenant, own in passes:
             replaced[table] += _spread_rows(con, table, columns, tenant, own, redactor.key)
     return +replaced
 

@@ -18,6 +18,7 @@ import duckdb
 from pipeline.config import Paths
 from pipeline.pii import pii_key
 from pipeline.pii.redactor import Redactor
+from pipeline.publish.snapshot_names import spread_in_snapshot
 from pipeline.publish.snapshot_redaction import redacting
 from pipeline.storage import homelock
 from pipeline.storage.lake import Lake, file_identity
@@ -107,7 +108,8 @@ def build_part(
     """Part `name` caught up with the lake, redacted as the packs are: a copy of the previous
     part converges (only rows the lake gained are redacted: texts the tenant's pack redacted come
     from its cache) and replaces it in one rename, so a run that fails leaves the previous part
-    whole. Another detector, key or format starts the part anew. `done` counts the rows redacted
+    whole. The names the tenant's pack found since are spread into its older rows
+    (`snapshot_names`). Another detector, key or format starts the part anew. `done` counts the rows redacted
     (`snapshot_redaction.redacting`); `workers` analyse the texts no cache holds (a run: 1, its
     pack redacted them; a build outside the night: every core)."""
     view = _view(paths, name)
@@ -134,6 +136,8 @@ def build_part(
                 temp.unlink()
         report.tables = part.converge(Lake(view), part_tables(name, tables))
         with part.connect() as con:
+            if name != INGEST_PART:  # names its pack found since leave the older rows too
+                found.update({"person": sum(spread_in_snapshot(con, redactor, [name]).values())})
             con.execute(
                 f"CREATE OR REPLACE TABLE {STAMP} AS SELECT ? AS identity", [_identity(redactor)]
             )
