@@ -155,3 +155,32 @@ def test_a_killed_runs_part_copy_is_cleaned_by_its_own_lock_only(tmp_path: Path)
     assert clean_leftovers(tmp_path, "acme") == [copies[0]]
     assert clean_leftovers(tmp_path, None) == [copies[2]]
     assert [p.exists() for p in copies] == [False, True, False]
+
+
+def test_a_name_its_pack_found_tonight_leaves_the_tenants_older_rows(tmp_path: Path) -> None:
+    """A row redacted into acme's part on an earlier night keeps a word no detector called a
+    name; tonight acme's pack found it is one: acme's part spreads it into that row, and
+    globex's rows keep the word (not its name)."""
+    from pipeline.pii.names import TenantNames
+    from pipeline.pii.redactor import Redactor
+
+    paths = _home(tmp_path)
+    for tenant in TENANTS:
+        part = paths.for_tenant(tenant)
+        rows = pl.read_parquet(part.table("interactions"))
+        extra = rows.head(1).with_columns(
+            event_id=pl.lit(f"{tenant}-zx"), input=pl.lit("a bowl for zorblax please")
+        )
+        Lake(part).write("interactions", declared("interactions", pl.concat([rows, extra])))
+    _night_parts(paths)
+    Redactor.for_home(paths).save_names("acme", TenantNames(frozenset({"Zorblax"})))
+
+    made = build_part(paths, "acme", WAREHOUSE_TABLES)  # tonight's run of acme, after its pack
+    build_snapshot(paths, parts_made=True)
+
+    assert made.redactions == {"person": 1}
+    with duckdb.connect(str(paths.analytics), read_only=True) as con:
+        rows = con.execute(
+            "SELECT tenant_id, input FROM interactions WHERE event_id LIKE '%-zx' ORDER BY 1"
+        ).fetchall()
+    assert rows == [("acme", "a bowl for [PERSON] please"), ("globex", "a bowl for zorblax please")]

@@ -18,7 +18,13 @@ from pipeline import tables
 from pipeline.config import Paths
 from pipeline.pii.redactor import Redactor
 from pipeline.publish.snapshot_names import spread_in_snapshot
-from pipeline.publish.snapshot_parts import PartState, build_part, part_path, part_states
+from pipeline.publish.snapshot_parts import (
+    INGEST_TABLES,
+    PartState,
+    build_part,
+    part_path,
+    part_states,
+)
 from pipeline.publish.snapshot_redaction import redacting
 from pipeline.publish.store import list_versions, tenant_folders
 from pipeline.storage.lake import Lake
@@ -144,7 +150,8 @@ class SnapshotReport:
     tables: dict[str, int] = field(default_factory=dict)  # name -> rows
     views: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    redactions: dict[str, int] = field(default_factory=dict)  # names spread into old rows
+    # PII found per kind: in the parts this build made, and names spread into ingest's part
+    redactions: dict[str, int] = field(default_factory=dict)
     parts: list[PartState] = field(default_factory=list)
     texts_analysed: int = 0  # texts the build sent to the NER: none, the parts hold them redacted
     seconds: float = 0.0
@@ -304,9 +311,10 @@ def build_snapshot(
             con = duckdb.connect(str(temp), config=duckdb_config(paths, SNAPSHOT_MEMORY))
             try:
                 _assemble(con, paths, report.parts, list(WAREHOUSE_TABLES))
-                # Each tenant's part spread its own names; rows of no tenant get every tenant's.
+                # Each tenant's part spread its pack's names in its run; ingest's part was made
+                # before tonight's packs found theirs, so the build spreads them there.
                 tenants = Lake(paths).tenants("pii_names")
-                spread = spread_in_snapshot(con, redactor, tenants, rows_of_tenants=False)
+                spread = spread_in_snapshot(con, redactor, tenants, only=INGEST_TABLES)
                 found.update({"person": sum(spread.values())})
                 found = +found  # nothing found is no key
                 redact = redacting(redactor, Counter(), progress, done)

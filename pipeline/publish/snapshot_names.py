@@ -6,6 +6,7 @@ redacted in every text of it)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 
 import duckdb
 import polars as pl
@@ -43,13 +44,12 @@ def spread_in_snapshot(
     con: duckdb.DuckDBPyConnection,
     redactor: Redactor,
     tenants: list[str],
-    rows_of_tenants: bool = True,
+    only: Collection[str] | None = None,
 ) -> Counter[str]:
     """Redact each tenant's names (`Redactor.names`) in the rows of `con`'s tables that still
-    hold one; rows of no tenant (a quarantined line without one) get every tenant's names
-    (only those without `rows_of_tenants`: each tenant's part spread its own). Only the rows a
-    regular expression selects in DuckDB are read into Python; how many names were replaced,
-    per table."""
+    hold one (of the tables `only` names, if given); rows of no tenant (a quarantined line
+    without one) get every tenant's names. Only the rows a regular expression selects in DuckDB
+    are read into Python; how many names were replaced, per table."""
     names = {tenant: redactor.names(tenant) for tenant in tenants}
     names = {t: n for t, n in names.items() if n.words}
     if not names:
@@ -59,9 +59,10 @@ def spread_in_snapshot(
         frozenset().union(*(n.surnames for n in names.values())),
     )
     replaced: Counter[str] = Counter()
-    passes = [*(names.items() if rows_of_tenants else ()), (None, everyone)]
     for table, columns in _text_columns(con).items():
-        for tenant, own in passes:
+        if only is not None and table not in only:
+            continue
+        for tenant, own in [*names.items(), (None, everyone)]:
             replaced[table] += _spread_rows(con, table, columns, tenant, own, redactor.key)
     return +replaced
 
