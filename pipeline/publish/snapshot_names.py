@@ -45,11 +45,13 @@ def spread_in_snapshot(
     redactor: Redactor,
     tenants: list[str],
     only: Collection[str] | None = None,
+    of_no_tenant: bool = True,
 ) -> Counter[str]:
     """Redact each tenant's names (`Redactor.names`) in the rows of `con`'s tables that still
     hold one (of the tables `only` names, if given); rows of no tenant (a quarantined line
-    without one) get every tenant's names. Only the rows a regular expression selects in DuckDB
-    are read into Python; how many names were replaced, per table."""
+    without one) get every tenant's names (`of_no_tenant`: a tenant's part holds none). Only
+    the rows a regular expression selects in DuckDB are read into Python; how many names were
+    replaced, per table."""
     names = {tenant: redactor.names(tenant) for tenant in tenants}
     names = {t: n for t, n in names.items() if n.words}
     if not names:
@@ -62,7 +64,7 @@ def spread_in_snapshot(
     for table, columns in _text_columns(con).items():
         if only is not None and table not in only:
             continue
-        for tenant, own in [*names.items(), (None, everyone)]:
+        for tenant, own in [*names.items(), *([(None, everyone)] if of_no_tenant else [])]:
             replaced[table] += _spread_rows(con, table, columns, tenant, own, redactor.key)
     return +replaced
 

@@ -137,7 +137,8 @@ def build_part(
         report.tables = part.converge(Lake(view), part_tables(name, tables))
         with part.connect() as con:
             if name != INGEST_PART:  # names its pack found since leave the older rows too
-                found.update({"person": sum(spread_in_snapshot(con, redactor, [name]).values())})
+                spread = spread_in_snapshot(con, redactor, [name], of_no_tenant=False)
+                found.update({"person": sum(spread.values())})
             con.execute(
                 f"CREATE OR REPLACE TABLE {STAMP} AS SELECT ? AS identity", [_identity(redactor)]
             )
