@@ -26,6 +26,7 @@ EXTRA_KINDS: dict[str, frozenset[str]] = {
 }
 OWN_KINDS: dict[str, frozenset[str]] = {
     "analytics_snapshot": frozenset({"duckdb"}),  # DuckDB only: views and copies of the lake
+    "analytics_part": frozenset({"duckdb", "spacy"}),  # the tenant's rows redacted (spaCy NER)
 }
 
 

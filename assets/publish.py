@@ -19,6 +19,7 @@ from pipeline.publish.build import load_inputs
 from pipeline.publish.content import PackContent, PackInputs
 from pipeline.publish.guards import GUARD_DESCRIPTIONS, GUARD_NAMES, GuardResult, run_guards
 from pipeline.publish.inputs import INPUT_TABLES, USAGE_TABLES
+from pipeline.publish.snapshot_parts import build_part, part_tables
 from pipeline.publish.store import DEFAULT_KEEP
 from pipeline.publish.writer import publish
 from pipeline.storage.owed import settle
@@ -28,8 +29,14 @@ from pipeline.tables import PACK_SUMMARY, asset_name
 # What a pack reads: its tenant's input tables and what the receipts measured (its event counts and load dates come from its
 # typed tables, never from ingest's shared ones).
 UPSTREAM = [asset_name(table) for table in (*INPUT_TABLES, *USAGE_TABLES)]
-# The analytics build reads every table of the warehouse, and the packs folder.
-SNAPSHOT_DEPS = [asset_name(table) for table in WAREHOUSE_TABLES] + ["memory_pack"]
+# A tenant's redacted part of the snapshot reads its tables (its rows of events among them), after
+# its pack (whose redaction cache and names it reuses).
+PART_DEPS = [asset_name(table) for table in part_tables("", WAREHOUSE_TABLES)] + ["memory_pack"]
+# The analytics build reads every table of the warehouse, the tenants' parts and the packs folder.
+SNAPSHOT_DEPS = [asset_name(table) for table in WAREHOUSE_TABLES] + [
+    "memory_pack",
+    "analytics_part",
+]
 BUILT = "pack_built"
 BUILT_DESCRIPTION = (
     "The tenant's pack was built and written (a build that raised keeps its previous pack)."
@@ -223,17 +230,51 @@ def memory_pack(
 
 @dg.asset(
     group_name=groups.PUBLISH,
+    deps=PART_DEPS,
+    partitions_def=TENANTS,
+    description="The tenant's rows of the analyst snapshot, redacted as its pack is (SPEC §5), in "
+    "its own run: only rows its tables gained are redacted, texts its pack redacted come from its "
+    "cache. A run that fails keeps the previous part; the analytics build says so.",
+)
+def analytics_part(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.MaterializeResult:
+    tenant = context.partition_key
+    report = build_part(home.paths, tenant, WAREHOUSE_TABLES, context.log.info)
+    frame = pl.DataFrame(
+        {"table": list(report.tables), "rows": list(report.tables.values())},
+        schema={"table": pl.String, "rows": pl.Int64},
+    )
+    return dg.MaterializeResult(
+        metadata=frame_metadata(
+            frame,
+            {
+                "tenant": tenant,
+                "redactions_by_kind": report.redactions,
+                "texts_analysed": report.texts_analysed,
+                "redaction_seconds": round(report.seconds, 3),
+            },
+        )
+    )
+
+
+@dg.asset(
+    group_name=groups.PUBLISH,
     deps=SNAPSHOT_DEPS,
     description="The warehouse, caught up with the lake, and analytics.duckdb: a complete, "
-    "atomically replaced snapshot for analysts (SPEC §6). Built once after the tenants' runs, so "
-    "tenant runs never wait on a DuckDB file.",
+    "atomically replaced snapshot for analysts (SPEC §6), put together from the redacted parts "
+    "of the tenants' runs and the ingest run (it analyses no text). Built once after the tenants' "
+    "runs, so tenant runs never wait on it.",
 )
 def analytics_snapshot(
     context: dg.AssetExecutionContext, home: MemorypackHome
 ) -> dg.MaterializeResult:
-    report = build_snapshot(home.paths, context.log.info)  # a line per slice it redacts
+    report = build_snapshot(home.paths, context.log.info, parts_made=True)
     if report.missing:
         context.log.info(f"analytics snapshot: lake tables not present yet: {report.missing}")
+    behind = {p.name: p.state for p in report.parts if p.state != "current"}
+    if behind:
+        context.log.warning(
+            f"analytics snapshot: parts not current (previous rows or none): {behind}"
+        )
     frame = pl.DataFrame(
         {"table": list(report.tables), "rows": list(report.tables.values())},
         schema={"table": pl.String, "rows": pl.Int64},
@@ -245,13 +286,17 @@ def analytics_snapshot(
                 "path": str(report.path),
                 "views": report.views,
                 "missing_tables": report.missing,
+                # part (a tenant, or .ingest) → stale (the previous night's rows) or missing
+                "parts_not_current": behind,
+                "stale_tables": {p.name: list(p.changed) for p in report.parts if p.changed},
+                "texts_analysed": report.texts_analysed,
                 "seconds": round(report.seconds, 3),
             },
         )
     )
 
 
-ASSETS = [memory_pack, analytics_snapshot]
+ASSETS = [memory_pack, analytics_part, analytics_snapshot]
 CHECKS: list[
     dg.AssetChecksDefinition
 ] = []  # the guards and pack_built are check_specs of memory_pack

@@ -62,11 +62,11 @@ def _worktree(rev: str) -> Path:
 def rekey(home: Path) -> int:
     """Record the copied files' identities (`storage.file_identity`) where the original's were
     recorded for a file of the same size and mtime: the derived-partition markers and the
-    warehouse's and the analytics base's `_lake_files`. Returns how many were re-keyed."""
+    warehouse's and the analytics parts' `_lake_files`. Returns how many were re-keyed."""
     import duckdb
 
     from pipeline.config import Paths
-    from pipeline.publish.analytics import BASE
+    from pipeline.publish.snapshot_parts import PARTS
     from pipeline.storage.lake import DERIVED_MARKER, Lake, file_identity
     from pipeline.storage.warehouse import LOADED_FILES
 
@@ -81,7 +81,7 @@ def rekey(home: Path) -> int:
                 n += 1
     paths = Paths.from_env(home)
     lake = Lake(paths)
-    for db in (paths.warehouse, paths.local / BASE):
+    for db in (paths.warehouse, *sorted((paths.local / PARTS).glob("*.duckdb"))):
         if not db.exists():
             continue
         con = duckdb.connect(str(db))

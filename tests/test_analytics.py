@@ -279,9 +279,9 @@ def test_pack_versions_and_run_ids_are_kept_as_made() -> None:
 
 
 def test_a_build_redacts_only_what_changed_in_the_lake(tmp_path: Path) -> None:
-    """The redacted base converges like the warehouse: a build with nothing new finds nothing to
+    """The redacted parts converge like the warehouse: a build with nothing new finds nothing to
     redact and keeps the snapshot redacted; of a rewritten file only the rows it changed are
-    redacted; a base made with another detector or key is rebuilt whole. The rows' digests,
+    redacted; a part made with another detector or key is rebuilt whole. The rows' digests,
     which the base matches rows by, are not in the snapshot."""
     from tests.test_pack_support import PLANTED
 
@@ -313,7 +313,9 @@ def test_a_build_redacts_only_what_changed_in_the_lake(tmp_path: Path) -> None:
         assert con.execute(digests).fetchall() == [(0,)]
     assert PLANTED["email"] not in dump and "mail [EMAIL] please" in dump
 
-    (paths.local / "analytics-base.duckdb.redaction").write_text("another detector")
+    for part in (paths.local / "analytics-parts").glob("*.duckdb"):
+        with duckdb.connect(str(part)) as con:
+            con.execute("UPDATE _part_redaction SET identity = 'another detector'")
     assert build_snapshot(paths).redactions == first
 
 

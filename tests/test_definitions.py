@@ -25,6 +25,7 @@ from pipeline import tables
 from pipeline.config import Paths
 from pipeline.ingest.folder import TYPED_TABLES
 from pipeline.publish.analytics import WAREHOUSE_TABLES
+from pipeline.publish.snapshot_parts import INGEST_TABLES
 from pipeline.storage import owed
 from pipeline.tables import BOOKKEEPING, TABLES, asset_name
 
@@ -117,16 +118,23 @@ def test_the_analytics_build_reads_every_warehouse_table_and_declares_it() -> No
     assert written - set(WAREHOUSE_TABLES) == set(BOOKKEEPING)
     assert set(WAREHOUSE_TABLES) <= written
     parents = {k.to_user_string() for k in graph.get(dg.AssetKey("analytics_snapshot")).parent_keys}
-    assert parents == {asset_name(t) for t in WAREHOUSE_TABLES} | {"memory_pack"}
+    assert parents == {asset_name(t) for t in WAREHOUSE_TABLES} | {"memory_pack", "analytics_part"}
+    # A tenant's part reads its own tables and its rows of events, after its pack; ingest's part
+    # (quarantine, ingest_stats) is made by the step that writes them.
+    parents = {k.to_user_string() for k in graph.get(dg.AssetKey("analytics_part")).parent_keys}
+    assert parents == {
+        asset_name(t) for t in WAREHOUSE_TABLES if t not in INGEST_TABLES | {"pack_versions"}
+    } | {"memory_pack"}
 
 
 READS = ("read", "read_or_empty", "table", "exists", "partition_keys")
 # Steps that read their inputs through one pipeline function driven by the same list that declares
 # their dependencies (memory_pack: pack.inputs.INPUT_TABLES, with a dated decay snapshot and
-# load-date filters; the analytics build: analytics.WAREHOUSE_TABLES, loaded by DuckDB), or only
+# load-date filters; the analytics build and a tenant's part of it: analytics.WAREHOUSE_TABLES,
+# loaded by DuckDB), or only
 # the partitions of their input that changed (typed_event_tables: raw_events' changed load dates,
 # pipeline.ingest.layout).
-LIST_DRIVEN = {"memory_pack", "analytics_snapshot", "typed_event_tables"}
+LIST_DRIVEN = {"memory_pack", "analytics_part", "analytics_snapshot", "typed_event_tables"}
 
 
 def _step_functions() -> dict[str, ast.FunctionDef]:

@@ -153,11 +153,15 @@ def forget(
 
         Lake(paths).write("pack_versions", pack_versions_frame(paths))
     report.warehouse_tables = len(rebuild_warehouse(paths))
-    from pipeline.publish.analytics import build_snapshot, remove_redacted_base
+    from pipeline.publish.analytics import WAREHOUSE_TABLES, build_snapshot
+    from pipeline.publish.snapshot_parts import INGEST_PART, build_part, remove_parts
 
-    remove_redacted_base(paths)  # its free blocks could keep the person's rows: rebuilt whole
+    # Their free blocks could keep the person's rows: the tenant's and ingest's parts are made
+    # anew (the other tenants' parts never held them).
+    for part in remove_parts(paths, [tenant_id, INGEST_PART]):
+        build_part(paths, part, WAREHOUSE_TABLES)
     if snapshot and paths.analytics.exists():
-        build_snapshot(paths)
+        build_snapshot(paths, parts_made=True)
         report.analytics = True
     release(paths, tenant_id, tombstone_hash(key, tenant_id, "contact", contact_id))
     report.seconds = time.perf_counter() - began

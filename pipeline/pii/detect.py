@@ -271,17 +271,16 @@ def analyse(texts: list[str], ner: bool = True) -> list[tuple[str, list[str]]]:
 # An `AnalysisPool` starts its processes once it has been given POOL_MIN texts (each process loads
 # the engine, ~5 s on 2 cores; 10,000 texts are ~14 s of analysis in one) and from then on sends
 # them every batch of two chunks or more, POOL_CHUNK texts (~0.7 s) a chunk. Counted over the
-# batches: a first analytics build at 1M interactions analyses ~124,000 texts in batches of a
-# few thousand (a slice of a table at a time).
+# batches: the first snapshot parts of a home at 1M interactions made outside the night analyse
+# ~124,000 texts in batches of a few thousand (a slice of a table at a time).
 POOL_MIN, POOL_CHUNK = 10_000, 500
 
 
 @dataclass
 class AnalysisPool:
     """`analyse` over `workers` processes for large batches, in this process for the rest. For a
-    caller with cores to spare: the analytics build's first night analyses every text no pack
-    analysed (~124,000 at 1M interactions) while its other thread's DuckDB work leaves a core
-    idle. The processes start once POOL_MIN texts were given and end at `close` (spawned, not
+    caller with cores to spare: snapshot parts made outside the night (`analytics.make_parts`)
+    analyse every text no pack analysed (~124,000 at 1M interactions). The processes start once POOL_MIN texts were given and end at `close` (spawned, not
     forked from this process and its threads; so, as with any process pool, a script using it
     runs its work under `if __name__ == "__main__":`)."""
 

@@ -83,7 +83,7 @@ def _values(series: pl.Series) -> pl.Series:
 def plain_identifiers(values: pl.Series) -> pl.Series:
     """Which identifiers are plain (`rules.PLAIN_ID` matches the whole value), in one vectorised
     pass: they cannot hold PII (`detect.may_hold_pii`), so ids of these shapes are neither hashed, looked
-    up in the cache nor analysed (millions a night in the analytics build, most of its ids)."""
+    up in the cache nor analysed (millions a night in the snapshot parts, most of their ids)."""
     return values.str.contains(f"^(?:{rules.PLAIN_ID.pattern})$").fill_null(False)
 
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,13 +18,18 @@ from pipeline import tables
 from pipeline.config import Paths
 from pipeline.pii.redactor import Redactor
 from pipeline.publish.snapshot_names import spread_in_snapshot
+from pipeline.publish.snapshot_parts import (
+    INGEST_TABLES,
+    PartState,
+    build_part,
+    part_path,
+    part_states,
+)
 from pipeline.publish.snapshot_redaction import redacting
 from pipeline.publish.store import list_versions, tenant_folders
 from pipeline.storage.lake import Lake
 from pipeline.storage.warehouse import (
     DIGEST,
-    LOADED_FILES,
-    STORAGE_VERSION,
     Warehouse,
     comment_columns,
     duckdb_config,
@@ -130,17 +132,16 @@ VIEW_COLUMNS: dict[str, dict[str, str]] = {
 }
 CONTENTS_TABLE = "snapshot_contents"
 CONTENTS_COLUMNS = {
-    "name": "a table or view of this snapshot, or one missing",
-    "kind": "table | view | skipped view | missing",
+    "name": "a table or view of this snapshot, one missing, or a part (`part <tenant>`) not current",
+    "kind": "table | view | skipped view | missing | stale part | missing part",
     "rows": "a table's rows (null for a view)",
     "note": "what it holds, or why it is missing",
     "built_at": "when this snapshot was built",
 }
-# The build's DuckDB memory (DUCKDB_MEMORY in all) between its two files, loaded at the same time:
-# the base's rows come through the redaction in slices, the warehouse's stream from the lake.
-BASE_MEMORY, WAREHOUSE_MEMORY = "768MiB", "256MiB"
-BASE = "analytics-base.duckdb"  # the snapshot's redacted base, in the home's local folder
-BASE_STAMP = BASE + ".redaction"  # beside it: the detector, key and format it was made with
+# The build's DuckDB memory (DUCKDB_MEMORY in all) between its two files, written at the same
+# time: the snapshot's tables copied from the parts, the warehouse's streamed from the lake.
+SNAPSHOT_MEMORY, WAREHOUSE_MEMORY = "768MiB", "256MiB"
+LEGACY_BASE = "analytics-base.duckdb"  # the build's one redacted base before the parts
 
 
 @dataclass
@@ -149,7 +150,10 @@ class SnapshotReport:
     tables: dict[str, int] = field(default_factory=dict)  # name -> rows
     views: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    redactions: dict[str, int] = field(default_factory=dict)  # PII found per kind, in new rows
+    # PII found per kind: in the parts this build made, and names spread into ingest's part
+    redactions: dict[str, int] = field(default_factory=dict)
+    parts: list[PartState] = field(default_factory=list)
+    texts_analysed: int = 0  # texts the build sent to the NER: none, the parts hold them redacted
     seconds: float = 0.0
 
 
@@ -187,33 +191,9 @@ def pack_versions_frame(paths: Paths) -> pl.DataFrame:
     )
 
 
-@contextmanager
-def _redacted_base(
-    paths: Paths, found: Counter[str], report: Callable[[str], None] | None
-) -> Iterator[Warehouse]:
-    """The snapshot's base: a DuckDB file mirroring the lake's rows redacted, converged like the
-    warehouse (only what changed is loaded, so a night redacts only its new rows). A new
-    detector, key or storage format makes a new base: its identity is kept next to it. Texts
-    no pack analysed are analysed over every core (`AnalysisPool`) until the context ends."""
-    redactor = Redactor.for_home(paths, workers=len(os.sched_getaffinity(0)))
-    redact = redacting(redactor, found, report)
-    base = Warehouse(paths, paths.local / BASE, rows=redact, memory=BASE_MEMORY)
-    key = hashlib.sha256(redactor.key).hexdigest()[:16]
-    identity = f"{redactor.version} key {key} storage {STORAGE_VERSION} rows {DIGEST}"
-    stamp = paths.local / BASE_STAMP
-    if not stamp.exists() or stamp.read_text() != identity:
-        remove_redacted_base(paths)
-        stamp.write_text(identity)
-    try:
-        yield base
-    finally:
-        redactor.pool.close()
-
-
-def remove_redacted_base(paths: Paths) -> None:
-    """Delete the snapshot's base (an erasure: deleted rows stay in a DuckDB file's free blocks);
-    the next build loads it whole."""
-    for name in (BASE, BASE + ".wal", BASE_STAMP):
+def remove_legacy_base(paths: Paths) -> None:
+    """Delete the single redacted base the build kept before the tenants' parts replaced it."""
+    for name in (LEGACY_BASE, LEGACY_BASE + ".wal", LEGACY_BASE + ".redaction"):
         (paths.local / name).unlink(missing_ok=True)
 
 
@@ -227,33 +207,43 @@ def _comment_view_columns(con: duckdb.DuckDBPyConnection, view: str, source: str
             _sql(con, f'COMMENT ON COLUMN "{view}"."{column}" IS {sql_quote(text)}')
 
 
-def _drop_bookkeeping(con: duckdb.DuckDBPyConnection) -> None:
-    """What the base keeps for its converges, not for analysts: its record of the lake files and
-    its rows' digests."""
-    _sql(con, f"DROP TABLE IF EXISTS {LOADED_FILES}")
-    for (name,) in _sql(
-        con, f"SELECT table_name FROM duckdb_columns() WHERE column_name = '{DIGEST}'"
-    ):
-        _sql(con, f'ALTER TABLE "{name}" DROP COLUMN {DIGEST}')
+def _assemble(
+    con: duckdb.DuckDBPyConnection, paths: Paths, states: list[PartState], tables: list[str]
+) -> None:
+    """Each table of the snapshot: the union of the parts' (read-only; their bookkeeping and
+    their rows' digests left out). A part missing adds nothing."""
+    held = [s.name for s in states if s.state != "missing"]
+    for i, name in enumerate(held):
+        _sql(con, f"ATTACH {sql_quote(str(part_path(paths, name)))} AS part{i} (READ_ONLY)")
+    present = set(
+        _sql(
+            con, "SELECT database_name, table_name FROM duckdb_tables() WHERE schema_name = 'main'"
+        )
+    )
+    for table in tables:
+        selects = [
+            f'SELECT * EXCLUDE ({DIGEST}) FROM part{i}."{table}"'
+            for i in range(len(held))
+            if (f"part{i}", table) in present
+        ]
+        if selects:
+            _sql(
+                con, f'CREATE OR REPLACE TABLE "{table}" AS ' + " UNION ALL BY NAME ".join(selects)
+            )
+    for i in range(len(held)):
+        _sql(con, f"DETACH part{i}")
 
 
-def _converge(
-    paths: Paths, found: Counter[str], report: Callable[[str], None] | None = None
-) -> Warehouse:
-    """The warehouse and the redacted base caught up with the lake; returns the base. Two files,
-    so two writers at once: the warehouse's loads are DuckDB's own work, the base's mostly its
-    redaction; side by side they use both cores. They share the spill folder: DuckDB 2 names its
-    temporary files per instance (duckdb#24811)."""
-    lake = Lake(paths)
-    with (
-        ThreadPoolExecutor(1, thread_name_prefix="warehouse") as beside,
-        _redacted_base(paths, found, report) as base,
-    ):
-        warehouse = Warehouse(paths, memory=WAREHOUSE_MEMORY)
-        converged = beside.submit(warehouse.converge, lake, WAREHOUSE_TABLES)
-        base.converge(lake, WAREHOUSE_TABLES)
-        converged.result()
-    return base
+def _parts_notes(states: list[PartState]) -> list[tuple[str, str, int | None, str]]:
+    """A line of the contents per part that is not current: why its rows are old or absent."""
+    notes: list[tuple[str, str, int | None, str]] = []
+    for s in states:
+        if s.state == "stale":
+            note = f"the previous night's rows: changed since in {', '.join(s.changed)}"
+            notes.append((f"part {s.name}", "stale part", None, note))
+        elif s.state == "missing":
+            notes.append((f"part {s.name}", "missing part", None, "its rows are not here yet"))
+    return notes
 
 
 def _write_contents(
@@ -277,70 +267,101 @@ def _write_contents(
         _sql(con, f'COMMENT ON COLUMN "{CONTENTS_TABLE}"."{column}" IS {sql_quote(text)}')
 
 
-def build_snapshot(paths: Paths, progress: Callable[[str], None] | None = None) -> SnapshotReport:
+def make_parts(
+    paths: Paths, found: Counter[str], progress: Callable[[str], None] | None, done: list[int]
+) -> None:
+    """Every part the snapshot needs made or caught up with the lake, here (a build outside the
+    night: `memorypack analytics`, an erasure, a test), counting what their redaction finds."""
+    for state in part_states(paths, WAREHOUSE_TABLES):
+        if state.state != "current":
+            cores = len(os.sched_getaffinity(0))
+            part = build_part(paths, state.name, WAREHOUSE_TABLES, progress, done, cores)
+            found.update(part.redactions)
+
+
+def build_snapshot(
+    paths: Paths, progress: Callable[[str], None] | None = None, parts_made: bool = False
+) -> SnapshotReport:
     """Build a complete snapshot next to the live one, then replace it in one rename.
 
-    The warehouse and the snapshot's redacted base first converge to the lake: they load only
-    what changed since (a load date's new partitions; of a tenant's rewritten tables, the rows
-    they gained or lost), so a night neither re-reads nor re-redacts the history. The snapshot
-    is a copy of the base (in a format 1.x clients read; only redacted rows, in its free blocks
-    too, where a lake row leaves at most its 64-bit hash, the column dropped). An analyst
-    holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the pipeline
-    never opens the live file for writing, so it can never be blocked by one. The redaction's
-    progress goes to `progress`, a line every PROGRESS_EVERY_SECONDS.
+    The warehouse converges to the lake (it loads only what changed since) while the snapshot's
+    tables are put together from the redacted parts of the tenants and of ingest
+    (`snapshot_parts`). With `parts_made` (the night: the tenant runs and the ingest run made
+    them) the build analyses no text: a part that is stale or missing (its run failed) keeps its
+    previous rows or none, and `report.parts` and the snapshot's contents say so. Without it,
+    the parts not current are made first (`make_parts`). The snapshot is a new file of redacted rows only (in a format 1.x clients read). An
+    analyst holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the
+    pipeline never opens the live file for writing, so it can never be blocked by one.
     """
     began = datetime.now(UTC)
     paths.local.mkdir(parents=True, exist_ok=True)
+    remove_legacy_base(paths)
     target = paths.analytics
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     report, found = SnapshotReport(target), Counter[str]()
+    redactor = Redactor.for_home(paths)  # names and pack_versions' ids only: no text to analyse
+    done = [0]  # rows redacted, for the progress lines
     try:
-        base = _converge(paths, found, progress)
-        shutil.copyfile(base.path, temp)
-        con = duckdb.connect(str(temp), config=duckdb_config(paths))
-        try:
-            _drop_bookkeeping(con)
-            # Names found since a row entered the base leave it too (the base keeps old rows).
-            redactor = Redactor.for_home(paths)
-            tenants = Lake(paths).tenants("pii_names")
-            found.update({"person": sum(spread_in_snapshot(con, redactor, tenants).values())})
-            found = +found  # nothing found is no key
-            assert base.rows is not None
-            con.register("_versions", base.rows(pack_versions_frame(paths).to_arrow()))
-            _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')
-            con.unregister("_versions")
-            present = {r[0] for r in _sql(con, "SELECT table_name FROM duckdb_tables()")}
-            notes: list[tuple[str, str, int | None, str]] = []
-            for name, comment in WAREHOUSE_TABLES.items():  # every table the snapshot holds
-                if name not in present:
-                    if name in TABLES:  # an analysts' table; the others are extras
-                        report.missing.append(name)
-                        notes.append((name, "missing", None, "not in the lake yet (stage not run)"))
-                    continue
-                _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
-                comment_columns(con, name)
-                report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
-                notes.append((name, "table", report.tables[name], comment))
-            report.redactions = dict(sorted(found.items()))
-            for view, (needs, comment, sql) in VIEWS.items():
-                absent = [t for t in needs if t not in report.tables]
-                if absent:
-                    notes.append((view, "skipped view", None, f"needs {', '.join(absent)}"))
-                    continue
-                _sql(con, f'CREATE OR REPLACE VIEW "{view}" AS {sql}')
-                _sql(con, f'COMMENT ON VIEW "{view}" IS {sql_quote(comment)}')
-                _comment_view_columns(con, view, needs[0])
-                report.views.append(view)
-                notes.append((view, "view", None, comment))
-            _write_contents(con, notes, began)
-            _sql(con, "CHECKPOINT")
-        finally:
-            con.close()
+        if not parts_made:
+            make_parts(paths, found, progress, done)
+        report.parts = part_states(paths, WAREHOUSE_TABLES)
+        with ThreadPoolExecutor(1, thread_name_prefix="warehouse") as beside:
+            warehouse = Warehouse(paths, memory=WAREHOUSE_MEMORY)
+            converged = beside.submit(warehouse.converge, Lake(paths), WAREHOUSE_TABLES)
+            con = duckdb.connect(str(temp), config=duckdb_config(paths, SNAPSHOT_MEMORY))
+            try:
+                _assemble(con, paths, report.parts, list(WAREHOUSE_TABLES))
+                # Each tenant's part spread its pack's names in its run; ingest's part was made
+                # before tonight's packs found theirs, so the build spreads them there.
+                tenants = Lake(paths).tenants("pii_names")
+                spread = spread_in_snapshot(con, redactor, tenants, only=INGEST_TABLES)
+                found.update({"person": sum(spread.values())})
+                found = +found  # nothing found is no key
+                redact = redacting(redactor, Counter(), progress, done)
+                versions = redact(pack_versions_frame(paths).to_arrow())
+                con.register("_versions", versions)
+                _sql(con, 'CREATE OR REPLACE TABLE "pack_versions" AS SELECT * FROM _versions')
+                con.unregister("_versions")
+                report.redactions = dict(sorted(found.items()))
+                _describe(con, report, began)
+            finally:
+                con.close()
+            converged.result()
+        report.texts_analysed = redactor.analysed
         fsync_path(temp)
         os.replace(temp, target)
         fsync_path(target.parent)
     finally:
+        redactor.pool.close()
         for path in (temp, temp.with_name(temp.name + ".wal")):
             path.unlink(missing_ok=True)
     report.seconds = (datetime.now(UTC) - began).total_seconds()
     return report
+
+
+def _describe(con: duckdb.DuckDBPyConnection, report: SnapshotReport, began: datetime) -> None:
+    """Comments on every table, the views, and the snapshot's contents."""
+    present = {r[0] for r in _sql(con, "SELECT table_name FROM duckdb_tables()")}
+    notes: list[tuple[str, str, int | None, str]] = []
+    for name, comment in WAREHOUSE_TABLES.items():  # every table the snapshot holds
+        if name not in present:
+            if name in TABLES:  # an analysts' table; the others are extras
+                report.missing.append(name)
+                notes.append((name, "missing", None, "not in the lake yet (stage not run)"))
+            continue
+        _sql(con, f'COMMENT ON TABLE "{name}" IS {sql_quote(comment)}')
+        comment_columns(con, name)
+        report.tables[name] = int(str(_sql(con, f'SELECT count(*) FROM "{name}"')[0][0]))
+        notes.append((name, "table", report.tables[name], comment))
+    for view, (needs, comment, sql) in VIEWS.items():
+        absent = [t for t in needs if t not in report.tables]
+        if absent:
+            notes.append((view, "skipped view", None, f"needs {', '.join(absent)}"))
+            continue
+        _sql(con, f'CREATE OR REPLACE VIEW "{view}" AS {sql}')
+        _sql(con, f'COMMENT ON VIEW "{view}" IS {sql_quote(comment)}')
+        _comment_view_columns(con, view, needs[0])
+        report.views.append(view)
+        notes.append((view, "view", None, comment))
+    _write_contents(con, notes + _parts_notes(report.parts), began)
+    _sql(con, "CHECKPOINT")

@@ -6,6 +6,7 @@ redacted in every text of it)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 
 import duckdb
 import polars as pl
@@ -40,10 +41,15 @@ def _pattern(names: TenantNames) -> str:
 
 
 def spread_in_snapshot(
-    con: duckdb.DuckDBPyConnection, redactor: Redactor, tenants: list[str]
+    con: duckdb.DuckDBPyConnection,
+    redactor: Redactor,
+    tenants: list[str],
+    only: Collection[str] | None = None,
+    of_no_tenant: bool = True,
 ) -> Counter[str]:
     """Redact each tenant's names (`Redactor.names`) in the rows of `con`'s tables that still
-    hold one; rows of no tenant (a quarantined line without one) get every tenant's names. Only
+    hold one (of the tables `only` names, if given); rows of no tenant (a quarantined line
+    without one) get every tenant's names (`of_no_tenant`: a tenant's part holds none). Only
     the rows a regular expression selects in DuckDB are read into Python; how many names were
     replaced, per table."""
     names = {tenant: redactor.names(tenant) for tenant in tenants}
@@ -56,7 +62,9 @@ def spread_in_snapshot(
     )
     replaced: Counter[str] = Counter()
     for table, columns in _text_columns(con).items():
-        for tenant, own in [*names.items(), (None, everyone)]:
+        if only is not None and table not in only:
+            continue
+        for tenant, own in [*names.items(), *([(None, everyone)] if of_no_tenant else [])]:
             replaced[table] += _spread_rows(con, table, columns, tenant, own, redactor.key)
     return +replaced
 

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
 
 def redacting(
-    redactor: Redactor, found: Counter[str], report: Callable[[str], None] | None = None
+    redactor: Redactor,
+    found: Counter[str],
+    report: Callable[[str], None] | None = None,
+    done: list[int] | None = None,
 ) -> Callable[[pa.Table], pa.Table]:
     """The snapshot's PII redaction of rows, as in a pack (SPEC §5): text columns redacted,
     identifiers and labels that hold PII pseudonymized with the same key (so analysts can join
@@ -27,12 +30,14 @@ def redacting(
     its rows, comments cut to their published length after redaction (never before: a cut value
     is no longer found), raw line bytes of quarantined lines cleared (their text is redacted in
     `raw`); what it finds is counted in `found`. Texts already seen by a pack or an earlier build
-    come from the redactor's cache, where each slice's new analyses go."""
+    come from the redactor's cache, where each slice's new analyses go. `done` counts the rows
+    (shared by the parts one build makes, so its progress lines grow)."""
     from pipeline.publish.content import ENUM_COLUMNS, MACHINE_COLUMNS
 
     names: dict[str, TenantNames] = {}
 
-    beat, done, analysed = Heartbeat(), [0], redactor.analysed
+    beat, analysed = Heartbeat(), redactor.analysed
+    done = [0] if done is None else done
 
     def redact(rows: pa.Table) -> pa.Table:
         rows = _redacted(rows)

@@ -27,6 +27,9 @@ LOCK_NAME = ".memorypack.lock"  # ingest and whole-home commands
 # The analytics build's scope: a name no tenant id can be (a dot is outside the pattern), so a
 # tenant called `analytics` has its own lock and its own view of the home.
 ANALYTICS = ".analytics"
+# The folder of the analyst snapshot's parts (pipeline.publish.snapshot_parts.PARTS): a tenant's
+# run and the ingest run each copy their part there and rename it over the old one.
+PARTS = "analytics-parts"
 TRAINING = ".training"  # `<tenant>.training`: a tenant id never holds a dot
 
 
@@ -122,7 +125,8 @@ def clean_leftovers(home: Path, scope: str | None = None) -> list[Path]:
     """Remove temp files a killed run left in what the lock of `scope` guards: half-written
     Parquet of the shared tables (ingest), of one tenant's folders, of its DPO policies (its
     training scope: `models/.<tenant>-<id>.<hex>.tmp` folders,
-    `models/<tenant>-<id>/.run.json.<hex>.tmp`), or analytics copies.
+    `models/<tenant>-<id>/.run.json.<hex>.tmp`), a tenant's or ingest's snapshot part copies, or
+    analytics copies.
 
     Call only while holding that lock: then no writer of those files is alive to own them.
     Pack temp folders are cleaned by the publisher under each tenant's publish lock."""
@@ -131,12 +135,14 @@ def clean_leftovers(home: Path, scope: str | None = None) -> list[Path]:
         from pipeline.tables import SHARED_TABLES  # polars: only when cleaning up
 
         found = [p for name in SHARED_TABLES for p in (lake / name).rglob(".*.tmp")]
+        found += home.glob(f"{PARTS}/..ingest.duckdb.*.tmp*")
     elif scope == ANALYTICS:
         found = [*home.glob(".analytics.duckdb.*.tmp*")]
     elif scope.endswith(TRAINING):
         found = _policy_leftovers(home / "models", scope.removesuffix(TRAINING))
     else:
         found = [p for p in lake.glob(f"*/{TENANT_COLUMN}={scope}") for p in p.rglob(".*.tmp")]
+        found += home.glob(f"{PARTS}/.{scope}.duckdb.*.tmp*")
     for path in found:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)

@@ -82,7 +82,8 @@ class Warehouse:
     With `path` and `rows`, another file whose tables mirror the lake's rows as `rows` rewrites
     them (the analytics build's redacted base): loaded ROWS_AT_A_TIME rows at a time, and like the
     warehouse only where the lake changed, so a night filters only its new rows. Its tables have
-    one more column, DIGEST."""
+    one more column, DIGEST. `where` (table → SQL over its columns) keeps only the lake rows where
+    it holds (a tenant's rows of a table shared by every tenant)."""
 
     def __init__(
         self,
@@ -90,11 +91,13 @@ class Warehouse:
         path: Path | None = None,
         rows: Callable[[pa.Table], pa.Table] | None = None,
         memory: str = DUCKDB_MEMORY,
+        where: Mapping[str, str] | None = None,
     ) -> None:
         self.paths = paths
         self.path = path or paths.warehouse
         self.rows = rows
         self.memory = memory
+        self.where = dict(where or {})
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -231,8 +234,10 @@ class Warehouse:
             if set(_columns(con, f"SELECT * FROM {source}")) != set(columns):
                 raise _Rebuild
             digest = _digest(columns)
+            kept_rows = self.where.get(name, "TRUE")
             con.execute(
                 f"CREATE OR REPLACE TEMP TABLE _incoming AS SELECT {digest} AS d FROM {source}"
+                f" WHERE {kept_rows}"
             )
             try:
                 repeated = con.execute(
@@ -274,6 +279,7 @@ class Warehouse:
         """Add these lake files' rows (`only` those where this SQL holds) to table `name`
         (`create`: as a new table of their columns), through the row filter if there is one:
         streamed from a second connection, one slice at a time, each row's digest beside it."""
+        only = f"({only}) AND ({self.where.get(name, 'TRUE')})"
         if self.rows is None:
             with store_of_all(files).sql_source(con, files, hive) as source:
                 rows = f"SELECT * FROM {source} WHERE {only}"
