@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.config import Paths
 from pipeline.pii.detect import AnalysisPool
-from pipeline.publish import snapshot_parts
+from pipeline.publish import analytics, snapshot_parts
 from pipeline.publish.analytics import WAREHOUSE_TABLES, build_snapshot
 from pipeline.publish.snapshot_parts import INGEST_PART, build_part, part_path
 from pipeline.storage.lake import Lake
@@ -77,13 +77,18 @@ def test_a_part_not_made_keeps_its_rows_and_the_build_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """acme's run failed after its lake changed (its part is the previous night's: its new row is
-    not in the snapshot, its old ones are); globex's part is gone (its rows are absent). The
-    build goes on, and its report and the snapshot's contents name both."""
+    not in the snapshot, its old ones are); globex's part is gone and cannot be made here (its
+    rows are absent). The build goes on, and its report and the snapshot's contents name both."""
     paths = _home(tmp_path)
     _night_parts(paths)
     _acme_with_email(paths)
     part_path(paths, "globex").unlink()
     _no_ner(monkeypatch)
+
+    def disk_full(paths: Paths, name: str, *args: object) -> None:
+        raise OSError(28, f"No space left on device: {name}")
+
+    monkeypatch.setattr(analytics, "build_part", disk_full)
 
     report = build_snapshot(paths, parts_made=True)
 
@@ -101,6 +106,25 @@ def test_a_part_not_made_keeps_its_rows_and_the_build_says_so(
     assert counts == [("acme", 4)] and report.tables["interactions"] == 4
     assert notes["part acme"] == "stale part" and notes["part globex"] == "missing part"
     assert PLANTED["email"] not in _dump(paths)
+
+
+def test_a_part_this_host_never_made_is_made_by_the_nightly_build(tmp_path: Path) -> None:
+    """An upgrade, or a tenant whose runs ran on another host of an S3 home: the nightly build
+    makes the part it does not have (its rows are in the snapshot, redacted) and analyses no
+    text of the parts it has."""
+    paths = _home(tmp_path)
+    _night_parts(paths)
+    part_path(paths, "globex").unlink()
+
+    report = build_snapshot(paths, parts_made=True)
+
+    assert {p.name: p.state for p in report.parts} == dict.fromkeys(
+        (INGEST_PART, *TENANTS), "current"
+    )
+    assert report.tables["interactions"] == 8
+    dump = _dump(paths)
+    for value in PLANTED.values():
+        assert value not in dump and value.replace(" ", "") not in dump, value
 
 
 def test_a_run_whose_part_fails_leaves_its_previous_part_whole(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections import Counter
@@ -16,6 +17,7 @@ import polars as pl
 
 from pipeline import tables
 from pipeline.config import Paths
+from pipeline.errors import one_line
 from pipeline.pii.redactor import Redactor
 from pipeline.publish.snapshot_names import spread_in_snapshot
 from pipeline.publish.snapshot_parts import (
@@ -37,6 +39,8 @@ from pipeline.storage.warehouse import (
 from pipeline.stores.disk import fsync_path
 from pipeline.stores.local import sql_quote
 from pipeline.tables import COMMENTS
+
+log = logging.getLogger(__name__)
 
 # The lake tables an analyst snapshot holds, in data order (comments: pipeline.tables).
 TABLES: dict[str, str] = {
@@ -267,15 +271,28 @@ def _write_contents(
         _sql(con, f'COMMENT ON COLUMN "{CONTENTS_TABLE}"."{column}" IS {sql_quote(text)}')
 
 
+# The states of a part that a build outside the night makes again (`PartState`).
+PART_STATES = ("missing", "stale")
+
+
 def make_parts(
-    paths: Paths, found: Counter[str], progress: Callable[[str], None] | None, done: list[int]
+    paths: Paths,
+    found: Counter[str],
+    progress: Callable[[str], None] | None,
+    done: list[int],
+    states: tuple[str, ...] = PART_STATES,
 ) -> None:
-    """Every part the snapshot needs made or caught up with the lake, here (a build outside the
-    night: `memorypack analytics`, an erasure, a test), counting what their redaction finds."""
+    """Every part in one of `states` made or caught up with the lake, here, counting what their
+    redaction finds. A part that cannot be made stays as it was (the build names it), with a
+    line for a person: one tenant's rows never stop the snapshot."""
+    cores = len(os.sched_getaffinity(0))
     for state in part_states(paths, WAREHOUSE_TABLES):
-        if state.state != "current":
-            cores = len(os.sched_getaffinity(0))
-            part = build_part(paths, state.name, WAREHOUSE_TABLES, progress, done, cores)
+        if state.state in states:
+            try:
+                part = build_part(paths, state.name, WAREHOUSE_TABLES, progress, done, cores)
+            except Exception as error:  # reported; the snapshot goes on without it
+                log.warning("analytics part %s not made: %s", state.name, one_line(error))
+                continue
             found.update(part.redactions)
 
 
@@ -287,9 +304,11 @@ def build_snapshot(
     The warehouse converges to the lake (it loads only what changed since) while the snapshot's
     tables are put together from the redacted parts of the tenants and of ingest
     (`snapshot_parts`). With `parts_made` (the night: the tenant runs and the ingest run made
-    them) the build analyses no text: a part that is stale or missing (its run failed) keeps its
-    previous rows or none, and `report.parts` and the snapshot's contents say so. Without it,
-    the parts not current are made first (`make_parts`). The snapshot is a new file of redacted rows only (in a format 1.x clients read). An
+    them) the build analyses no text a run analysed: a stale part (its run failed after its lake
+    changed) keeps its previous rows, and only a part this host never made (an upgrade, or a
+    tenant whose runs ran on another host of an S3 home) is made here, so no tenant's rows are
+    left out. Without it, every part not current is made first (`make_parts`). A part still
+    not current is named in `report.parts` and the snapshot's contents. The snapshot is a new file of redacted rows only (in a format 1.x clients read). An
     analyst holding `analytics.duckdb` open keeps reading the old file (its inode lives on); the
     pipeline never opens the live file for writing, so it can never be blocked by one.
     """
@@ -302,8 +321,7 @@ def build_snapshot(
     redactor = Redactor.for_home(paths)  # names and pack_versions' ids only: no text to analyse
     done = [0]  # rows redacted, for the progress lines
     try:
-        if not parts_made:
-            make_parts(paths, found, progress, done)
+        make_parts(paths, found, progress, done, ("missing",) if parts_made else PART_STATES)
         report.parts = part_states(paths, WAREHOUSE_TABLES)
         with ThreadPoolExecutor(1, thread_name_prefix="warehouse") as beside:
             warehouse = Warehouse(paths, memory=WAREHOUSE_MEMORY)
