@@ -53,10 +53,10 @@ class Night:
 
 
 def two_tenant_night(root: Path) -> Night:
-    """Two days of two generated tenants (80 interactions a day, seed 4), the night run with its
+    """Two days of two generated tenants (60 base AI calls, seed 4), the night run with its
     tenants one after the other in this process, DPO off, the home's own Dagster instance."""
     landing, home = root / "landing", root / "home"
-    generate(landing, days=2, interactions=80, tenants=2, seed=4, start=date.fromisoformat(START))
+    generate(landing, days=2, interactions=60, tenants=2, seed=4, start=date.fromisoformat(START))
     with pytest.MonkeyPatch.context() as env:
         env.delenv("DAGSTER_HOME", raising=False)
         env.setenv("MEMORYPACK_PII_KEY", KEY)
