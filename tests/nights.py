@@ -5,7 +5,7 @@ the session's end fails if any file of a shared home or landing changed."""
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
@@ -35,10 +35,12 @@ def _files(*folders: Path) -> dict[str, tuple[int, int]]:
 
 @dataclass(frozen=True)
 class Night:
+    """A shared night: its landing, its home, what the run returned, and the files it left."""
+
     landing: Path
     home: Path
     outcome: RunOutcome
-    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    files: dict[str, tuple[int, int]]
 
     def copy(self, to: Path) -> Path:
         """A copy of the home at `to`, for a test that changes it."""
