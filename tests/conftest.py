@@ -5,9 +5,12 @@ import os
 import signal
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.nights import Night
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -91,6 +94,16 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def two_tenant_night(tmp_path_factory: pytest.TempPathFactory) -> Iterator["Night"]:
+    """tests/nights.py's two-tenant night, run once for every module that reads it."""
+    from tests.nights import two_tenant_night
+
+    night = two_tenant_night(tmp_path_factory.mktemp("two-tenant-night"))
+    yield night
+    assert night.changed() == [], "a test changed the shared night's home, not a copy of it"
 
 
 @pytest.fixture

@@ -221,13 +221,21 @@ def test_two_cli_runs_started_together_run_one_after_the_other(
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE,
             text=True,
         )
         for day in DATES
     ]
-    outputs = [run.communicate(timeout=600)[0] for run in runs]
+    outputs = [run.communicate(timeout=600) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
+    # What `memorypack run` tells a person (tests/test_cli.py's night): the outcome and the slowest
+    # three steps, on standard output (the log lines go to standard error).
+    for out, _ in outputs:
+        lines = out.splitlines()
+        assert any(" succeeded in " in line for line in lines), lines
+        slowest = [line for line in lines if line.startswith("memorypack: slowest steps: ")]
+        assert len(slowest) == 1 and slowest[0].count("s,") == 2, lines
+    assert (home / "packs").is_dir()
     with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
         records = instance.get_run_records()
     nights = [r for r in records if r.dagster_run.job_name == "ingest"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,13 +25,10 @@ from memorypack.format import read_latest, verify_pack
 from memorypack.fs import ObjectPath, location
 from pipeline.config import Paths
 from pipeline.erasure.person import export
-from pipeline.generate import generate
 from pipeline.stores.objects import LOCKS_FOLDER
-from tests.test_tenants_apart import NO_DPO
+from tests.nights import END, KEY, NO_DPO, START, Night
 
-START, END = "2026-11-01", "2026-11-02"
 TENANTS = ["acme", "globex"]
-KEY = "s3-home-test-key"
 # Columns that hold the wall-clock time of the run (or a name made of it): they differ between
 # any two nights, wherever the home is.
 CLOCK_COLUMNS = (
@@ -87,23 +83,23 @@ def _files(folder: Path) -> set[Path]:
 def test_a_night_on_an_s3_home_matches_a_local_home_and_writes_only_the_work_folder(
     tmp_path: Path,
     seaweedfs: Any,
+    two_tenant_night: Night,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """The local home is the shared night (tests/nights.py): the same landing, DPO off, its
+    tenants in this process, the same pseudonym key."""
     for name, value in seaweedfs.environment().items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("MEMORYPACK_PACKS", raising=False)
     monkeypatch.delenv("MEMORYPACK_LANDING", raising=False)
-    monkeypatch.setenv("MEMORYPACK_PII_KEY", KEY)  # the same pseudonyms in both
+    monkeypatch.setenv("MEMORYPACK_PII_KEY", KEY)  # the local night's pseudonyms
     # The S3 night points this process's temp folder at the work folder: undone after the test.
     monkeypatch.setenv("TMPDIR", tempfile.gettempdir())
     monkeypatch.setattr(tempfile, "tempdir", tempfile.gettempdir())
-    landing = tmp_path / "landing"
-    generate(landing, days=2, interactions=60, tenants=2, seed=4, start=date.fromisoformat(START))
-
-    local_home = tmp_path / "local-home"
-    night = run_nightly(local_home, landing, START, END, settings=NO_DPO)
+    landing, local_home = two_tenant_night.landing, two_tenant_night.home
+    night = two_tenant_night.outcome
     assert night.success, (night.failed_step, night.error)
 
     work, cwd = tmp_path / "work", tmp_path / "cwd"
@@ -112,6 +108,7 @@ def test_a_night_on_an_s3_home_matches_a_local_home_and_writes_only_the_work_fol
     monkeypatch.setenv("MEMORYPACK_LOCAL_DIR", str(work))
     url = f"{seaweedfs.new_prefix()}/home"
     before = _files(tmp_path) - _files(work)
+    inputs = _files(landing)  # the shared night's, outside tmp_path
     # The system's temp folder (the night points `tempfile` at the work folder's `tmp/`).
     system_temp = Path(tempfile.gettempdir())
     temp_before = {p.name for p in system_temp.glob("memorypack*")}
@@ -122,8 +119,8 @@ def test_a_night_on_an_s3_home_matches_a_local_home_and_writes_only_the_work_fol
     assert code == 0, out
     assert f"home {url}" in out and "2 of 2 changed tenant(s) published" in out
 
-    # Nothing of the home outside the work folder: only the landing (input) was there before.
-    assert _files(tmp_path) - _files(work) == before
+    # Nothing of the home outside the work folder; the landing (the input) as it was.
+    assert _files(tmp_path) - _files(work) == before and _files(landing) == inputs
     assert not any(cwd.iterdir())
     assert {p.name for p in system_temp.glob("memorypack*")} <= temp_before
     assert (work / "warehouse.duckdb").is_file() and (work / "analytics.duckdb").is_file()
@@ -187,7 +184,8 @@ def test_a_night_on_an_s3_home_matches_a_local_home_and_writes_only_the_work_fol
             == s3_counts
         )
     assert [t for t, _ in s3_counts] == TENANTS
-    _export_and_forget_match(url, local_home, capsys)
+    # forget changes the home: the shared night's, only in a copy.
+    _export_and_forget_match(url, two_tenant_night.copy(tmp_path / "local-home"), capsys)
 
 
 def _export_and_forget_match(

@@ -2,11 +2,9 @@
 after the other publish, and a tenant's run reads no other tenant's files."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-from datetime import date
 from pathlib import Path
 
 import duckdb
@@ -15,35 +13,10 @@ import pytest
 
 from jobs.runner import RunOutcome, _tenant_runs, run_nightly, run_tenant
 from memorypack.format import read_latest
-from pipeline.generate import generate
+from tests.nights import END, KEY, NO_DPO, START, Night
 
-START, END = "2026-11-01", "2026-11-02"
-# No DPO training (too few pairs on purpose): what is compared is what the data decides, not the
-# float noise of training with another number of threads.
-NO_DPO = {"dpo": {"min_pairs": 10_000}}
-# One pseudonym key for every home of this module (each home makes its own otherwise), inherited
-# by workers.
-KEY = "tenants-apart-test-key"
 # Pack tables compared row for row (vectors and the manifest's names and times differ by design).
 TABLES = ("memories", "few_shot", "skills", "summaries", "conflicts", "templates")
-
-
-@pytest.fixture(scope="module")
-def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("apart") / "landing"
-    generate(folder, days=2, interactions=80, tenants=2, seed=4, start=date.fromisoformat(START))
-    return folder
-
-
-@pytest.fixture(scope="module")
-def sequential(landing: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunOutcome]:
-    """The night with its tenants one after the other in this process, run once for the module:
-    read by one test, copied before another changes it (a home is a folder: its copy is a home)."""
-    home = tmp_path_factory.mktemp("sequential") / "home"
-    with pytest.MonkeyPatch.context() as env:
-        env.delenv("DAGSTER_HOME", raising=False)  # the home's own instance
-        env.setenv("MEMORYPACK_PII_KEY", KEY)
-        return home, run_nightly(home, landing, START, END, settings=NO_DPO)
 
 
 def _tables(home: Path, tenant: str) -> dict[str, pl.DataFrame]:
@@ -65,17 +38,16 @@ def _row_counts(home: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_tenants_in_parallel_processes_publish_what_sequential_runs_publish(
-    tmp_path: Path,
-    landing: Path,
-    sequential: tuple[Path, RunOutcome],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, two_tenant_night: Night, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The shared night (tests/nights.py) ran its tenants one after the other in this process."""
     monkeypatch.delenv("DAGSTER_HOME", raising=False)  # each home's own instance
     monkeypatch.setenv("MEMORYPACK_PII_KEY", KEY)
-    homes = {0: sequential[0], 2: tmp_path / "w2"}
+    night = two_tenant_night
+    homes = {0: night.home, 2: tmp_path / "w2"}
     outcomes = {
-        0: sequential[1],
-        2: run_nightly(homes[2], landing, START, END, settings=NO_DPO, workers=2),
+        0: night.outcome,
+        2: run_nightly(homes[2], night.landing, START, END, settings=NO_DPO, workers=2),
     }
     for workers, outcome in outcomes.items():
         assert outcome.success, (workers, outcome.failed_step, outcome.error)
@@ -93,19 +65,15 @@ def test_tenants_in_parallel_processes_publish_what_sequential_runs_publish(
 
 @pytest.mark.slow
 def test_a_tenant_run_reads_no_other_tenants_files(
-    tmp_path: Path,
-    landing: Path,
-    sequential: tuple[Path, RunOutcome],
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, two_tenant_night: Night, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every file of globex (its lake folders, caches and packs) turned to garbage: acme's run
     still succeeds and leaves them as they are, so it read none of them."""
     monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the home's own instance
     monkeypatch.setenv("MEMORYPACK_PII_KEY", KEY)
-    night = sequential[1]
+    night = two_tenant_night.outcome
     assert night.success, (night.failed_step, night.error)
-    home = tmp_path / "home"
-    shutil.copytree(sequential[0], home)  # the module's night, changed here only in a copy
+    home = two_tenant_night.copy(tmp_path / "home")  # the shared night, changed only in a copy
     theirs = [
         p
         for p in [
@@ -117,7 +85,7 @@ def test_a_tenant_run_reads_no_other_tenants_files(
     assert len(theirs) > 20
     for path in theirs:
         path.write_bytes(b"not globex's data: reading this fails")
-    outcome = run_tenant(home, landing, "acme", [END], settings=NO_DPO)
+    outcome = run_tenant(home, two_tenant_night.landing, "acme", [END], settings=NO_DPO)
     assert outcome.success, (outcome.failed_step, outcome.error)
     assert outcome.not_published == {}
     assert all(p.read_bytes() == b"not globex's data: reading this fails" for p in theirs)
