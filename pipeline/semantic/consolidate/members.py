@@ -51,10 +51,10 @@ class ConsolidationConfig:
     # pairs within `candidate_distance`, a logistic regression on the encoder's cosine, the words
     # the two share and the values each names (trained on 2,991 STS Benchmark pairs people scored)
     # decides at P(same) ≥ `merge_probability`. On the held-out STS-B sample it reaches precision
-    # 0.909 / recall 0.75 (the rule: 0.925 / 0.617), but on people's conversations (LoCoMo dev half)
-    # it puts two different facts in one cluster far more often than the rule (218 cluster pairs,
-    # 26 of them different facts, against 85 / 6), leaning on a person's shared name: it is not
-    # the default (bench/README.md "merges").
+    # 0.909 / recall 0.75 (the rule: 0.925 / 0.617), but on people's conversations (LoCoMo dev half,
+    # redacted as a night embeds it) it puts two different facts in one cluster far more often than
+    # the rule (122 cluster pairs, 20 of them different facts, against 39 / 1; every pair
+    # hand-labelled): it is not the default (bench/README.md "merges").
     statement_judgement: bool = False
     # 1 of the 768 train pairs people called the same meaning sits farther apart (11 beyond 0.4).
     candidate_distance: float = 0.5
