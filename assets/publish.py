@@ -239,13 +239,9 @@ def memory_pack(
 def analytics_part(context: dg.AssetExecutionContext, home: MemorypackHome) -> dg.MaterializeResult:
     tenant = context.partition_key
     report = build_part(home.paths, tenant, WAREHOUSE_TABLES, context.log.info)
-    frame = pl.DataFrame(
-        {"table": list(report.tables), "rows": list(report.tables.values())},
-        schema={"table": pl.String, "rows": pl.Int64},
-    )
     return dg.MaterializeResult(
         metadata=frame_metadata(
-            frame,
+            _table_rows(report.tables),
             {
                 "tenant": tenant,
                 "redactions_by_kind": report.redactions,
@@ -261,8 +257,8 @@ def analytics_part(context: dg.AssetExecutionContext, home: MemorypackHome) -> d
     deps=SNAPSHOT_DEPS,
     description="The warehouse, caught up with the lake, and analytics.duckdb: a complete, "
     "atomically replaced snapshot for analysts (SPEC §6), put together from the redacted parts "
-    "of the tenants' runs and the ingest run (it analyses no text). Built once after the tenants' "
-    "runs, so tenant runs never wait on it.",
+    "of the tenants' runs and the ingest run (it analyses no text they analysed; a part its host "
+    "never made, it makes). Built once after the tenants' runs, so tenant runs never wait on it.",
 )
 def analytics_snapshot(
     context: dg.AssetExecutionContext, home: MemorypackHome
@@ -275,13 +271,9 @@ def analytics_snapshot(
         context.log.warning(
             f"analytics snapshot: parts not current (previous rows or none): {behind}"
         )
-    frame = pl.DataFrame(
-        {"table": list(report.tables), "rows": list(report.tables.values())},
-        schema={"table": pl.String, "rows": pl.Int64},
-    )
     return dg.MaterializeResult(
         metadata=frame_metadata(
-            frame,
+            _table_rows(report.tables),
             {
                 "path": str(report.path),
                 "views": report.views,
@@ -293,6 +285,14 @@ def analytics_snapshot(
                 "seconds": round(report.seconds, 3),
             },
         )
+    )
+
+
+def _table_rows(tables: dict[str, int]) -> pl.DataFrame:
+    """table, rows: a snapshot's or a part's tables and their row counts."""
+    return pl.DataFrame(
+        {"table": list(tables), "rows": list(tables.values())},
+        schema={"table": pl.String, "rows": pl.Int64},
     )
 
 
