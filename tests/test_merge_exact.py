@@ -301,3 +301,30 @@ def test_requests_on_the_knife_edge_cluster_as_fp32_says_first_and_later_nights(
             night2, clusters2 = request_clusters(later, int8, truth, previous=night1)
             assert (("i0", "i2") in clusters2) == merged
             assert night2.exact_interaction_texts == 2  # the new request and its neighbour
+
+
+def test_a_later_night_with_requests_near_a_decision_also_summarises_a_shrunk_cluster() -> None:
+    """Night 2 brings a request near last night's cluster in one group, and another group's
+    cluster lost a member (retention, erasure): both are summarised again with the fp32 path on
+    (the copy of the vectors holds every request's, not only the groups with new texts')."""
+    from tests.test_consolidate import interaction
+
+    threshold = ConsolidationConfig().interaction_distance
+    rows = [
+        interaction("a0", "Where is my order?"),
+        interaction("b0", "Reset my password", kind="report"),
+        interaction("b1", "Please reset my password", kind="report", minutes=1),
+        interaction("a1", "Where's my order?", minutes=2),
+    ]
+    night1 = pl.DataFrame(rows[:3], schema=contracts.INTERACTION_SCHEMA)
+    night2 = pl.DataFrame([rows[0], rows[1], rows[3]], schema=contracts.INTERACTION_SCHEMA)
+    pair = at_distance(threshold - 0.01)
+    far = np.zeros((1, 8))
+    far[0, 3] = 1.0
+    # rows of memory_texts' order (by memory id): a0 b0 b1, then a0 a1 b0
+    vectors1, vectors2 = np.vstack([pair[:1], far, far]), np.vstack([pair, far])
+    first, clusters1 = request_clusters(night1, vectors1, vectors1)
+    assert ("b0", "b1") in clusters1
+    second, clusters2 = request_clusters(night2, vectors2, vectors2, first)
+    assert clusters2 == {("a0", "a1"), ("b0",)}
+    assert second.exact_interaction_texts == 2

@@ -281,9 +281,9 @@ def _joining_vectors(
     reach: float,
     exact: ExactVectors,
 ) -> tuple[TextVectors, int]:
-    """The vectors of the groups' texts, fp32 for every new text within `reach` of another new
-    text or of a known one, and for those known texts (`units`: one member row per text), so
-    that whether a request joins last night's cluster is decided alike on every CPU."""
+    """The vectors of every request's text (`units`: one member row per text), fp32 for every new
+    text within `reach` of another new text or of a known one and for those known texts, so that
+    whether a request joins last night's cluster is decided alike on every CPU."""
     hashes = []
     for fresh, known in by_group:
         near_fresh, near_known = near_new(
@@ -292,7 +292,9 @@ def _joining_vectors(
         hashes += [fresh["text_hash"][near_fresh], known["text_hash"][near_known]]
     if not sum(len(h) for h in hashes):
         return vectors, 0
-    mine = vectors.only(pl.concat([u["text_hash"] for pair in by_group for u in pair]))
+    # Every request's vector, not only the groups with new texts': a cluster elsewhere that lost
+    # a member (retention, erasure) is summarised again too.
+    mine = vectors.only(units["text_hash"])
     near = units.join(pl.concat(hashes).to_frame(), on="text_hash", how="semi")
     rows = exact_rows(near)
     fine = exact(rows)
