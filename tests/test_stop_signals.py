@@ -77,7 +77,7 @@ def held_analytics(home: str, landing: Path, log_level: str) -> Any:
     import assets.publish
     from jobs.runner import run_analytics
 
-    assets.publish.build_snapshot = lambda *a: _hold(home, "analytics")  # type: ignore[assignment]
+    assets.publish.build_snapshot = lambda *a, **k: _hold(home, "analytics")  # type: ignore[assignment]
     return run_analytics(home, landing, log_level)
 
 
