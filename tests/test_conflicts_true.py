@@ -29,7 +29,7 @@ from pipeline.semantic.conflicts import (
 )
 from pipeline.semantic.consolidate import consolidate
 from pipeline.semantic.embed import embed_with_cache, encode, load_model, memory_texts
-from pipeline.semantic.embed.exact import statement_texts
+from pipeline.semantic.embed.exact import embedded_texts
 from pipeline.semantic.wording import speaker, subject_words, word_overlap
 from pipeline.storage.vectors import TextVectors
 from tests.test_conflicts import (
@@ -153,7 +153,7 @@ def locomo(tmp_path_factory: pytest.TempPathFactory) -> tuple[pl.DataFrame, pl.D
     embeddings, vectors, _ = embedded(statements, None)
     # As a night decides: the statements near a merge or a conflict's bar in fp32 (every CPU alike).
     fp32 = load_model(None, "onnx")
-    exact = lambda rows: encode(statement_texts(rows)["text"], model=fp32)  # noqa: E731
+    exact = lambda rows: encode(embedded_texts(rows)["text"], model=fp32)  # noqa: E731
     hashed = with_hashes(statements, embeddings, subject_texts(statements))
     decided, _ = conflict_vectors(
         hashed, vectors, ConflictConfig(), exact, lambda rows: encode(rows["text"], model=fp32)

@@ -135,7 +135,7 @@ def decision_vectors(
     return TextVectors(vectors.index, matrix), int(found.sum())
 
 
-def statement_texts(rows: pl.DataFrame) -> pl.DataFrame:
+def embedded_texts(rows: pl.DataFrame) -> pl.DataFrame:
     """The texts `memory_texts` embeds for these memories (statements, or interactions where
     `memory_kind` says so): text_hash, text."""
     interaction = (
@@ -162,13 +162,13 @@ def redacted_texts(redact: Callable[[pl.DataFrame], pl.DataFrame]) -> EmbeddedTe
 
     def texts_of(rows: pl.DataFrame) -> pl.DataFrame:
         redacted = redact(rows.select("tenant_id", raw="text"))["raw"]
-        return statement_texts(rows.with_columns(text=redacted))
+        return embedded_texts(rows.with_columns(text=redacted))
 
     return texts_of
 
 
 def fp32_vectors(
-    cache: EmbeddingCache, config: EmbedConfig, texts_of: EmbeddedTexts = statement_texts
+    cache: EmbeddingCache, config: EmbedConfig, texts_of: EmbeddedTexts = embedded_texts
 ) -> ExactVectors | None:
     """The `exact` of a night whose vectors come from `config`: fp32 ONNX vectors of the texts
     the embedding stage encoded (`texts_of`), through the embedding cache under the fp32 model's
