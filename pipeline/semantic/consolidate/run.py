@@ -24,7 +24,13 @@ from pipeline.semantic.consolidate.members import (
     interaction_members,
     statement_members,
 )
-from pipeline.semantic.embed.exact import ExactVectors, decision_vectors, exact_rows, near_new
+from pipeline.semantic.embed.exact import (
+    ExactVectors,
+    decision_vectors,
+    exact_rows,
+    near_new,
+    with_exact,
+)
 from pipeline.storage.vectors import TextVectors
 
 
@@ -178,7 +184,7 @@ def _interaction_scope(
 ) -> _Scope:
     keys = INTERACTION_KEYS
     threshold = config.interaction_distance
-    reach = threshold + config.decision_margin if exact is not None else 0.0
+    reach = threshold + config.decision_margin
     before = (
         previous.summaries.filter(pl.col("scope") == "interaction")
         if previous is not None
@@ -187,7 +193,7 @@ def _interaction_scope(
     units = members.unique([*keys, "text_hash"], keep="first", maintain_order=True)
     if before.is_empty():
         exact_texts = 0
-        if exact is not None and reach > threshold:
+        if exact is not None and config.decision_margin > 0:
             mine = vectors.only(units["text_hash"])
             vectors, exact_texts = decision_vectors(units, keys, mine, reach, exact)
         labelled = label_groups(members, keys, threshold, pl.DataFrame(), config, True, vectors)
@@ -216,7 +222,7 @@ def _interaction_scope(
         for key, fresh in new.partition_by(keys, as_dict=True, maintain_order=True).items()
     ]
     exact_texts = 0
-    if exact is not None and reach > threshold:
+    if exact is not None and config.decision_margin > 0:
         vectors, exact_texts = _joining_vectors(by_group, units, vectors, reach, exact)
     assigned = _assign_new(by_group, vectors, threshold, config.max_block, len(before))
     text_labels = pl.concat([old, *assigned], how="vertical_relaxed")
@@ -292,16 +298,10 @@ def _joining_vectors(
         hashes += [fresh["text_hash"][near_fresh], known["text_hash"][near_known]]
     if not sum(len(h) for h in hashes):
         return vectors, 0
+    near = units.join(pl.concat(hashes).to_frame(), on="text_hash", how="semi")
     # Every request's vector, not only the groups with new texts': a cluster elsewhere that lost
     # a member (retention, erasure) is summarised again too.
-    mine = vectors.only(units["text_hash"])
-    near = units.join(pl.concat(hashes).to_frame(), on="text_hash", how="semi")
-    rows = exact_rows(near)
-    fine = exact(rows)
-    found = ~np.isnan(fine).any(axis=1)
-    matrix = mine.matrix.copy()
-    matrix[mine.rows(rows["text_hash"].filter(pl.Series(found)))] = fine[found]
-    return TextVectors(mine.index, matrix), int(found.sum())
+    return with_exact(vectors.only(units["text_hash"]), exact_rows(near), exact)
 
 
 def membership_problems(summaries: pl.DataFrame, statements: pl.DataFrame) -> pl.DataFrame:

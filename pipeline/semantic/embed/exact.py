@@ -125,7 +125,14 @@ def decision_vectors(
 ) -> tuple[TextVectors, int]:
     """`vectors` with the fp32 vector of every text near a decision (see `near_texts`), and how
     many texts that is."""
-    near = near_texts(members, keys, vectors, reach, eligible)
+    return with_exact(vectors, near_texts(members, keys, vectors, reach, eligible), exact)
+
+
+def with_exact(
+    vectors: TextVectors, near: pl.DataFrame, exact: ExactVectors
+) -> tuple[TextVectors, int]:
+    """A copy of `vectors` with the fp32 vector of each text of `near` (`exact_rows`) that
+    `exact` reproduces, and how many texts that is."""
     if near.is_empty():
         return vectors, 0
     fine = exact(near)
