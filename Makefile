@@ -37,12 +37,17 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 # Every test (CI runs this); `unit-fast` leaves out the soak tier: the kill and signal loops and
-# the kill -9 soak (pytest -m soak; README.md gives what each tier costs).
+# the kill -9 soak (pytest -m soak; README.md gives what each tier costs). Two worker processes
+# (pytest-xdist; TEST_WORKERS=1 for one): a module's tests stay in one worker, so its fixtures are
+# built once (tests/conftest.py), and the nights' waits on servers and subprocesses overlap.
+TEST_WORKERS ?= 2
+PYTEST := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
+
 unit: $(STAMP)
-	$(VENV)/bin/pytest
+	$(PYTEST)
 
 unit-fast: $(STAMP)
-	$(VENV)/bin/pytest -m "not soak"
+	$(PYTEST) -m "not soak"
 
 test: lint typecheck unit
 

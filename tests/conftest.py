@@ -2,7 +2,9 @@
 
 import json
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,21 @@ LOAD_DATE = "2026-11-02"
 # the app library), whatever an installed copy elsewhere says.
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_PATH = os.pathsep.join([str(ROOT), str(ROOT / "lib" / "src")])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`make test` runs the suite in two worker processes (pytest-xdist). Each worker gets its own
+    temp folder, inherited by what it starts: a test that checks a night left nothing in the
+    system's temp folder sees its own worker's files, never the other worker's night. (A hook, not
+    module code: a test's subprocess that imports this module must not make one of its own.)"""
+    if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+        tempfile.tempdir = tempfile.mkdtemp(prefix=f"pytest-temp-{worker}-")
+        os.environ["TMPDIR"] = tempfile.tempdir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") and tempfile.tempdir:
+        shutil.rmtree(tempfile.tempdir, ignore_errors=True)
 
 
 def interaction(event_id: str = "i1", **fields: Any) -> dict[str, Any]:
@@ -82,6 +99,21 @@ def write_landing(
 @pytest.fixture
 def landing(tmp_path: Path) -> Path:
     return tmp_path / "landing"
+
+
+SHARED_NIGHT = "two_tenant_night"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `-n` (`--dist loadgroup`), a module's tests run in one worker, so its module fixtures
+    are built once, and every module that reads the shared night runs in the same worker, so that
+    night is run once. Runs before xdist reads the groups."""
+    sharing = {item.path for item in items if SHARED_NIGHT in getattr(item, "fixturenames", ())}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = SHARED_NIGHT if item.path in sharing else item.path.stem
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
