@@ -151,9 +151,9 @@ TEMPLATE_DEPS = ["dpo_policy", *TEMPLATE_INS]
             "refined_templates",
             groups.PREFERENCE,
             TEMPLATE_DEPS,
-            description="Current prompt template per tenant × skill: registry base, replaced only "
-            "by a candidate that beats it on held-out pairs under the DPO policy's implicit "
-            "reward.",
+            description="The tenant's current prompt template per skill: registry base, replaced "
+            "only by a candidate that beats it on held-out pairs under the tenant's DPO policy's "
+            "implicit reward.",
         ),
         asset_spec("template_history", groups.PREFERENCE, TEMPLATE_DEPS),
         asset_spec("template_scores", groups.PREFERENCE, TEMPLATE_DEPS),
