@@ -16,7 +16,6 @@ from assets.preference_checks import (  # noqa: F401 (re-exported: the checks of
     CHECKS,
     current_template_per_skill,
     eval_accuracy_recorded,
-    interaction_tenants,
     learning_beats_baselines,
     no_split_leakage,
     pair_format_valid,
@@ -37,12 +36,13 @@ from pipeline.preference.pairs.neighbors import (
 from pipeline.preference.pairs.prompt_index import embedding_model, refresh_prompt_index
 from pipeline.preference.templates import (
     EVIDENCE_FEEDBACK_COLUMNS,
+    RefineResult,
     gather_evidence,
     load_registry,
     refine_templates,
     roll_back_worse,
 )
-from pipeline.preference.templates.rewards import held_out_samples, latest_trained, policy_rewards
+from pipeline.preference.templates.rewards import scoring_policy
 
 FEW_SHOT_SCHEMA = tables.schema("few_shot_sets", ["tenant_id", "skill_id", "rank", "output"])
 
@@ -98,13 +98,11 @@ def preference_pairs(
             {
                 "by_source": dict(pairs.group_by("source").len().sort("source").iter_rows()),
                 "by_split": dict(pairs.group_by("split").len().sort("split").iter_rows()),
-                "tenants": pairs["tenant_id"].n_unique(),
                 "prompts_indexed": index.texts.height,
                 "prompts_searched": index.searched,
                 "near_identical_prompt_pairs": index.edges.height,
             },
             preview_columns=[
-                "tenant_id",
                 "source",
                 "split",
                 "margin",
@@ -153,9 +151,9 @@ TEMPLATE_DEPS = ["dpo_policy", *TEMPLATE_INS]
             "refined_templates",
             groups.PREFERENCE,
             TEMPLATE_DEPS,
-            description="Current prompt template per tenant × skill: registry base, replaced only "
-            "by a candidate that beats it on held-out pairs under the DPO policy's implicit "
-            "reward.",
+            description="The tenant's current prompt template per skill: registry base, replaced "
+            "only by a candidate that beats it on held-out pairs under the tenant's DPO policy's "
+            "implicit reward.",
         ),
         asset_spec("template_history", groups.PREFERENCE, TEMPLATE_DEPS),
         asset_spec("template_scores", groups.PREFERENCE, TEMPLATE_DEPS),
@@ -173,33 +171,25 @@ def refined_templates(
     feedback: pl.LazyFrame,
     pack_usage: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult]:
-    registry, now = load_registry(), datetime.now(UTC)
+    tenant, now = context.partition_key, datetime.now(UTC)
     # Only what the templates are made of: a large tenant's pairs and feedback are gigabytes.
-    skills = interactions.select("tenant_id", "event_id", "skill_id").collect()
-    tenants = interaction_tenants(skills)
-    policy_config, config = settings.stage("dpo"), settings.stage("templates")
-    runs = latest_trained(dpo_runs, home.paths.models)
-    evals = preference_pairs.filter(pl.col("split") == "eval").collect()
-    evidence = gather_evidence(
-        skills, feedback.select(EVIDENCE_FEEDBACK_COLUMNS).collect(), few_shot_sets, config
-    )
-    if runs.is_empty():
-        context.log.info("no trained DPO policy: current templates stay")
+    skills = interactions.select("event_id", "skill_id").collect()
     # What the calls' receipts measured first: a refined template worse in use goes back.
     history, rolled_back = roll_back_worse(home.table("template_history"), pack_usage, now)
     for line in rolled_back:
-        context.log.warning(f"template {line}")
-    result = refine_templates(
-        history,
-        registry,
-        tenants,
-        evidence,
-        held_out_samples(runs, evals, policy_config),
-        policy_rewards(runs.filter(pl.col("tenant_id").is_in([t for t, _ in evidence]))),
-        now,
-        config,
-        home.table("template_scores"),
-    )
+        context.log.warning(f"{tenant} template {line}")
+    config, scores = settings.stage("templates"), home.table("template_scores")
+    feedback_rows = feedback.select(EVIDENCE_FEEDBACK_COLUMNS).collect()
+    evidence = gather_evidence(skills, feedback_rows, few_shot_sets, config)
+    if skills.is_empty():  # no interactions: no templates to keep (as dpo_policy: no policy)
+        result = RefineResult.unchanged(history, scores)
+    else:
+        evals = preference_pairs.filter(pl.col("split") == "eval").collect()
+        policy = scoring_policy(dpo_runs, home.paths.models, tenant, evals, settings.stage("dpo"))
+        if policy is None:
+            context.log.info(f"{tenant}: no trained DPO policy: current templates stay")
+        registry = load_registry()
+        result = refine_templates(history, registry, tenant, evidence, policy, now, config, scores)
     home.lake.write("template_history", result.history)
     home.lake.write("template_scores", result.scores)
     current = result.history.filter(pl.col("is_current"))
@@ -216,14 +206,7 @@ def refined_templates(
                 "versions": result.history.height,
                 "decisions": json.loads(result.decisions.write_json()),
             },
-            preview_columns=[
-                "tenant_id",
-                "skill_id",
-                "version",
-                "source",
-                "eval_accuracy",
-                "eval_margin",
-            ],
+            preview_columns=["skill_id", "version", "source", "eval_accuracy", "eval_margin"],
         ),
     )
     yield dg.MaterializeResult(

@@ -201,6 +201,14 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
             for m in r.asset_materializations_for_node("dpo_policy")
             if m.asset_key.path == ["dpo_policy"]
         ] == [0, 0]
+        # Each tenant's memo is its own: acme's scores all come from it, tiny has none.
+        memo = {t: _templates_meta(r) for t, r in again.items()}
+        assert {t: (m["templates_scored"], m["scores_from_memo"] > 0) for t, m in memo.items()} == {
+            "acme": (0, True),
+            "tiny": (0, False),
+        }
+    scores = Lake(Paths(home)).files("template_scores")
+    assert list(scores) == ["tenant_id=acme", "tenant_id=tiny"]  # each run wrote its own slice
     runs2 = lake.read("dpo_runs").collect().filter(pl.col("is_latest"))
     assert runs2.sort("tenant_id").equals(runs)
     history2 = lake.read("template_history").collect()
@@ -216,6 +224,12 @@ def test_preference_assets_train_refine_and_check(tmp_path: Path) -> None:
 def _policy_meta(result: dg.ExecuteInProcessResult) -> dict[str, dg.MetadataValue]:
     found = result.asset_materializations_for_node("dpo_policy")
     return next(m.metadata for m in found if m.asset_key.path == ["dpo_policy"])
+
+
+def _templates_meta(result: dg.ExecuteInProcessResult) -> dict[str, int]:
+    found = result.asset_materializations_for_node("refined_templates")
+    (meta,) = [m.metadata for m in found if m.asset_key.path == ["refined_templates"]]
+    return {k: meta[k].value for k in ("templates_scored", "scores_from_memo")}  # type: ignore[misc]
 
 
 def _run_tenants(home: Path, instance: dg.DagsterInstance) -> dict[str, dg.ExecuteInProcessResult]:

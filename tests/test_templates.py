@@ -3,14 +3,23 @@
 import json
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
 from pipeline.ingest import contracts
+from pipeline.preference.dpo import (
+    STATUS_SKIPPED,
+    STATUS_TRAINED,
+    DPOPolicyConfig,
+    PolicyRun,
+    runs_frame,
+)
 from pipeline.preference.templates import (
     TEMPLATE_HISTORY_SCHEMA,
+    ScoringPolicy,
     SkillEvidence,
     SkillTemplate,
     TemplateScore,
@@ -29,6 +38,7 @@ from pipeline.preference.templates import (
     select_template,
 )
 from pipeline.preference.templates.in_use import rolled_back_templates
+from pipeline.preference.templates.rewards import scoring_policy
 from pipeline.usage import USAGE_CONFIG
 
 BASE_SKILLS = {
@@ -117,7 +127,7 @@ def test_evidence_and_candidates_from_feedback_reasons() -> None:
         schema=contracts.FEEDBACK_SCHEMA,
     )
     evidence = gather_evidence(inter, fb)
-    ev = evidence[("acme", "concise_response")]
+    ev = evidence["concise_response"]
     assert ev.reasons == {"too_verbose": 2, "wrong_tone": 1}
     assert ev.corrections == ["Sure. It ships today."]
     assert ev.typical_sentences == 2
@@ -158,7 +168,7 @@ def test_the_corrections_candidate_quotes_the_consensus_not_the_newest() -> None
         )
 
     def quoted(fb: pl.DataFrame) -> list[str]:
-        return gather_evidence(inter, fb)[("acme", "casual_chat")].corrections
+        return gather_evidence(inter, fb)["casual_chat"].corrections
 
     night = [(0, "Say hi back."), (1, "Say  hi back. "), (2, "Ask how they are.")]
     assert quoted(corrections(*night)) == ["Say hi back.", "Ask how they are."]
@@ -218,15 +228,8 @@ def _by_prompt(right: set[int]):  # type: ignore[no-untyped-def]
 )
 def test_a_candidate_is_adopted_only_on_a_significant_win(right: set[int], adopted: bool) -> None:
     """8 eval pairs: 2 or 4 more right is chance (p = 0.25, 0.0625); 5 or 8 is a win."""
-    result = refine_templates(
-        empty_history(),
-        _registry(),
-        ["acme"],
-        EVIDENCE,
-        _eval_pairs(8),
-        {"acme": ("p1", _by_prompt(right))},
-        T0,
-    )
+    policy = ScoringPolicy("p1", _by_prompt(right), _eval_pairs(8))
+    result = refine_templates(empty_history(), _registry(), "acme", EVIDENCE, policy, T0)
     assert result.adopted == int(adopted)
     best = result.decisions.filter(pl.col("candidate") != "current:v1").sort("eval_accuracy")[-1]
     assert best["win_p_value"][0] == pytest.approx(0.5 ** len(right))
@@ -246,15 +249,8 @@ def test_a_tie_in_accuracy_keeps_the_current_template() -> None:
     ) -> tuple[np.ndarray, np.ndarray]:
         return np.array([2.0 if "Keep" in p else 1.0 for p in prompts]), np.zeros(len(prompts))
 
-    result = refine_templates(
-        empty_history(),
-        _registry(),
-        ["acme"],
-        EVIDENCE,
-        _eval_pairs(8),
-        {"acme": ("p", reward)},
-        T0,
-    )
+    policy = ScoringPolicy("p", reward, _eval_pairs(8))
+    result = refine_templates(empty_history(), _registry(), "acme", EVIDENCE, policy, T0)
     assert result.adopted == 0
     assert result.decisions["win_p_value"].drop_nulls().to_list() == [1.0]
 
@@ -290,29 +286,17 @@ def _reward_for(phrase: str):  # type: ignore[no-untyped-def]
     return reward
 
 
-EVIDENCE = {
-    ("acme", "concise_response"): SkillEvidence(
-        "acme", "concise_response", reasons={"too_verbose": 3}
-    )
-}
+EVIDENCE = {"concise_response": SkillEvidence("concise_response", reasons={"too_verbose": 3})}
 
 
 def test_refine_adopts_a_winner_and_keeps_every_version() -> None:
-    result = refine_templates(
-        empty_history(),
-        _registry(),
-        ["acme", "beta"],
-        EVIDENCE,
-        _eval_pairs(),
-        {"acme": ("acme-p1", _reward_for("Keep answers under"))},
-        T0,
-    )
+    policy = ScoringPolicy("acme-p1", _reward_for("Keep answers under"), _eval_pairs())
+    result = refine_templates(empty_history(), _registry(), "acme", EVIDENCE, policy, T0)
     history = result.history
     assert result.adopted == 1
-    assert missing_current(history, _registry(), ["acme", "beta"]) == []
-    concise = history.filter(
-        (pl.col("tenant_id") == "acme") & (pl.col("skill_id") == "concise_response")
-    ).sort("version")
+    assert missing_current(history, _registry()) == []
+    assert set(history["tenant_id"]) == {"acme"}
+    concise = history.filter(pl.col("skill_id") == "concise_response").sort("version")
     assert concise.select("version", "is_current", "source").rows() == [
         (1, False, "registry"),
         (2, True, "refined"),
@@ -325,25 +309,14 @@ def test_refine_adopts_a_winner_and_keeps_every_version() -> None:
     assert evidence["from_evidence"] == {"reasons": {"too_verbose": 3}}
 
     # Next night: history is read back and appended to; the refined version is not re-adopted.
-    again = refine_templates(
-        history,
-        _registry(),
-        ["acme", "beta"],
-        EVIDENCE,
-        _eval_pairs(),
-        {"acme": ("acme-p2", _reward_for("Keep answers under"))},
-        T1,
-    )
+    policy = ScoringPolicy("acme-p2", _reward_for("Keep answers under"), _eval_pairs())
+    again = refine_templates(history, _registry(), "acme", EVIDENCE, policy, T1)
     assert again.adopted == 0
     assert again.history.height == history.height
 
     # Reversible: the base version can be made current again, nothing is lost.
-    back = rollback(again.history, "acme", "concise_response", 1)
-    current = back.filter(
-        pl.col("is_current")
-        & (pl.col("skill_id") == "concise_response")
-        & (pl.col("tenant_id") == "acme")
-    )
+    back = rollback(again.history, "concise_response", 1)
+    current = back.filter(pl.col("is_current") & (pl.col("skill_id") == "concise_response"))
     assert current["version"].to_list() == [1]
     assert back.height == again.history.height
 
@@ -358,8 +331,10 @@ def test_a_template_scored_by_the_same_policy_on_the_same_pairs_is_not_scored_ag
         calls.append(len(prompts))
         return scorer(prompts, chosen, rejected)
 
-    args = (_registry(), ["acme"], EVIDENCE, _eval_pairs())
-    first = refine_templates(empty_history(), *args, {"acme": ("p1", counting)}, T0)
+    args = (_registry(), "acme", EVIDENCE)
+    first = refine_templates(
+        empty_history(), *args, ScoringPolicy("p1", counting, _eval_pairs()), T0
+    )
     assert (first.scored, first.memo_hits, len(calls)) == (2, 0, 2)  # current + one candidate
     assert first.scores.select("policy_id", "n_eval").rows() == [("p1", 6), ("p1", 6)]
     assert first.adopted == 1
@@ -367,7 +342,7 @@ def test_a_template_scored_by_the_same_policy_on_the_same_pairs_is_not_scored_ag
     # Next night, same policy and pairs: the now-current refined template is in the memo (and is
     # the only candidate text, so nothing else is scored).
     again = refine_templates(
-        first.history, *args, {"acme": ("p1", counting)}, T1, scores=first.scores
+        first.history, *args, ScoringPolicy("p1", counting, _eval_pairs()), T1, scores=first.scores
     )
     assert (again.scored, again.memo_hits, len(calls)) == (0, 1, 2)
     assert again.decisions["memo"].to_list() == [True]
@@ -375,32 +350,18 @@ def test_a_template_scored_by_the_same_policy_on_the_same_pairs_is_not_scored_ag
 
     # Another policy, or other eval pairs, is scored afresh.
     other = refine_templates(
-        first.history, *args, {"acme": ("p2", counting)}, T1, scores=first.scores
+        first.history, *args, ScoringPolicy("p2", counting, _eval_pairs()), T1, scores=first.scores
     )
     assert (other.scored, other.memo_hits) == (1, 0) and other.scores.height == 3
     fewer = refine_templates(
-        first.history,
-        _registry(),
-        ["acme"],
-        EVIDENCE,
-        _eval_pairs(5),
-        {"acme": ("p1", counting)},
-        T1,
-        scores=first.scores,
+        first.history, *args, ScoringPolicy("p1", counting, _eval_pairs(5)), T1, scores=first.scores
     )
     assert (fewer.scored, fewer.memo_hits) == (1, 0)
 
 
 def test_refine_keeps_the_old_template_when_no_candidate_wins() -> None:
-    result = refine_templates(
-        empty_history(),
-        _registry(),
-        ["acme"],
-        EVIDENCE,
-        _eval_pairs(),
-        {"acme": ("acme-p1", _reward_for("never present"))},
-        T0,
-    )
+    policy = ScoringPolicy("acme-p1", _reward_for("never present"), _eval_pairs())
+    result = refine_templates(empty_history(), _registry(), "acme", EVIDENCE, policy, T0)
     assert result.adopted == 0
     current = result.history.filter(
         pl.col("is_current") & (pl.col("skill_id") == "concise_response")
@@ -411,32 +372,21 @@ def test_refine_keeps_the_old_template_when_no_candidate_wins() -> None:
 
 
 def test_refine_without_policy_or_eval_pairs_only_seeds_the_registry() -> None:
-    no_policy = refine_templates(
-        empty_history(), _registry(), ["acme"], EVIDENCE, _eval_pairs(), {}, T0
-    )
+    no_policy = refine_templates(empty_history(), _registry(), "acme", EVIDENCE, None, T0)
     assert no_policy.adopted == 0 and no_policy.history.height == 2
     assert no_policy.decisions["note"].to_list() == ["no trained policy for the tenant"]
-    few = refine_templates(
-        empty_history(),
-        _registry(),
-        ["acme"],
-        EVIDENCE,
-        _eval_pairs(2),
-        {"acme": ("p", _reward_for("Keep"))},
-        T0,
-    )
+    policy = ScoringPolicy("p", _reward_for("Keep"), _eval_pairs(2))
+    few = refine_templates(empty_history(), _registry(), "acme", EVIDENCE, policy, T0)
     assert few.adopted == 0 and "min_eval_pairs" in few.decisions["note"][0]
 
 
 def test_a_new_registry_version_becomes_current_and_history_is_kept() -> None:
-    first = refine_templates(
-        empty_history(), _registry(), ["acme"], {}, _eval_pairs(), {}, T0
-    ).history
+    first = refine_templates(empty_history(), _registry(), "acme", {}, None, T0).history
     bumped = {
         **_registry(),
         "casual_chat": SkillTemplate("casual_chat", "d", "Be casual, really.", 2),
     }
-    second = refine_templates(first, bumped, ["acme"], {}, _eval_pairs(), {}, T1).history
+    second = refine_templates(first, bumped, "acme", {}, None, T1).history
     casual = second.filter(pl.col("skill_id") == "casual_chat").sort("version")
     assert casual.select("version", "template", "is_current").rows() == [
         (1, "Be casual.", False),
@@ -444,40 +394,57 @@ def test_a_new_registry_version_becomes_current_and_history_is_kept() -> None:
     ]
 
 
-def test_a_tenant_whose_scoring_raises_keeps_its_template_and_others_go_on() -> None:
-    def broken(
+def test_a_skill_whose_scoring_raises_keeps_its_template_and_others_go_on() -> None:
+    """The policy raises on casual_chat's prompts: that skill keeps its template with the reason,
+    concise_response is still refined (another tenant is another run)."""
+    right = _by_prompt(set(range(8)))
+
+    def broken_on_casual(
         prompts: list[str], chosen: list[str], rejected: list[str]
     ) -> tuple[np.ndarray, np.ndarray]:
-        raise RuntimeError("policy weights unreadable\nmore detail")
+        if any(p.startswith("Be casual.") for p in prompts):
+            raise RuntimeError("policy weights unreadable\nmore detail")
+        return right(prompts, chosen, rejected)
 
-    pairs = pl.concat([_eval_pairs(8), _eval_pairs(8).with_columns(tenant_id=pl.lit("beta"))])
+    pairs = pl.concat([_eval_pairs(8), _eval_pairs(8).with_columns(skill_id=pl.lit("casual_chat"))])
     evidence = {
         **EVIDENCE,
-        ("beta", "concise_response"): SkillEvidence(
-            "beta", "concise_response", reasons={"too_verbose": 3}
-        ),
+        "casual_chat": SkillEvidence("casual_chat", reasons={"too_verbose": 3}),
     }
-    result = refine_templates(
-        empty_history(),
-        _registry(),
-        ["acme", "beta"],
-        evidence,
-        pairs,
-        {"acme": ("p1", broken), "beta": ("p2", _by_prompt(set(range(8))))},
-        T0,
-    )
-    assert result.adopted == 1  # beta's win is adopted
-    current = result.history.filter(
-        pl.col("is_current") & (pl.col("skill_id") == "concise_response")
-    )
-    assert dict(current.select("tenant_id", "source").iter_rows()) == {
-        "acme": "registry",
-        "beta": "refined",
+    policy = ScoringPolicy("p1", broken_on_casual, pairs)
+    result = refine_templates(empty_history(), _registry(), "acme", evidence, policy, T0)
+    assert result.adopted == 1  # concise_response's win is adopted
+    current = result.history.filter(pl.col("is_current"))
+    assert dict(current.select("skill_id", "source").iter_rows()) == {
+        "casual_chat": "registry",
+        "concise_response": "refined",
     }
-    failed = result.decisions.filter(pl.col("tenant_id") == "acme")
+    failed = result.decisions.filter(pl.col("skill_id") == "casual_chat")
     assert failed["note"].to_list() == [
         "scoring failed, the current template stays: RuntimeError: policy weights unreadable"
     ]
+
+
+def test_the_tenant_is_scored_by_its_latest_trained_policy_on_its_held_out_sample(
+    tmp_path: Path,
+) -> None:
+    """Its dpo_runs name the policy (this host's copy of it); a policy saved without its sample is
+    scored on the same sampling rule (the smallest pair ids), and is not loaded until it scores."""
+    evals = _eval_pairs(3).with_columns(pair_id=pl.Series(["c", "a", "b"]))
+    runs = [
+        PolicyRun("acme", "acme-old", STATUS_TRAINED, model_dir="/other-host/acme-old"),
+        PolicyRun("acme", "acme-new", STATUS_TRAINED, model_dir="/other-host/acme-new"),
+    ]
+    history = runs_frame(runs).with_columns(
+        run_at=pl.Series([T0, T1]), is_latest=pl.Series([False, True])
+    )
+    config = DPOPolicyConfig(max_eval_pairs=2)
+    policy = scoring_policy(history, tmp_path / "models", "acme", evals, config)
+    assert policy is not None and policy.policy_id == "acme-new"
+    assert policy.eval_pairs["pair_id"].to_list() == ["a", "b"]
+    skipped = runs_frame([PolicyRun("acme", None, STATUS_SKIPPED, skipped_reason="3 < min_pairs")])
+    history = skipped.with_columns(run_at=pl.lit(T1), is_latest=pl.lit(True))
+    assert scoring_policy(history, tmp_path / "models", "acme", evals, config) is None
 
 
 def _adopted_history(evidence_version: int = 1) -> pl.DataFrame:
@@ -525,8 +492,8 @@ def test_a_refined_template_worse_in_use_than_its_predecessor_is_rolled_back() -
         "rolled back to v1 on 2026-11-05: in use, v2 did -0.15 against v1 "
         "(95 % interval up to -0.05; 200 and 150 uses)"
     )
-    assert lines == [f"acme/s: {reason}"]
-    assert rolled_back_templates(history, "acme", "s") == {"refined"}  # never a candidate again
+    assert lines == [f"s: {reason}"]
+    assert rolled_back_templates(history, "s") == {"refined"}  # never a candidate again
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 Read in data order: registry (the base templates and knobs), candidates (from evidence), scores
 (a policy's verdict on a template), history (the versions), in_use (what the calls' receipts say
-of an adopted one: rolled back when worse), refine (one night)."""
+of an adopted one: rolled back when worse), refine (one night). Each function handles one tenant:
+its run's frames hold only its rows."""
 
 from pipeline.preference.dpo.settings import format_prompt
 from pipeline.preference.templates.candidates import (
@@ -39,6 +40,7 @@ from pipeline.preference.templates.scores import (
     Comparison,
     RewardFn,
     ScoreMemo,
+    ScoringPolicy,
     TemplateScore,
     beats,
     compare,
@@ -63,6 +65,7 @@ __all__ = [
     "RefineResult",
     "RewardFn",
     "ScoreMemo",
+    "ScoringPolicy",
     "SkillEvidence",
     "SkillTemplate",
     "TemplateConfig",

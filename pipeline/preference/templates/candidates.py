@@ -32,7 +32,6 @@ class Candidate:
 
 @dataclass
 class SkillEvidence:
-    tenant_id: str
     skill_id: str
     reasons: dict[str, int] = field(default_factory=dict)
     corrections: list[str] = field(default_factory=list)  # distinct, the most given first
@@ -53,7 +52,7 @@ def _sentence_count() -> pl.Expr:
 
 
 # The feedback columns evidence is made of.
-EVIDENCE_FEEDBACK_COLUMNS = ("tenant_id", "target_id", "ts", "signal", "reason", "corrected_output")
+EVIDENCE_FEEDBACK_COLUMNS = ("target_id", "ts", "signal", "reason", "corrected_output")
 
 
 def gather_evidence(
@@ -61,24 +60,24 @@ def gather_evidence(
     feedback: pl.DataFrame,
     few_shot_sets: pl.DataFrame | None = None,
     config: TemplateConfig | None = None,
-) -> dict[tuple[str, str], SkillEvidence]:
-    """Per tenant × skill: feedback reasons, corrected outputs and the best few-shot outputs."""
+) -> dict[str, SkillEvidence]:
+    """Per skill of the tenant (the frames are its rows): feedback reasons, corrected outputs and
+    the best few-shot outputs."""
     config = config or TemplateConfig()
-    skills = interactions.select(
-        "tenant_id", pl.col("event_id").alias("target_id"), "skill_id"
-    ).filter(pl.col("skill_id").is_not_null())
-    fb = feedback.join(skills, on=["tenant_id", "target_id"], how="inner")
+    skills = interactions.select(pl.col("event_id").alias("target_id"), "skill_id").filter(
+        pl.col("skill_id").is_not_null()
+    )
+    fb = feedback.join(skills, on="target_id", how="inner")
     reasons = (
         fb.filter(pl.col("reason").is_not_null() & (pl.col("reason") != FeedbackReason.OTHER))
-        .group_by("tenant_id", "skill_id", "reason")
+        .group_by("skill_id", "reason")
         .len()
         .filter(pl.col("len") >= config.min_reason_count)
-        .sort("tenant_id", "skill_id", "len", "reason", descending=[False, False, True, False])
+        .sort("skill_id", "len", "reason", descending=[False, True, False])
     )
     corrected = fb.filter(
         (pl.col("signal") == Signal.CORRECTION) & pl.col("corrected_output").is_not_null()
     ).select(
-        "tenant_id",
         "skill_id",
         "ts",
         pl.col("corrected_output").str.replace_all(r"\s+", " ").str.strip_chars().alias("text"),
@@ -87,12 +86,10 @@ def gather_evidence(
     # skill's consensus, and it stays the quoted one while the consensus holds, so its candidate
     # is scored once, not again each night a correction arrives. Ties: the newest, then the text.
     corrections = (
-        corrected.group_by("tenant_id", "skill_id", "text")
+        corrected.group_by("skill_id", "text")
         .agg(pl.len().alias("n"), pl.col("ts").max())
-        .sort(
-            "tenant_id", "skill_id", "n", "ts", "text", descending=[False, False, True, True, False]
-        )
-        .select("tenant_id", "skill_id", "text")
+        .sort("skill_id", "n", "ts", "text", descending=[False, True, True, False])
+        .select("skill_id", "text")
     )
     # Rank first, then the few-shot sets' own order, across the skill's sets.
     if few_shot_sets is None or few_shot_sets.is_empty():
@@ -100,37 +97,34 @@ def gather_evidence(
     best = (
         few_shot_sets.filter(pl.col("skill_id").is_not_null())
         .sort(
-            "tenant_id",
             "skill_id",
             "rank",
             *BEST_FIRST,
-            descending=[False, False, False, *BEST_FIRST.values()],
+            descending=[False, False, *BEST_FIRST.values()],
             nulls_last=True,
         )
-        .select("tenant_id", "skill_id", pl.col("output").alias("text"))
+        .select("skill_id", pl.col("output").alias("text"))
     )
     sentences = (
-        pl.concat([corrected.select("tenant_id", "skill_id", "text"), best])
+        pl.concat([corrected.select("skill_id", "text"), best])
         .with_columns(_sentence_count().alias("n"))
-        .group_by("tenant_id", "skill_id")
+        .group_by("skill_id")
         .agg(pl.col("n").median().round().cast(pl.Int64))
     )
-    evidence: dict[tuple[str, str], SkillEvidence] = {}
+    evidence: dict[str, SkillEvidence] = {}
 
-    def get(tenant: str, skill: str) -> SkillEvidence:
-        return evidence.setdefault((tenant, skill), SkillEvidence(tenant, skill))
+    def get(skill: str) -> SkillEvidence:
+        return evidence.setdefault(skill, SkillEvidence(skill))
 
-    for tenant, skill, reason, count in reasons.iter_rows():
-        get(tenant, skill).reasons[reason] = int(count)
-    for (tenant, skill), group in corrections.group_by(
-        "tenant_id", "skill_id", maintain_order=True
-    ):
-        get(str(tenant), str(skill)).corrections = group["text"].to_list()
-    for (tenant, skill), group in best.group_by("tenant_id", "skill_id", maintain_order=True):
-        get(str(tenant), str(skill)).best_outputs = group["text"].to_list()
-    for tenant, skill, n in sentences.iter_rows():
-        if (tenant, skill) in evidence:
-            evidence[(tenant, skill)].typical_sentences = int(n)
+    for skill, reason, count in reasons.iter_rows():
+        get(skill).reasons[reason] = int(count)
+    for (skill,), group in corrections.group_by("skill_id", maintain_order=True):
+        get(str(skill)).corrections = group["text"].to_list()
+    for (skill,), group in best.group_by("skill_id", maintain_order=True):
+        get(str(skill)).best_outputs = group["text"].to_list()
+    for skill, n in sentences.iter_rows():
+        if skill in evidence:
+            evidence[skill].typical_sentences = int(n)
     return evidence
 
 

@@ -35,8 +35,9 @@ def _pooled(usage: pl.DataFrame) -> pl.DataFrame:
 def roll_back_worse(
     history: pl.DataFrame, usage: pl.DataFrame, now: datetime
 ) -> tuple[pl.DataFrame, list[str]]:
-    """The history with every current refined template that use measured confidently worse than
-    its predecessor rolled back (the predecessor current again), and one line per rollback.
+    """The tenant's history with every current refined template that use measured confidently
+    worse than its predecessor rolled back (the predecessor current again), and one line per
+    rollback (`<skill>: <reason>`).
 
     Worse: the difference of the two versions' effects (each against comparable calls without
     it) has its 95 % interval below 0; a predecessor never measured counts as effect 0 ± 0, so
@@ -59,17 +60,17 @@ def roll_back_worse(
             f"{diff:+.2f} against v{before} (95 % interval up to {upper:+.2f}; {new['uses']} and "
             f"{old['uses']} uses)"
         )
-        key = (pl.col("tenant_id") == row["tenant_id"]) & (pl.col("skill_id") == row["skill_id"])
-        history = rollback(history, row["tenant_id"], row["skill_id"], int(before)).with_columns(
-            rollback_reason=pl.when(key & (pl.col("version") == row["version"]))
+        skill = pl.col("skill_id") == row["skill_id"]
+        history = rollback(history, row["skill_id"], int(before)).with_columns(
+            rollback_reason=pl.when(skill & (pl.col("version") == row["version"]))
             .then(pl.lit(reason))
             .otherwise(pl.col("rollback_reason"))
         )
-        lines.append(f"{row['tenant_id']}/{row['skill_id']}: {reason}")
+        lines.append(f"{row['skill_id']}: {reason}")
     return history, lines
 
 
-def rolled_back_templates(history: pl.DataFrame, tenant: str, skill: str) -> set[str]:
-    """The texts use rolled back for this tenant × skill: never candidates again."""
-    key = (pl.col("tenant_id") == tenant) & (pl.col("skill_id") == skill)
-    return set(history.filter(key & pl.col("rollback_reason").is_not_null())["template"])
+def rolled_back_templates(history: pl.DataFrame, skill: str) -> set[str]:
+    """The texts use rolled back for the tenant's skill: never candidates again."""
+    rolled_back = (pl.col("skill_id") == skill) & pl.col("rollback_reason").is_not_null()
+    return set(history.filter(rolled_back)["template"])

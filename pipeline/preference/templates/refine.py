@@ -1,11 +1,11 @@
-"""One night of refinement: each tenant × skill's candidates scored against its current template,
+"""One night of a tenant's refinement: each skill's candidates scored against its current template,
 a significant winner becoming the new current version."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,6 +28,7 @@ from pipeline.preference.templates.scores import (
     Comparison,
     RewardFn,
     ScoreMemo,
+    ScoringPolicy,
     TemplateScore,
     compare,
     eval_order,
@@ -38,10 +39,11 @@ from pipeline.preference.templates.scores import (
 log = logging.getLogger(__name__)
 
 
-# One decision per candidate: its score's columns as template_scores holds them, the test against
-# the current template as template_history keeps it (candidates only), and what was decided.
+# One decision per candidate of the tenant: its score's columns as template_scores holds them, the
+# test against the current template as template_history keeps it (candidates only), and what was
+# decided.
 DECISION_SCHEMA: dict[str, pl.DataType] = {
-    **tables.schema("template_scores", ("tenant_id", "skill_id")),
+    **tables.schema("template_scores", ("skill_id",)),
     "candidate": pl.String(),
     **tables.schema("template_scores", ("eval_accuracy", "eval_margin", "n_eval")),
     "adopted": pl.Boolean(),
@@ -60,52 +62,51 @@ class RefineResult:
     scored: int = 0  # templates scored by a policy in this call
     memo_hits: int = 0  # templates whose score came from the memo
 
+    @classmethod
+    def unchanged(cls, history: pl.DataFrame, scores: pl.DataFrame) -> RefineResult:
+        """A night that refines nothing: the history and the memo as they are."""
+        return cls(history, pl.DataFrame(schema=DECISION_SCHEMA), 0, scores)
+
 
 def refine_templates(
     history: pl.DataFrame,
     registry: Mapping[str, SkillTemplate],
-    tenants: Iterable[str],
-    evidence: Mapping[tuple[str, str], SkillEvidence],
-    eval_pairs: pl.DataFrame,
-    scorers: Mapping[str, tuple[str, RewardFn]],
+    tenant: str,
+    evidence: Mapping[str, SkillEvidence],
+    policy: ScoringPolicy | None,
     created_at: datetime,
     config: TemplateConfig | None = None,
     scores: pl.DataFrame | None = None,
 ) -> RefineResult:
-    """Score candidates per tenant × skill with the tenant's policy (`scorers`: tenant → (policy_id,
-    reward_fn)); a winner becomes a new current version, the previous one stays in the history.
+    """Score the tenant's candidates per skill (`history`, `evidence`: its own) with its policy
+    on the policy's held-out pairs; a winner becomes a new current version, the previous one
+    stays in the history.
 
-    `eval_pairs` are the held-out pairs to score on; `scores` is the memo of earlier calls
-    (`RefineResult.scores`): a template already scored by the same policy on the same pairs is
-    not scored again.
+    `scores` is the memo of earlier calls (`RefineResult.scores`): a template already scored by
+    the same policy on the same pairs is not scored again.
     """
     config = config or TemplateConfig()
     memo = ScoreMemo(scores, created_at)
-    history = seed_registry_rows(history, registry, tenants, created_at)
+    history = seed_registry_rows(history, registry, tenant, created_at)
     decisions: list[dict[str, Any]] = []
     new_rows: list[dict[str, Any]] = []
-    current = {
-        (r["tenant_id"], r["skill_id"]): r for r in current_templates(history).iter_rows(named=True)
-    }
-    for (tenant, skill), ev in sorted(evidence.items()):
-        pairs = eval_order(
-            eval_pairs.filter((pl.col("tenant_id") == tenant) & (pl.col("skill_id") == skill))
-        )
-        note = _not_scored(tenant, skill, pairs, registry, scorers, config)
-        if note is not None:
-            decisions.append(_decision(tenant, skill, "-", None, False, note))
+    current = {r["skill_id"]: r for r in current_templates(history).iter_rows(named=True)}
+    for skill, ev in sorted(evidence.items()):
+        pairs = _eval_pairs(policy, skill)
+        note = _not_scored(skill, pairs, registry, policy, config)
+        if policy is None or note is not None:  # without a policy, the note says so
+            decisions.append(_decision(skill, "-", None, False, note))
             continue
-        policy_id, reward_fn = scorers[tenant]
-        cell = _Cell(tenant, skill, ev, pairs, policy_id, reward_fn, current[(tenant, skill)])
+        cell = _Cell(tenant, skill, ev, pairs, policy.policy_id, policy.reward, current[skill])
         found, row = _refine_cell(cell, registry[skill], history, memo, config, created_at)
         decisions += found
         if row is not None:
             new_rows.append(row)
     if new_rows:
-        history = clear_current(history, [(r["tenant_id"], r["skill_id"]) for r in new_rows])
+        history = clear_current(history, [r["skill_id"] for r in new_rows])
         history = pl.concat([history, pl.DataFrame(new_rows, schema=TEMPLATE_HISTORY_SCHEMA)])
     return RefineResult(
-        history=history.sort("tenant_id", "skill_id", "version"),
+        history=history.sort("skill_id", "version"),
         decisions=pl.DataFrame(decisions, schema=DECISION_SCHEMA),
         adopted=len(new_rows),
         scores=memo.table(),
@@ -114,18 +115,25 @@ def refine_templates(
     )
 
 
+def _eval_pairs(policy: ScoringPolicy | None, skill: str) -> pl.DataFrame:
+    """The skill's held-out pairs of the policy (none without one), in the order every template
+    is scored in."""
+    if policy is None:
+        return pl.DataFrame()
+    return eval_order(policy.eval_pairs.filter(pl.col("skill_id") == skill))
+
+
 def _not_scored(
-    tenant: str,
     skill: str,
     pairs: pl.DataFrame,
     registry: Mapping[str, SkillTemplate],
-    scorers: Mapping[str, tuple[str, RewardFn]],
+    policy: ScoringPolicy | None,
     config: TemplateConfig,
 ) -> str | None:
-    """Why this tenant × skill keeps its template without scoring, or None when it can be scored."""
+    """Why this skill keeps its template without scoring, or None when it can be scored."""
     if skill not in registry:
         return "skill not in the registry"
-    if tenant not in scorers:
+    if policy is None:
         return "no trained policy for the tenant"
     if pairs.height < config.min_eval_pairs:
         return f"{pairs.height} eval pairs < min_eval_pairs {config.min_eval_pairs}"
@@ -134,7 +142,8 @@ def _not_scored(
 
 @dataclass(frozen=True)
 class _Cell:
-    """One tenant × skill being refined: its evidence, eval pairs, policy and current template row."""
+    """One skill of the tenant being refined: its evidence, eval pairs, policy and current
+    template row."""
 
     tenant: str
     skill: str
@@ -153,12 +162,12 @@ def _refine_cell(
     config: TemplateConfig,
     created_at: datetime,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The decisions on one tenant × skill's candidates, and its new current row if one wins
+    """The decisions on one skill's candidates, and its new current row if one wins
     significantly over the current template."""
     tenant, skill, now = cell.tenant, cell.skill, cell.now
     candidates = candidate_templates(base.template, cell.evidence, config)
     # Neither the current text nor one the calls' receipts rolled back (in_use.py) competes.
-    excluded = {now["template"], *rolled_back_templates(history, tenant, skill)}
+    excluded = {now["template"], *rolled_back_templates(history, skill)}
     candidates = [c for c in candidates if c.template not in excluded]
     key, eval_sha = (tenant, skill, cell.policy_id), eval_set_sha(cell.pairs)
     try:
@@ -168,23 +177,17 @@ def _refine_cell(
         outcomes = [
             memo.score(key, cell.reward_fn, c.template, cell.pairs, eval_sha) for c in candidates
         ]
-    except Exception as error:  # this tenant × skill keeps its template; the others go on
+    except Exception as error:  # this skill keeps its template; the others go on
         log.exception("scoring templates of %s × %s failed", tenant, skill)
         failed = f"scoring failed, the current template stays: {one_line(error)}"
-        return [_decision(tenant, skill, "-", None, False, failed)], None
+        return [_decision(skill, "-", None, False, failed)], None
     scored = [score for score, _ in outcomes]
     best = select_template(current_score, scored, config.margin_epsilon)
     versus = [compare(score, current_score) for score in scored]
     winner = best if best is not None and versus[best].p_value < config.alpha else None
     decisions = [
         _decision(
-            tenant,
-            skill,
-            f"current:v{now['version']}",
-            current_score,
-            False,
-            "current",
-            current_memo,
+            skill, f"current:v{now['version']}", current_score, False, "current", current_memo
         )
     ]
     for i, (cand, (score, from_memo)) in enumerate(zip(candidates, outcomes, strict=True)):
@@ -192,15 +195,11 @@ def _refine_cell(
         if i == best and winner is None:
             note = f"kept the current template: the win is not significant ({versus[i].note()})"
         decisions.append(
-            _decision(tenant, skill, cand.name, score, i == winner, note, from_memo, versus[i])
+            _decision(skill, cand.name, score, i == winner, note, from_memo, versus[i])
         )
     if winner is None:
         return decisions, None
-    version = int(
-        history.filter((pl.col("tenant_id") == tenant) & (pl.col("skill_id") == skill))[
-            "version"
-        ].max()  # type: ignore[arg-type]
-    )
+    version = int(history.filter(pl.col("skill_id") == skill)["version"].max())  # type: ignore[arg-type]
     won = (candidates[winner], scored[winner], versus[winner])
     return decisions, _refined_row(cell, won, current_score, version + 1, base, created_at)
 
@@ -249,7 +248,6 @@ def _refined_row(
 
 
 def _decision(
-    tenant: str,
     skill: str,
     name: str,
     score: TemplateScore | None,
@@ -259,7 +257,6 @@ def _decision(
     versus: Comparison | None = None,
 ) -> dict[str, Any]:
     return {
-        "tenant_id": tenant,
         "skill_id": skill,
         "candidate": name,
         "eval_accuracy": score.accuracy if score else None,

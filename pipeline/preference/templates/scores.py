@@ -26,6 +26,16 @@ RewardFn = Callable[[list[str], list[str], list[str]], tuple[np.ndarray, np.ndar
 
 
 @dataclass(frozen=True)
+class ScoringPolicy:
+    """What the tenant's templates are scored by: its trained DPO policy (id and implicit reward)
+    and the held-out pairs that policy was evaluated on."""
+
+    policy_id: str
+    reward: RewardFn
+    eval_pairs: pl.DataFrame
+
+
+@dataclass(frozen=True)
 class TemplateScore:
     accuracy: float
     margin: float
@@ -127,7 +137,8 @@ def eval_set_sha(pairs: pl.DataFrame) -> str:
 
 
 class ScoreMemo:
-    """`template_scores` as a lookup: (tenant, skill, policy, template, eval set) → score."""
+    """`template_scores` as a lookup: (tenant, skill, policy, template, eval set) → score (a
+    tenant's run holds only its own rows)."""
 
     def __init__(self, rows: pl.DataFrame | None, created_at: datetime) -> None:
         self.created_at = created_at
