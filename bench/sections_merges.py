@@ -48,22 +48,18 @@ def _decisions(a: pl.Series, b: pl.Series, model: Any) -> dict[str, np.ndarray]:
     distance rule alone (before the value guard), the distance rule with the value guard (the
     default)."""
     from pipeline.semantic.consolidate import ConsolidationConfig
+    from pipeline.semantic.consolidate.clusters import merge_rule
     from pipeline.semantic.embed import encode, normalise_text
-    from pipeline.semantic.judgement import PairTexts, shipped
+    from pipeline.semantic.judgement import PairTexts, pair_probabilities, shipped
 
     config = ConsolidationConfig()
     distance, cannot = pair_distances(a, b, model, guard=True)
     texts = pl.concat([a, b])
     vectors = encode(texts.to_frame("t").select(normalise_text(pl.col("t")))["t"], model=model)
     pairs, rows = PairTexts(texts, vectors), np.arange(len(a))
-    features = pairs.features(rows, rows + len(a))
-    other_value = pairs.other_value(rows, rows + len(a), features)
-    judged = (
-        (shipped().probability(features) >= config.merge_probability)
-        & ~other_value
-        & (distance <= config.candidate_distance)
-        & ~cannot
-    )
+    other_value = pairs.other_value(rows, rows + len(a))
+    same = pair_probabilities(pairs, shipped(), merge_rule(config), rows, rows + len(a))
+    judged = (same >= config.merge_probability) & (distance <= config.candidate_distance) & ~cannot
     by_distance = (distance <= config.statement_distance) & ~cannot
     return {"judged": judged, "distance": by_distance, "guarded": by_distance & ~other_value}
 

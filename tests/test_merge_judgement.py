@@ -12,8 +12,14 @@ import polars as pl
 import pytest
 
 from pipeline.semantic.consolidate import ConsolidationConfig
+from pipeline.semantic.consolidate.clusters import merge_rule
 from pipeline.semantic.embed import EmbedConfig, encode, load_model, normalise_text
-from pipeline.semantic.judgement import PairTexts, judged_distances, shipped
+from pipeline.semantic.judgement import (
+    PairTexts,
+    judged_distances,
+    pair_probabilities,
+    shipped,
+)
 from pipeline.semantic.training import TRAIN_FILE, labelled_features, pair_vectors, read_pairs
 from pipeline.semantic.training import train as train_judgement
 
@@ -62,7 +68,7 @@ def judged(texts: list[str], model: Any) -> tuple[PairTexts, np.ndarray]:
     vectors = encode(pl.DataFrame({"t": texts}).select(normalise_text(pl.col("t")))["t"], model)
     pairs = PairTexts(pl.Series(texts), vectors)
     return pairs, judged_distances(
-        pairs, shipped(), CONFIG.candidate_distance, np.arange(len(texts))
+        pairs, shipped(), merge_rule(CONFIG), CONFIG.candidate_distance, np.arange(len(texts))
     )
 
 
@@ -87,6 +93,29 @@ def test_rewordings_of_one_preference_are_judged_the_same(model: Any) -> None:
         assert distance[i, j] <= 1.0 - CONFIG.merge_probability, (texts[i], texts[j])
 
 
+# A chat turn, and the same turn with one more fact (people's conversations, not STS-B's single
+# sentences): the judgement alone calls them one statement; two facts are not one.
+TURNS = [
+    "Thanks, Gina! Your support means a lot to me.",
+    "Thanks, Gina! Your support means a lot to me. I adopted a puppy.",
+    "Thanks, Gina! Your support really means a lot to me.",
+]
+
+
+def test_a_pair_with_several_sentences_merges_by_the_distance_rule(model: Any) -> None:
+    pairs, distance = judged(TURNS, model)
+    assert pairs.sentences.tolist() == [2, 3, 2]
+    rows = np.arange(len(TURNS))
+    cosine = pairs.vectors @ pairs.vectors.T
+    alone = shipped().probability(pairs.features(rows[[0, 0]], rows[[1, 2]]))
+    assert (alone >= CONFIG.merge_probability).all()  # what the judgement alone would merge
+    # The added fact stays apart (beyond the rule's distance); the rewording merges (within it).
+    assert 1.0 - cosine[0, 1] > CONFIG.statement_distance and distance[0, 1] > 1.0 / 3.0
+    assert 1.0 - cosine[0, 2] <= CONFIG.statement_distance and distance[0, 2] <= 1.0 / 3.0
+    # In the rule's order: the judged distance grows with the cosine distance.
+    assert distance[0, 2] < distance[0, 1]
+
+
 @pytest.fixture(scope="module")
 def sample(model: Any) -> tuple[np.ndarray, np.ndarray, PairTexts, np.ndarray, np.ndarray]:
     pairs = read_pairs(SAMPLE)
@@ -98,11 +127,8 @@ def sample(model: Any) -> tuple[np.ndarray, np.ndarray, PairTexts, np.ndarray, n
 def merged(features: np.ndarray, texts: PairTexts) -> np.ndarray:
     n = len(features)
     rows = np.arange(n)
-    return (
-        (shipped().probability(features) >= CONFIG.merge_probability)
-        & ~texts.other_value(rows, rows + n, features)
-        & (1.0 - features[:, 0] <= CONFIG.candidate_distance)
-    )
+    same = pair_probabilities(texts, shipped(), merge_rule(CONFIG), rows, rows + n, features[:, 0])
+    return (same >= CONFIG.merge_probability) & (1.0 - features[:, 0] <= CONFIG.candidate_distance)
 
 
 @needs_data
@@ -168,7 +194,9 @@ def test_pairs_judged_for_all_groups_at_once_equal_those_judged_per_group(model:
     together = JudgedPairs.of(pairs, bounds, CONFIG)
     assert len(together.i) > len(NAMES)  # pairs are proposed in every group
     for start, end in bounds:
-        alone = judged_distances(pairs, shipped(), CONFIG.candidate_distance, np.arange(start, end))
+        alone = judged_distances(
+            pairs, shipped(), merge_rule(CONFIG), CONFIG.candidate_distance, np.arange(start, end)
+        )
         local = np.arange(end - start)
         assert np.allclose(together.distances(start, end)(local), alone, atol=1e-6)
         subset = local[::2]  # a block of a large group: its rows only

@@ -20,7 +20,7 @@ from pipeline.semantic.consolidate.members import (
     ConsolidationConfig,
 )
 from pipeline.semantic.embed.exact import candidate_pairs
-from pipeline.semantic.judgement import PairTexts, pair_probabilities, shipped
+from pipeline.semantic.judgement import MergeRule, PairTexts, pair_probabilities, shipped
 from pipeline.storage.vectors import TextVectors
 
 
@@ -79,6 +79,11 @@ def _value_links(
     return np.stack([i[other], j[other]], axis=1).astype(np.int64)
 
 
+def merge_rule(config: ConsolidationConfig) -> MergeRule:
+    """The judgement's cut and, for pairs with several sentences on a side, the distance rule."""
+    return MergeRule(config.merge_probability, config.statement_distance)
+
+
 @dataclass(frozen=True)
 class JudgedPairs:
     """Every pair i < j the embedding proposes (global unit rows, in group order) and its
@@ -94,7 +99,7 @@ class JudgedPairs:
         cls, texts: PairTexts, bounds: list[tuple[int, int]], config: ConsolidationConfig
     ) -> JudgedPairs:
         i, j, cosine = candidate_pairs(texts.vectors, bounds, config.candidate_distance)
-        return cls(i, j, pair_probabilities(texts, shipped(), i, j, cosine))
+        return cls(i, j, pair_probabilities(texts, shipped(), merge_rule(config), i, j, cosine))
 
     def distances(self, start: int, end: int) -> Distances:
         """1 − P(same statement) between rows of the group start..end (local indices); 1 for
