@@ -1,7 +1,8 @@
-"""The merge judgement (pipeline/semantic/judgement.py, opt-in) and the value guard (on by default
-with the distance rule): held-out figures on pairs people scored, one subject with another value
-never merges, the committed coefficients are what the training command makes, and decisions hold
-under the encoder's ISA-level numerics (any x86-64 CPU)."""
+"""The merge judgement (pipeline/semantic/judgement.py, the default) and the value guard (inside
+it, and on with the distance rule): held-out figures on pairs people scored, one subject with
+another value never merges, a pair with several sentences on a side merges by the distance rule,
+the committed coefficients are what the training command makes, and decisions hold under the
+encoder's ISA-level numerics (any x86-64 CPU)."""
 
 import itertools
 from pathlib import Path
@@ -203,14 +204,14 @@ def test_pairs_judged_for_all_groups_at_once_equal_those_judged_per_group(model:
         assert np.allclose(together.distances(start, end)(subset), alone[np.ix_(subset, subset)])
 
 
-def test_the_default_merge_keeps_one_subject_with_another_value_apart(model: Any) -> None:
-    """The default (the distance rule with the value guard): pairs of SUBJECTS that sit within the
-    rule's distance would merge without the guard and never merge with it; the learned judgement
-    stays opt-in."""
+def test_no_merge_keeps_one_subject_with_another_value_together(model: Any) -> None:
+    """The default (the judgement) and the distance rule with the value guard: pairs of SUBJECTS
+    that sit within the rule's distance would merge by the rule without the guard and never merge
+    with it."""
     from pipeline.semantic.consolidate import consolidate
     from tests.test_conflicts import embedded, no_interactions, statement, statements_frame
 
-    assert not CONFIG.statement_judgement and CONFIG.value_guard
+    assert CONFIG.statement_judgement and CONFIG.value_guard
     rows = [
         statement(f"m{k}-{side}", text.format(n="Ana Diaz"), contact=f"c{k}", day=1 + side)
         for k, pair in enumerate(SUBJECTS)
@@ -227,5 +228,6 @@ def test_the_default_merge_keeps_one_subject_with_another_value_apart(model: Any
         return set(summaries.filter(pl.col("n_members") > 1)["contact_id"].to_list())
 
     assert merged(CONFIG) == set()
+    assert merged(ConsolidationConfig(statement_judgement=False)) == set()
     # Without the guard the rule merges several of them (those within its distance).
-    assert len(merged(ConsolidationConfig(value_guard=False))) >= 3
+    assert len(merged(ConsolidationConfig(statement_judgement=False, value_guard=False))) >= 3

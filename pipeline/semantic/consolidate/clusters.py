@@ -19,7 +19,7 @@ from pipeline.semantic.consolidate.members import (
     SUMMARY_SCHEMA,
     ConsolidationConfig,
 )
-from pipeline.semantic.embed.exact import candidate_pairs
+from pipeline.semantic.embed.exact import Eligible, candidate_pairs
 from pipeline.semantic.judgement import MergeRule, PairTexts, pair_probabilities, shipped
 from pipeline.storage.vectors import TextVectors
 
@@ -82,6 +82,27 @@ def _value_links(
 def merge_rule(config: ConsolidationConfig) -> MergeRule:
     """The judgement's cut and, for pairs with several sentences on a side, the distance rule."""
     return MergeRule(config.merge_probability, config.statement_distance)
+
+
+def could_merge(config: ConsolidationConfig, vectors: TextVectors) -> Eligible:
+    """The statement pairs (rows of a frame with `text` and `text_hash`) that the judgement could
+    merge on some CPU: P(same) reaches the cut with their cosine raised by `decision_margin`, more
+    than the int8 encoder's cosines move between CPUs. P grows with the cosine, so every other pair
+    stays below the cut whatever kernel measured it; these are decided on fp32 vectors."""
+
+    def eligible(units: pl.DataFrame, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        if not len(i):
+            return np.zeros(0, bool)
+        involved, inverse = np.unique(np.concatenate([i, j]), return_inverse=True)
+        texts = PairTexts(
+            units["text"].gather(involved), vectors.of(units["text_hash"].gather(involved))
+        )
+        a, b = inverse[: len(i)], inverse[len(i) :]
+        raised = np.minimum(texts.cosines(a, b) + config.decision_margin, 1.0)
+        same = pair_probabilities(texts, shipped(), merge_rule(config), a, b, raised)
+        return same >= config.merge_probability
+
+    return eligible
 
 
 @dataclass(frozen=True)
