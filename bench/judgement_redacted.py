@@ -4,9 +4,9 @@ them: the redacted text (issue 52, after issue 53 item 3).
 `python -m bench.judgement_redacted`: LoCoMo's shared half (`../shared/data/locomo/`, evaluation
 only, never copied here) imported as a night imports it, each statement redacted as its pack holds
 it (the detector, then the tenant's names: the speakers), embedded by the night's int8 encoder,
-and consolidated without conflicts three ways: the distance rule with the value guard (the
-default), the judgement reading the original text's words, and the judgement reading the redacted
-text's words. Prints each one's pairs of turns sharing a cluster, judged by the hand labels of
+and consolidated without conflicts three ways: the distance rule with the value guard, the
+judgement (the default) reading the original text's words, as a night does, and the judgement
+reading the redacted text's words. Prints each one's pairs of turns sharing a cluster, judged by the hand labels of
 `tests/fixtures/locomo_cluster_pairs.csv` (different facts, and pairs nobody labelled).
 """
 
@@ -57,10 +57,14 @@ def main() -> None:
     redacted = statements.with_columns(
         content=redact(statements.select("tenant_id", raw="content"))["raw"]
     )
-    judged = ConsolidationConfig(statement_judgement=True)
+    judged = ConsolidationConfig()
     for name, frame, config in (
-        ("distance rule 0.15 + value guard (default)", statements, ConsolidationConfig()),
-        ("judgement, the original text's words", statements, judged),
+        (
+            "distance rule 0.15 + value guard",
+            statements,
+            ConsolidationConfig(statement_judgement=False),
+        ),
+        ("judgement (default), the original text's words", statements, judged),
         ("judgement, the redacted text's words", redacted, judged),
     ):
         result = consolidate(frame, none, done.embeddings, pl.DataFrame(), vectors, config)

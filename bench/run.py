@@ -155,8 +155,9 @@ SECTIONS: dict[str, Section] = {
         Section(
             "merges",
             "bench.sections_merges:run",
-            "statement merges: the default (distance rule + value guard), the rule alone and the learned "
-            "judgement (STS-B sample, the generator's paraphrases) and consolidation's time with each",
+            "statement merges: the default (the learned judgement), the distance rule with the value "
+            "guard and the rule alone (STS-B sample, the generator's paraphrases) and consolidation's "
+            "time with each",
             300,
             1800,
         ),

@@ -21,15 +21,15 @@ from pipeline.storage.lake import Lake
 
 START = date(2026, 11, 1)
 # Clusters each planted paraphrase group (pipeline/generate/cases.py PARAPHRASES, natural rewordings,
-# never worded to fit a threshold) makes under the default merge, the distance rule (0.15) with the
-# value guard, for the name the generator gives it. Statements are embedded by their redacted text
-# (issue 53), "[PERSON] wants invoices…": the shared name no longer pulls the rewordings together.
-# Pairs near the threshold are decided on fp32 vectors (pipeline/semantic/embed/exact.py), so these
-# hold on every CPU. fp32 distances (int8's in brackets): the money rewordings sit 0.120 (0.123),
-# 0.139 (0.154) and 0.145 (0.160) apart and merge into one cluster; the rule misses the others: the
-# bullet-point ones (0.27-0.37), the afternoon ones (0.19-0.33) and the morning calls (0.22-0.29).
-# The learned judgement (opt-in) merges more of them (bench/README.md "merges").
-PARAPHRASE_CLUSTERS = {0: 3, 1: 3, 2: 1, 3: 3}
+# never worded to fit a threshold) makes under the default merge, the learned judgement, for the
+# name the generator gives it. Statements are embedded by their redacted text (issue 53),
+# "[PERSON] wants invoices…": the shared name no longer pulls the rewordings together. Pairs that
+# could merge are decided on fp32 vectors (pipeline/semantic/embed/exact.py), so these hold on
+# every CPU. The money rewordings (0.12-0.15 apart, P(same) 0.81-0.86) make one cluster, as under
+# the distance rule (0.15); of the afternoon ones, "prefers meetings in the afternoon" joins one of
+# the other two (0.19-0.20, P 0.67-0.71; the third pair: 0.33, P 0.32), which the rule never
+# merges. The bullet-point ones (P ≤ 0.44) and the morning calls (P ≤ 0.57) stay apart.
+PARAPHRASE_CLUSTERS = {0: 3, 1: 2, 2: 1, 3: 3}
 DAYS = 3
 
 
@@ -145,12 +145,13 @@ def test_paraphrases_cluster_and_conflicts_are_found(world) -> None:
     by_cluster: dict[str, set[str]] = {}
     for (_, m), cluster in member_cluster.items():
         by_cluster.setdefault(cluster, set()).add(m)
+    found = []
     for group in truth["paraphrase_groups"]:
         ids = {member_cluster[(group["tenant_id"], m)] for m in group["memory_ids"]}
-        k = int(group["contact_id"].rsplit("-", 1)[1])
-        assert len(ids) == PARAPHRASE_CLUSTERS[k], (k, group)
+        found.append((int(group["contact_id"].rsplit("-", 1)[1]), len(ids)))
         # No wrong merge: a planted rewording shares a cluster only with rewordings of its group.
         assert all(by_cluster[c] <= set(group["memory_ids"]) for c in ids), group
+    assert all(n == PARAPHRASE_CLUSTERS[k] for k, n in found), found
     conflicts = Lake(paths).read("memory_conflicts").collect()
     found = {
         (r["tenant_id"], frozenset((r["memory_id_a"], r["memory_id_b"]))): r["preferred_id"]

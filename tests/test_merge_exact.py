@@ -19,6 +19,8 @@ from pipeline.storage.vectors import EmbeddingCache, TextVectors
 from tests.test_conflicts import no_interactions, statement, statements_frame
 
 THRESHOLD = ConsolidationConfig().statement_distance
+# The distance rule for every pair (the judgement, the default, is tested on its own below).
+RULE = ConsolidationConfig(value_guard=False, statement_judgement=False)
 WORDS = [
     "tea",
     "coffee",
@@ -62,6 +64,7 @@ def clusters(
     vectors: TextVectors,
     exact: TextVectors | None,
     asked: list[int] | None = None,
+    config: ConsolidationConfig = RULE,
 ) -> set[tuple[str, ...]]:
     """The statement clusters (member ids) of one night, with `exact` as the fp32 vectors."""
 
@@ -80,7 +83,7 @@ def clusters(
         embeddings,
         pl.DataFrame(),
         vectors,
-        ConsolidationConfig(value_guard=False),
+        config,
         exact=fp32 if exact is not None else None,
     )
     summaries = result.summaries.filter(pl.col("scope") == "statement")
@@ -106,6 +109,40 @@ def test_a_pair_on_the_knife_edge_merges_as_fp32_says_on_both_cpus() -> None:
         # int8 alone: the CPU decides
         assert made[0] == together and made[2] == apart
         # fp32 near a merge: both CPUs, as fp32 says
+        assert made[1] == made[3] == (together if merged else apart)
+
+
+def test_a_pair_on_the_judgements_knife_edge_merges_as_fp32_says_on_both_cpus() -> None:
+    """The judgement (the default): P(same) grows with the cosine; at the distance where it meets
+    the cut ± 0.001 in fp32, two CPUs whose int8 distances sit 0.004 either side decide as fp32."""
+    from pipeline.semantic.consolidate.clusters import merge_rule
+    from pipeline.semantic.judgement import PairTexts, pair_probabilities, shipped
+
+    config = ConsolidationConfig(value_guard=False)
+    assert config.statement_judgement
+    texts_ = ["Likes green tea", "Enjoys green tea"]
+
+    def same(distance: float) -> float:
+        pair = PairTexts(pl.Series(texts_), at_distance(distance))
+        one, two = np.array([0]), np.array([1])
+        return float(pair_probabilities(pair, shipped(), merge_rule(config), one, two)[0])
+
+    low, high = 0.0, config.candidate_distance  # P falls from above the cut to below it
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if same(middle) >= config.merge_probability else (low, middle)
+    edge = low
+    assert THRESHOLD + 0.01 < edge < config.candidate_distance  # beyond the rule's reach
+    statements, texts = night({"c1": texts_})
+    apart, together = {("c1-0",), ("c1-1",)}, {("c1-0", "c1-1")}
+    for fp32_distance, merged in ((edge + 0.001, False), (edge - 0.001, True)):
+        truth = vectors_of(texts, at_distance(fp32_distance))
+        made = [
+            clusters(statements, texts, vectors_of(texts, at_distance(d)), exact, config=config)
+            for d in (edge - 0.004, edge + 0.004)  # the int8 distance on two CPUs
+            for exact in (None, truth)
+        ]
+        assert made[0] == together and made[2] == apart
         assert made[1] == made[3] == (together if merged else apart)
 
 

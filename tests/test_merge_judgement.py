@@ -1,7 +1,8 @@
-"""The merge judgement (pipeline/semantic/judgement.py, opt-in) and the value guard (on by default
-with the distance rule): held-out figures on pairs people scored, one subject with another value
-never merges, the committed coefficients are what the training command makes, and decisions hold
-under the encoder's ISA-level numerics (any x86-64 CPU)."""
+"""The merge judgement (pipeline/semantic/judgement.py, the default) and the value guard (inside
+it, and on with the distance rule): held-out figures on pairs people scored, one subject with
+another value never merges, a pair with several sentences on a side merges by the distance rule,
+the committed coefficients are what the training command makes, and decisions hold under the
+encoder's ISA-level numerics (any x86-64 CPU)."""
 
 import itertools
 from pathlib import Path
@@ -12,8 +13,14 @@ import polars as pl
 import pytest
 
 from pipeline.semantic.consolidate import ConsolidationConfig
+from pipeline.semantic.consolidate.clusters import merge_rule
 from pipeline.semantic.embed import EmbedConfig, encode, load_model, normalise_text
-from pipeline.semantic.judgement import PairTexts, judged_distances, shipped
+from pipeline.semantic.judgement import (
+    PairTexts,
+    judged_distances,
+    pair_probabilities,
+    shipped,
+)
 from pipeline.semantic.training import TRAIN_FILE, labelled_features, pair_vectors, read_pairs
 from pipeline.semantic.training import train as train_judgement
 
@@ -62,7 +69,7 @@ def judged(texts: list[str], model: Any) -> tuple[PairTexts, np.ndarray]:
     vectors = encode(pl.DataFrame({"t": texts}).select(normalise_text(pl.col("t")))["t"], model)
     pairs = PairTexts(pl.Series(texts), vectors)
     return pairs, judged_distances(
-        pairs, shipped(), CONFIG.candidate_distance, np.arange(len(texts))
+        pairs, shipped(), merge_rule(CONFIG), CONFIG.candidate_distance, np.arange(len(texts))
     )
 
 
@@ -87,6 +94,29 @@ def test_rewordings_of_one_preference_are_judged_the_same(model: Any) -> None:
         assert distance[i, j] <= 1.0 - CONFIG.merge_probability, (texts[i], texts[j])
 
 
+# A chat turn, and the same turn with one more fact (people's conversations, not STS-B's single
+# sentences): the judgement alone calls them one statement; two facts are not one.
+TURNS = [
+    "Thanks, Gina! Your support means a lot to me.",
+    "Thanks, Gina! Your support means a lot to me. I adopted a puppy.",
+    "Thanks, Gina! Your support really means a lot to me.",
+]
+
+
+def test_a_pair_with_several_sentences_merges_by_the_distance_rule(model: Any) -> None:
+    pairs, distance = judged(TURNS, model)
+    assert pairs.sentences.tolist() == [2, 3, 2]
+    rows = np.arange(len(TURNS))
+    cosine = pairs.vectors @ pairs.vectors.T
+    alone = shipped().probability(pairs.features(rows[[0, 0]], rows[[1, 2]]))
+    assert (alone >= CONFIG.merge_probability).all()  # what the judgement alone would merge
+    # The added fact stays apart (beyond the rule's distance); the rewording merges (within it).
+    assert 1.0 - cosine[0, 1] > CONFIG.statement_distance and distance[0, 1] > 1.0 / 3.0
+    assert 1.0 - cosine[0, 2] <= CONFIG.statement_distance and distance[0, 2] <= 1.0 / 3.0
+    # In the rule's order: the judged distance grows with the cosine distance.
+    assert distance[0, 2] < distance[0, 1]
+
+
 @pytest.fixture(scope="module")
 def sample(model: Any) -> tuple[np.ndarray, np.ndarray, PairTexts, np.ndarray, np.ndarray]:
     pairs = read_pairs(SAMPLE)
@@ -98,11 +128,8 @@ def sample(model: Any) -> tuple[np.ndarray, np.ndarray, PairTexts, np.ndarray, n
 def merged(features: np.ndarray, texts: PairTexts) -> np.ndarray:
     n = len(features)
     rows = np.arange(n)
-    return (
-        (shipped().probability(features) >= CONFIG.merge_probability)
-        & ~texts.other_value(rows, rows + n, features)
-        & (1.0 - features[:, 0] <= CONFIG.candidate_distance)
-    )
+    same = pair_probabilities(texts, shipped(), merge_rule(CONFIG), rows, rows + n, features[:, 0])
+    return (same >= CONFIG.merge_probability) & (1.0 - features[:, 0] <= CONFIG.candidate_distance)
 
 
 @needs_data
@@ -168,21 +195,23 @@ def test_pairs_judged_for_all_groups_at_once_equal_those_judged_per_group(model:
     together = JudgedPairs.of(pairs, bounds, CONFIG)
     assert len(together.i) > len(NAMES)  # pairs are proposed in every group
     for start, end in bounds:
-        alone = judged_distances(pairs, shipped(), CONFIG.candidate_distance, np.arange(start, end))
+        alone = judged_distances(
+            pairs, shipped(), merge_rule(CONFIG), CONFIG.candidate_distance, np.arange(start, end)
+        )
         local = np.arange(end - start)
         assert np.allclose(together.distances(start, end)(local), alone, atol=1e-6)
         subset = local[::2]  # a block of a large group: its rows only
         assert np.allclose(together.distances(start, end)(subset), alone[np.ix_(subset, subset)])
 
 
-def test_the_default_merge_keeps_one_subject_with_another_value_apart(model: Any) -> None:
-    """The default (the distance rule with the value guard): pairs of SUBJECTS that sit within the
-    rule's distance would merge without the guard and never merge with it; the learned judgement
-    stays opt-in."""
+def test_no_merge_keeps_one_subject_with_another_value_together(model: Any) -> None:
+    """The default (the judgement) and the distance rule with the value guard: pairs of SUBJECTS
+    that sit within the rule's distance would merge by the rule without the guard and never merge
+    with it."""
     from pipeline.semantic.consolidate import consolidate
     from tests.test_conflicts import embedded, no_interactions, statement, statements_frame
 
-    assert not CONFIG.statement_judgement and CONFIG.value_guard
+    assert CONFIG.statement_judgement and CONFIG.value_guard
     rows = [
         statement(f"m{k}-{side}", text.format(n="Ana Diaz"), contact=f"c{k}", day=1 + side)
         for k, pair in enumerate(SUBJECTS)
@@ -199,5 +228,6 @@ def test_the_default_merge_keeps_one_subject_with_another_value_apart(model: Any
         return set(summaries.filter(pl.col("n_members") > 1)["contact_id"].to_list())
 
     assert merged(CONFIG) == set()
+    assert merged(ConsolidationConfig(statement_judgement=False)) == set()
     # Without the guard the rule merges several of them (those within its distance).
-    assert len(merged(ConsolidationConfig(value_guard=False))) >= 3
+    assert len(merged(ConsolidationConfig(statement_judgement=False, value_guard=False))) >= 3

@@ -44,6 +44,13 @@ NEVER_MERGE = ("number", "weekday", "month", "daypart", "period", "channel", "op
 # names may be two ways to say one thing ("Tel Aviv" / "Israel"), which the judgement weighs.
 SUBSTITUTED = ("proper", "colour", "gender")
 MAX_OTHER_WORDS = 1
+# Where a sentence ends and another begins: . ! or ? (closing quotes or brackets), space, then a
+# capital, opening quote or bracket. The judgement learned from single sentences (every STS-B
+# train pair is one caption or one headline a side) and reads a text with more as if it were one:
+# a chat turn that adds a fact to another ("Thanks! … Also, I'm off to Paris next week") passes
+# it. So a pair with more than one sentence on a side is decided by the distance rule instead
+# (`pair_probabilities`).
+SENTENCE_BREAK = r"[.!?]+[\"')\]]*\s+[\"'(\[]?[A-Z]"
 
 
 FUNCTION_ONLY = rf"^(?:{FUNCTION_WORDS})$"
@@ -97,6 +104,7 @@ class PairTexts:
             .list.join(" ")
         )
         self.values = value_matrix(texts)
+        self.sentences = (texts.fill_null("").str.count_matches(SENTENCE_BREAK) + 1).to_numpy()
         self.texts, self.vectors = texts, vectors
 
     def cosines(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -150,24 +158,45 @@ class PairTexts:
         return never | (substituted & few)
 
 
+@dataclass(frozen=True)
+class MergeRule:
+    """Where pairs merge: P(same) ≥ `probability`; a pair with more than one sentence on a side
+    merges by the distance rule instead, within cosine distance `distance`."""
+
+    probability: float
+    distance: float
+
+
 def pair_probabilities(
     texts: PairTexts,
     judgement: Judgement,
+    rule: MergeRule,
     i: np.ndarray,
     j: np.ndarray,
     cosine: np.ndarray | None = None,
 ) -> np.ndarray:
-    """P(same statement) of the row pairs (i[k], j[k]): 0 for one subject with another value."""
+    """P(same statement) of the row pairs (i[k], j[k]): 0 for one subject with another value.
+
+    A pair with more than one sentence on a side gets the distance rule's decision, in the rule's
+    own order: P falls linearly with the cosine distance and reaches `rule.probability` at
+    `rule.distance`, so complete linkage over these P merges such pairs as the rule would."""
     if not len(i):
         return np.zeros(0)
     features = texts.features(i, j, cosine)
     same = judgement.probability(features)
+    several = np.maximum(texts.sentences[i], texts.sentences[j]) > 1
+    distance = 1.0 - features[several, 0]
+    same[several] = np.clip(1.0 - distance * (1.0 - rule.probability) / rule.distance, 0.0, 1.0)
     same[texts.other_value(i, j, features)] = 0.0
     return same
 
 
 def judged_distances(
-    texts: PairTexts, judgement: Judgement, candidate_distance: float, rows: np.ndarray
+    texts: PairTexts,
+    judgement: Judgement,
+    rule: MergeRule,
+    candidate_distance: float,
+    rows: np.ndarray,
 ) -> np.ndarray:
     """(k × k) 1 − P(same statement) between the texts of `rows`: the judgement on the pairs the
     embedding proposes (cosine distance ≤ `candidate_distance`), 1 for every other pair and for
@@ -176,7 +205,7 @@ def judged_distances(
     distance = np.ones((len(rows), len(rows)))
     similarity = vectors @ vectors.T
     i, j = np.nonzero(np.triu(similarity >= 1.0 - candidate_distance, k=1))
-    same = pair_probabilities(texts, judgement, rows[i], rows[j], similarity[i, j])
+    same = pair_probabilities(texts, judgement, rule, rows[i], rows[j], similarity[i, j])
     distance[i, j] = distance[j, i] = 1.0 - same
     np.fill_diagonal(distance, 0.0)
     return distance

@@ -19,8 +19,8 @@ from pipeline.semantic.consolidate.members import (
     SUMMARY_SCHEMA,
     ConsolidationConfig,
 )
-from pipeline.semantic.embed.exact import candidate_pairs
-from pipeline.semantic.judgement import PairTexts, pair_probabilities, shipped
+from pipeline.semantic.embed.exact import Eligible, candidate_pairs
+from pipeline.semantic.judgement import MergeRule, PairTexts, pair_probabilities, shipped
 from pipeline.storage.vectors import TextVectors
 
 
@@ -79,6 +79,32 @@ def _value_links(
     return np.stack([i[other], j[other]], axis=1).astype(np.int64)
 
 
+def merge_rule(config: ConsolidationConfig) -> MergeRule:
+    """The judgement's cut and, for pairs with several sentences on a side, the distance rule."""
+    return MergeRule(config.merge_probability, config.statement_distance)
+
+
+def could_merge(config: ConsolidationConfig, vectors: TextVectors) -> Eligible:
+    """The statement pairs (rows of a frame with `text` and `text_hash`) that the judgement could
+    merge on some CPU: P(same) reaches the cut with their cosine raised by `decision_margin`, more
+    than the int8 encoder's cosines move between CPUs. P grows with the cosine, so every other pair
+    stays below the cut whatever kernel measured it; these are decided on fp32 vectors."""
+
+    def eligible(units: pl.DataFrame, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        if not len(i):
+            return np.zeros(0, bool)
+        involved, inverse = np.unique(np.concatenate([i, j]), return_inverse=True)
+        texts = PairTexts(
+            units["text"].gather(involved), vectors.of(units["text_hash"].gather(involved))
+        )
+        a, b = inverse[: len(i)], inverse[len(i) :]
+        raised = np.minimum(texts.cosines(a, b) + config.decision_margin, 1.0)
+        same = pair_probabilities(texts, shipped(), merge_rule(config), a, b, raised)
+        return same >= config.merge_probability
+
+    return eligible
+
+
 @dataclass(frozen=True)
 class JudgedPairs:
     """Every pair i < j the embedding proposes (global unit rows, in group order) and its
@@ -94,7 +120,7 @@ class JudgedPairs:
         cls, texts: PairTexts, bounds: list[tuple[int, int]], config: ConsolidationConfig
     ) -> JudgedPairs:
         i, j, cosine = candidate_pairs(texts.vectors, bounds, config.candidate_distance)
-        return cls(i, j, pair_probabilities(texts, shipped(), i, j, cosine))
+        return cls(i, j, pair_probabilities(texts, shipped(), merge_rule(config), i, j, cosine))
 
     def distances(self, start: int, end: int) -> Distances:
         """1 − P(same statement) between rows of the group start..end (local indices); 1 for

@@ -36,26 +36,28 @@ class ConsolidationConfig:
     # one preference 0.09-0.30): `value_guard` keeps the second apart, the first stays unmerged.
     statement_distance: float = 0.15
     # The int8 encoder's distances move with the CPU's integer kernels (against fp32: median
-    # 0.005, at most 0.028 on the STS-B sample, with and without AVX-512): statements with a
-    # neighbour within `statement_distance` + this are clustered on fp32 vectors, so a pack merges
-    # alike on every CPU (pipeline/semantic/embed/exact.py); requests likewise at
-    # `interaction_distance` + this. 0 turns it off for both.
+    # 0.005, at most 0.028 on the STS-B sample, with and without AVX-512): statements in a pair
+    # that could merge with its cosine raised by this (the distance rule: within
+    # `statement_distance` + this) are clustered on fp32 vectors, so a pack merges alike on every
+    # CPU (pipeline/semantic/embed/exact.py); requests likewise at `interaction_distance` + this.
+    # 0 turns it off for both.
     decision_margin: float = DECISION_MARGIN
     # One subject with another value never merges (pipeline/semantic/values.py: numbers, days,
     # months, times of day, periods, channels, opposites, places): "prefers afternoon meetings" /
     # "prefers morning meetings" is a conflict candidate (SPEC §4.4), not a repeat. It only removes
     # merges.
     value_guard: bool = True
-    # Opt-in: statements merge by a judgement learned from people's labels instead
-    # (pipeline/semantic/judgement.py, the value guard always inside): the embedding proposes the
-    # pairs within `candidate_distance`, a logistic regression on the encoder's cosine, the words
-    # the two share and the values each names (trained on 2,991 STS Benchmark pairs people scored)
-    # decides at P(same) ≥ `merge_probability`. On the held-out STS-B sample it reaches precision
-    # 0.909 / recall 0.75 (the rule: 0.925 / 0.617), but on people's conversations (LoCoMo dev half,
-    # redacted as a night embeds it) it puts two different facts in one cluster far more often than
-    # the rule (122 cluster pairs, 20 of them different facts, against 39 / 1; every pair
-    # hand-labelled): it is not the default (bench/README.md "merges").
-    statement_judgement: bool = False
+    # Statements merge by a judgement learned from people's labels (pipeline/semantic/judgement.py,
+    # the value guard always inside): the embedding proposes the pairs within `candidate_distance`,
+    # a logistic regression on the encoder's cosine, the words the two share and the values each
+    # names (trained on 2,991 STS Benchmark pairs people scored, one sentence a side) decides at
+    # P(same) ≥ `merge_probability`. A pair with more than one sentence on a side (a chat turn)
+    # merges by the distance rule at `statement_distance` instead: the judgement never learned
+    # that one more fact makes two statements. Held-out STS-B sample: precision 0.909 / recall
+    # 0.75 (the rule: 0.925 / 0.617); LoCoMo's conversations, redacted as a night embeds them: 39
+    # cluster pairs, 1 of two different facts, as the rule (bench/README.md "merges"). False: the
+    # distance rule with `value_guard` for every pair.
+    statement_judgement: bool = True
     # 1 of the 768 train pairs people called the same meaning sits farther apart (11 beyond 0.4).
     candidate_distance: float = 0.5
     # Merge when P(same) ≥ this at even odds: a wrong merge is taken to cost twice a missed one.

@@ -12,6 +12,7 @@ from pipeline.frames import changed_groups, group_fingerprints, replace_groups
 from pipeline.semantic.consolidate.clustering import assign_to_clusters, cluster_labels
 from pipeline.semantic.consolidate.clusters import (
     centroid_similarity,
+    could_merge,
     label_groups,
     reinforcement,
     summarise,
@@ -132,12 +133,17 @@ def _statement_scope(
     todo = changed_groups(groups, previous.groups if previous else None, keys)
     changed = members.join(todo, on=keys, how="semi", nulls_equal=True)
     exact_texts = 0
-    if exact is not None and config.decision_margin > 0 and not config.statement_judgement:
-        reach = config.statement_distance + config.decision_margin
+    if exact is not None and config.decision_margin > 0:
         # The changed statements' vectors alone: the copy decision_vectors changes stays small
         # (a night's interaction vectors beside them are not copied).
         mine = vectors.only(changed["text_hash"])
-        vectors, exact_texts = decision_vectors(changed, keys, mine, reach, exact)
+        if config.statement_judgement:
+            reach = config.candidate_distance + config.decision_margin
+            eligible = could_merge(config, mine)
+            vectors, exact_texts = decision_vectors(changed, keys, mine, reach, exact, eligible)
+        else:
+            reach = config.statement_distance + config.decision_margin
+            vectors, exact_texts = decision_vectors(changed, keys, mine, reach, exact)
     labelled = (
         label_groups(changed, keys, config.statement_distance, conflicts, config, False, vectors)
         if changed.height
