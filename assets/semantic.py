@@ -39,6 +39,7 @@ from pipeline.semantic.embed import (
     model_name,
     redacted_texts,
 )
+from pipeline.semantic.embed.exact import EmbeddedTexts
 from pipeline.semantic.judgement import shipped
 from pipeline.storage.vectors import EmbeddingCache, TextVectors
 
@@ -48,11 +49,16 @@ CONFLICTS_REFERENCE_MEMORIES = "conflicts_reference_same_tenant_and_contact"
 CONTACT = ["tenant_id", "contact_id"]
 
 
-def _embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
+def embed_config(home: MemorypackHome) -> tuple[EmbedConfig, str]:
     """One config (and so one model name in the cache) for every embedding asset of a run; the
     ONNX export is made once and kept in the home."""
     config = EmbedConfig(export_dir=home.paths.models / "embeddings")
     return config, model_name(None, available_backend(config.backend))
+
+
+def home_redacted_texts(home: MemorypackHome) -> EmbeddedTexts:
+    """The texts a night embeds, redacted as its pack's are: what the fp32 path re-encodes."""
+    return redacted_texts(MemoryRedaction(Redactor.for_home(home.paths)))
 
 
 def _decided(
@@ -97,7 +103,7 @@ def memory_embeddings(
     memory_statements: pl.LazyFrame,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     lake = home.lake
-    config, name = _embed_config(home)
+    config, name = embed_config(home)
     cache = home.embedding_cache
     cached = cache.hashes(name)
     # Memories seen before whose vector is cached need no new text key (events never change).
@@ -177,7 +183,7 @@ def memory_conflicts(
     memory_embeddings: pl.DataFrame,
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     lake, statements = home.lake, memory_statements
-    config, name = _embed_config(home)
+    config, name = embed_config(home)
     conflict_config = settings.stage("conflicts")
     # Conflicts never cross a tenant × contact: only contacts whose statements changed (or a new
     # model or config) are looked at again; the others keep last night's rows.
@@ -288,7 +294,7 @@ def consolidated_summaries(
     lake, statements, conflicts = home.lake, memory_statements, memory_conflicts
     embeddings = memory_embeddings
     config = settings.stage("consolidation")
-    embed_config, model = _embed_config(home)
+    encoder, model = embed_config(home)
     previous = None
     if all(
         lake.exists(t)
@@ -310,8 +316,8 @@ def consolidated_summaries(
         salt=f"{model}|{config}|{shipped().fingerprint}",
         exact=fp32_vectors(
             home.embedding_cache,
-            embed_config,
-            redacted_texts(MemoryRedaction(Redactor.for_home(home.paths))),
+            encoder,
+            home_redacted_texts(home),
         ),
     )
     lake.write("consolidated_summaries", result.summaries)

@@ -10,6 +10,7 @@ import polars as pl
 from pipeline import tables
 from pipeline.frames import fmt
 from pipeline.ingest.contracts import Signal
+from pipeline.semantic.embed.exact import ExactVectors, with_exact
 from pipeline.storage.vectors import TextVectors
 
 GROUP_KEYS = ["tenant_id", "system", "kind", "skill_id"]
@@ -182,6 +183,22 @@ def _why(frame: pl.DataFrame) -> pl.Expr:
     return pl.concat_str([votes, corrected, helpful, fmt("; mmr {}", pl.col("mmr").round(2))])
 
 
+def example_vectors(
+    rows: pl.DataFrame, vectors: TextVectors, exact: ExactVectors | None
+) -> TextVectors:
+    """`vectors` of the examples `rows` (tenant_id, memory_id, input, text_hash), fp32 where
+    `exact` reproduces them (pipeline/semantic/embed/exact.py). MMR and the near-duplicate cut
+    weigh small differences of similarity, which the int8 kernels move from CPU to CPU (±0.01):
+    on fp32 vectors every CPU chooses the same examples."""
+    mine = vectors.only(rows["text_hash"])
+    if exact is None or rows.is_empty():
+        return mine
+    near = rows.select(
+        "tenant_id", "memory_id", "text_hash", text="input", memory_kind=pl.lit("interaction")
+    ).unique("text_hash", maintain_order=True)
+    return with_exact(mine, near, exact)[0]
+
+
 def few_shot_sets(
     interactions: pl.DataFrame,
     feedback: pl.DataFrame,
@@ -190,11 +207,14 @@ def few_shot_sets(
     vectors: TextVectors,
     config: FewShotConfig | None = None,
     boosts: pl.DataFrame | None = None,
+    exact: ExactVectors | None = None,
 ) -> pl.DataFrame:
     """Top-k diverse examples per tenant × system × kind × skill (FEW_SHOT_SCHEMA); `embeddings`
-    says which text each memory has, `vectors` holds those texts' vectors."""
+    says which text each memory has, `vectors` holds those texts' vectors (fp32 ones from `exact`
+    for the candidates, when given: `example_vectors`)."""
     config = config or FewShotConfig()
     pool = candidates(interactions, feedback, scores, embeddings, config, boosts)
+    vectors = example_vectors(pool, vectors, exact)
     parts = []
     for _, group in pool.group_by(GROUP_KEYS, maintain_order=True):
         chosen, values = mmr_select(

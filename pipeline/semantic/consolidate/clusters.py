@@ -221,11 +221,18 @@ def centroid_similarity(members: pl.DataFrame, vectors: TextVectors) -> pl.Serie
     vectors_of = vectors.of(texts["text_hash"])
     _, inverse = np.unique(texts["cluster"].to_numpy(), return_inverse=True)
     sums = np.zeros((int(inverse.max()) + 1 if len(inverse) else 0, vectors.dim), np.float32)
-    np.add.at(sums, inverse, vectors_of * texts["n"].to_numpy()[:, None].astype(np.float32))
+    counts = texts["n"].to_numpy()
+    np.add.at(sums, inverse, vectors_of * counts[:, None].astype(np.float32))
+    dots = np.einsum("ij,ij->i", vectors_of, sums[inverse])
+    # Two texts are each other's only neighbour: e_a·S − e_b·S = (n_a − n_b)(1 − cos), so the
+    # text with more members is the medoid and equal counts tie. The dot products would break
+    # that tie by the rounding of the vectors' norms, which differs from CPU to CPU (the int8
+    # kernels): the counts decide, and a tie falls to summarise's next keys, on every CPU.
+    two = texts.select(pl.len().over("cluster") == 2).to_series().to_numpy()
     centrality = texts.select(
         "cluster",
         "text_hash",
-        pl.Series("centrality", np.einsum("ij,ij->i", vectors_of, sums[inverse])),
+        pl.Series("centrality", np.where(two, counts.astype(np.float32), dots)),
     )
     return members.join(centrality, on=["cluster", "text_hash"], how="left", maintain_order="left")[
         "centrality"
