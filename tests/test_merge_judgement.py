@@ -65,6 +65,13 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return load_model(None, EmbedConfig.backend, tmp_path_factory.mktemp("onnx"))
 
 
+@pytest.fixture(scope="module")
+def fp32_model(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The fp32 encoder a night decides pairs near the cut with: the same on every CPU (the int8
+    one puts a pair's P on either side of the cut, with and without AVX-512 VNNI)."""
+    return load_model(None, "onnx", tmp_path_factory.mktemp("onnx-fp32"))
+
+
 def judged(texts: list[str], model: Any) -> tuple[PairTexts, np.ndarray]:
     vectors = encode(pl.DataFrame({"t": texts}).select(normalise_text(pl.col("t")))["t"], model)
     pairs = PairTexts(pl.Series(texts), vectors)
@@ -103,8 +110,8 @@ TURNS = [
 ]
 
 
-def test_a_pair_with_several_sentences_merges_by_the_distance_rule(model: Any) -> None:
-    pairs, distance = judged(TURNS, model)
+def test_a_pair_with_several_sentences_merges_by_the_distance_rule(fp32_model: Any) -> None:
+    pairs, distance = judged(TURNS, fp32_model)
     assert pairs.sentences.tolist() == [2, 3, 2]
     rows = np.arange(len(TURNS))
     cosine = pairs.vectors @ pairs.vectors.T
@@ -167,11 +174,13 @@ def test_decisions_hold_under_isa_level_noise(sample: Any) -> None:
 @needs_data
 def test_the_committed_judgement_is_what_training_makes(model: Any, sample: Any) -> None:
     """`python -m pipeline.semantic.training` on the shared train file gives the committed
-    coefficients (to the noise of this CPU's encoder) and the same decisions on the sample."""
+    coefficients, to the noise of the CPU's int8 encoder, and the same decisions on the sample.
+    Retrained with AVX-512 hidden (tests/cpu/no_avx512.c), the coefficients moved by up to 0.125
+    and 1 of the sample's 480 decisions changed; on the CPU that trained them, by nothing."""
     retrained = train_judgement(TRAIN_FILE, model)
     committed = shipped()
     assert retrained.source["trained_on"] == committed.source["trained_on"]
-    assert np.allclose(retrained.coefficients, committed.coefficients, atol=0.05)
+    assert np.allclose(retrained.coefficients, committed.coefficients, atol=0.25)
     features = sample[0]
     again = retrained.probability(features) >= CONFIG.merge_probability
     assert (again != (committed.probability(features) >= CONFIG.merge_probability)).mean() <= 0.01
