@@ -14,8 +14,8 @@ from assets.resources import MemorypackHome
 from assets.semantic import embed_config, home_redacted_texts
 from pipeline import usage
 from pipeline.examples import skill_stats as skills
-from pipeline.examples.fewshot import example_vectors, near_duplicates, negative_examples
 from pipeline.examples.fewshot import few_shot_sets as select_few_shot
+from pipeline.examples.fewshot import near_duplicates, negative_examples
 from pipeline.semantic.embed import fp32_vectors
 
 NO_NEGATIVE_EXAMPLES = "no_negative_or_duplicate_examples"
@@ -157,19 +157,12 @@ def few_shot_sets(
     boosts = usage.boosts(pack_usage, config.helpful_boost)
     # The examples are chosen on fp32 vectors (the same on every CPU), as requests are clustered.
     exact = fp32_vectors(home.embedding_cache, embed_config(home)[0], home_redacted_texts(home))
-    sets = select_few_shot(
+    sets, chosen_on = select_few_shot(
         interactions, corrections, scores, embeddings, vectors, config, boosts, exact
     )
     home.lake.write("few_shot_sets", sets)
     negatives = negative_examples(sets, scores)
-    chosen = example_vectors(
-        sets.join(
-            embeddings.select("tenant_id", "memory_id", "text_hash"), on=["tenant_id", "memory_id"]
-        ),
-        vectors,
-        exact,
-    )
-    duplicates = near_duplicates(sets, embeddings, chosen, config.duplicate_similarity)
+    duplicates = near_duplicates(sets, embeddings, chosen_on, config.duplicate_similarity)
     yield dg.MaterializeResult(
         metadata=frame_metadata(
             sets,

@@ -151,7 +151,7 @@ def _timed(model: Any, fp32: Any, reps: int) -> dict[str, Any]:
     that could merge re-encoded in fp32 first (no cache, as on a tenant's first night) so that
     every CPU merges alike."""
     from pipeline.semantic.consolidate import ConsolidationConfig, label_groups
-    from pipeline.semantic.consolidate.clusters import could_merge
+    from pipeline.semantic.consolidate.clusters import fp32_reach
     from pipeline.semantic.embed.exact import decision_vectors
 
     members, vectors = _members(model)
@@ -166,17 +166,14 @@ def _timed(model: Any, fp32: Any, reps: int) -> dict[str, Any]:
     def run(config: Any, exact: bool = False) -> Any:
         used = vectors
         if exact:
-            judged = config.statement_judgement
-            reach = config.decision_margin + (
-                config.candidate_distance if judged else config.statement_distance
-            )
-            used, near["judged" if judged else "guarded"] = decision_vectors(
+            reach, eligible = fp32_reach(config, vectors)
+            used, near["judged" if config.statement_judgement else "guarded"] = decision_vectors(
                 members,
                 keys,
                 vectors,
                 reach,
                 lambda rows: fp32.encode(rows["text"].to_list(), 128),
-                could_merge(config, vectors) if judged else None,
+                eligible,
             )
         return label_groups(
             members, keys, config.statement_distance, pl.DataFrame(), config, False, used

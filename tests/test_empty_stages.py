@@ -67,4 +67,4 @@ def test_skill_stats_and_pairs_of_nothing_are_empty() -> None:
 def test_few_shot_sets_of_nothing_are_empty() -> None:
     scores = compute_scores(INTERACTIONS, STATEMENTS, FEEDBACK)
     embeddings = pl.DataFrame(schema=EMBEDDINGS_SCHEMA)
-    assert few_shot_sets(INTERACTIONS, FEEDBACK, scores, embeddings, NO_VECTORS).is_empty()
+    assert few_shot_sets(INTERACTIONS, FEEDBACK, scores, embeddings, NO_VECTORS)[0].is_empty()

@@ -95,13 +95,13 @@ def sets() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     return (
         few_shot_sets(
             interactions, feedback, score, embedded.embeddings, vectors, FewShotConfig(k=5)
-        ),
+        )[0],
         score,
         embedded.embeddings,
         vectors,
         few_shot_sets(
             interactions, feedback, score, embedded.embeddings, vectors, FewShotConfig(k=5), helpful
-        ),
+        )[0],
     )
 
 

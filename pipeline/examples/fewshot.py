@@ -208,10 +208,11 @@ def few_shot_sets(
     config: FewShotConfig | None = None,
     boosts: pl.DataFrame | None = None,
     exact: ExactVectors | None = None,
-) -> pl.DataFrame:
-    """Top-k diverse examples per tenant × system × kind × skill (FEW_SHOT_SCHEMA); `embeddings`
-    says which text each memory has, `vectors` holds those texts' vectors (fp32 ones from `exact`
-    for the candidates, when given: `example_vectors`)."""
+) -> tuple[pl.DataFrame, TextVectors]:
+    """Top-k diverse examples per tenant × system × kind × skill (FEW_SHOT_SCHEMA), and the
+    candidates' vectors they were chosen on (what `near_duplicates` checks them with).
+    `embeddings` says which text each memory has, `vectors` holds those texts' vectors (fp32 ones
+    from `exact` for the candidates, when given: `example_vectors`)."""
     config = config or FewShotConfig()
     pool = candidates(interactions, feedback, scores, embeddings, config, boosts)
     vectors = example_vectors(pool, vectors, exact)
@@ -231,14 +232,14 @@ def few_shot_sets(
             )
         )
     if not parts:
-        return pl.DataFrame(schema=FEW_SHOT_SCHEMA)
+        return pl.DataFrame(schema=FEW_SHOT_SCHEMA), vectors
     sets = pl.concat(parts)
     return (
         sets.with_columns(_why(sets).alias("why"))
         .select(list(FEW_SHOT_SCHEMA))
         .cast(pl.Schema(FEW_SHOT_SCHEMA))
         .sort(*GROUP_KEYS, "rank", nulls_last=True)
-    )
+    ), vectors
 
 
 def negative_examples(sets: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:

@@ -105,6 +105,16 @@ def could_merge(config: ConsolidationConfig, vectors: TextVectors) -> Eligible:
     return eligible
 
 
+def fp32_reach(config: ConsolidationConfig, vectors: TextVectors) -> tuple[float, Eligible | None]:
+    """How near a decision a statement is clustered on its fp32 vector (`decision_vectors`): the
+    judgement proposes pairs within `candidate_distance` and re-encodes those that could merge
+    (`could_merge`); the distance rule, every pair within `statement_distance`. Both widened by
+    `decision_margin`."""
+    if config.statement_judgement:
+        return config.candidate_distance + config.decision_margin, could_merge(config, vectors)
+    return config.statement_distance + config.decision_margin, None
+
+
 @dataclass(frozen=True)
 class JudgedPairs:
     """Every pair i < j the embedding proposes (global unit rows, in group order) and its

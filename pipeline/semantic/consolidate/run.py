@@ -12,7 +12,7 @@ from pipeline.frames import changed_groups, group_fingerprints, replace_groups
 from pipeline.semantic.consolidate.clustering import assign_to_clusters, cluster_labels
 from pipeline.semantic.consolidate.clusters import (
     centroid_similarity,
-    could_merge,
+    fp32_reach,
     label_groups,
     reinforcement,
     summarise,
@@ -137,13 +137,8 @@ def _statement_scope(
         # The changed statements' vectors alone: the copy decision_vectors changes stays small
         # (a night's interaction vectors beside them are not copied).
         mine = vectors.only(changed["text_hash"])
-        if config.statement_judgement:
-            reach = config.candidate_distance + config.decision_margin
-            eligible = could_merge(config, mine)
-            vectors, exact_texts = decision_vectors(changed, keys, mine, reach, exact, eligible)
-        else:
-            reach = config.statement_distance + config.decision_margin
-            vectors, exact_texts = decision_vectors(changed, keys, mine, reach, exact)
+        reach, eligible = fp32_reach(config, mine)
+        vectors, exact_texts = decision_vectors(changed, keys, mine, reach, exact, eligible)
     labelled = (
         label_groups(changed, keys, config.statement_distance, conflicts, config, False, vectors)
         if changed.height
